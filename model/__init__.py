@@ -1,0 +1,29 @@
+"""The model: multi-head attention, the encoder-decoder Transformer and its decoding. Imports only torch."""
+
+from model.attention import KVCache, MultiHeadAttention
+from model.decoding import beam_search, greedy_search
+from model.masks import causal_mask, decoder_self_mask, padding_mask
+from model.transformer import (
+    AttentionMaps,
+    DecoderCache,
+    EncoderOutput,
+    HeadMask,
+    Transformer,
+    TransformerConfig,
+)
+
+__all__ = [
+    "AttentionMaps",
+    "DecoderCache",
+    "EncoderOutput",
+    "HeadMask",
+    "KVCache",
+    "MultiHeadAttention",
+    "Transformer",
+    "TransformerConfig",
+    "beam_search",
+    "causal_mask",
+    "decoder_self_mask",
+    "greedy_search",
+    "padding_mask",
+]

@@ -1,0 +1,149 @@
+"""Multi-head attention ("Attention Is All You Need", §3.2), with a fused path and a weight-returning path.
+
+Shape legend: B batch, Tq query length, Tk key length, D model dim, H heads, Dh head dim (D / H).
+
+Masks are boolean with ``True`` = may attend, broadcastable to (B, H, Tq, Tk).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values of one attention module, kept between decoding steps.
+
+    Decoder self-attention appends the new position's key and value at every step (``static=False``).
+    Cross-attention projects the encoder output once, at the first step, and reuses it (``static=True``).
+    The cache is explicit state owned by the caller, never hidden on the module.
+    """
+
+    static: bool = False
+    key: Tensor | None = None  # (B, H, Tk, Dh)
+    value: Tensor | None = None  # (B, H, Tk, Dh)
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows (beam search keeps the beams it extends). index: (B',) int64."""
+        if self.key is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """h-head scaled dot-product attention with learned input and output projections.
+
+    The input projection is one (3D, D) matrix holding the query, key and value projections in that order,
+    the layout of ``torch.nn.MultiheadAttention``, so self-attention costs one matmul.
+
+    Args:
+        d_model: model dimension D.
+        num_heads: number of heads H; must divide ``d_model``.
+        dropout: dropout on the attention weights (training only).
+        bias: whether the projections have biases.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.dropout = dropout
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj.weight)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        if bias:
+            nn.init.zeros_(self.in_proj.bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        *,
+        cache: KVCache | None = None,
+        head_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: (B, Tq, D).
+            key, value: (B, Tk, D). Pass the same tensor three times for self-attention.
+            mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk). With a cache, Tk counts the cached
+                keys too.
+            need_weights: also return the attention weights (takes the explicit path instead of the fused kernel).
+            cache: keys/values from earlier decoding steps; updated in place.
+            head_mask: (H,) or (B, H) multipliers of each head's output before the heads are merged:
+                1 keeps a head, 0 silences it (head ablation, Michel et al. 2019).
+
+        Returns:
+            output (B, Tq, D) and weights (B, H, Tq, Tk), or None when ``need_weights`` is False. A query whose keys
+            are all masked gets zero weights and zero output (before the output projection), never NaN.
+        """
+        q, k, v = self._project(query, key, value, cache)
+        dropout_p = self.dropout if self.training else 0.0
+
+        has_key = None
+        if mask is not None:
+            # A query row with no key to attend would make softmax 0/0. Let it attend everything, then zero it.
+            has_key = mask.any(dim=-1, keepdim=True)  # (B|1, 1|H, Tq|1, 1)
+            mask = mask | ~has_key
+
+        if need_weights:
+            scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            weights = scores.float().softmax(dim=-1).to(q.dtype)
+            if has_key is not None:
+                weights = weights * has_key
+            out = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, H, Tq, Dh)
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, Tq, Dh)
+            if has_key is not None:
+                out = out * has_key
+
+        if head_mask is not None:
+            out = out * head_mask.to(out.dtype).reshape(-1, self.num_heads, 1, 1)  # (B|1, H, 1, 1)
+        return self.out_proj(self._merge_heads(out)), weights
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None) -> tuple[Tensor, ...]:
+        """Project into heads; use and update the cache. Returns q (B, H, Tq, Dh), k and v (B, H, Tk, Dh)."""
+        w, b = self.in_proj.weight, self.in_proj.bias
+        d = self.d_model
+        if cache is not None and cache.static and cache.key is not None:
+            return self._split_heads(F.linear(query, w[:d], None if b is None else b[:d])), cache.key, cache.value
+
+        if query is key and key is value:
+            q, k, v = self.in_proj(query).chunk(3, dim=-1)  # 3 x (B, T, D)
+        else:
+            q = F.linear(query, w[:d], None if b is None else b[:d])
+            if key is value:
+                k, v = F.linear(key, w[d:], None if b is None else b[d:]).chunk(2, dim=-1)
+            else:
+                k = F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d])
+                v = F.linear(value, w[2 * d :], None if b is None else b[2 * d :])
+        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+
+        if cache is not None:
+            if not cache.static and cache.key is not None:
+                k = torch.cat([cache.key, k], dim=2)  # (B, H, Tk_past + Tk, Dh)
+                v = torch.cat([cache.value, v], dim=2)
+            cache.key, cache.value = k, v
+        return q, k, v
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+
+    def _merge_heads(self, x: Tensor) -> Tensor:
+        b, _, t, _ = x.shape
+        return x.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)

@@ -1,0 +1,164 @@
+"""Greedy and beam-search decoding with a key/value cache.
+
+Each step feeds only the newest token through the decoder: the self-attention keys/values of earlier positions
+and the cross-attention keys/values of the encoder output come from the cache, so a step costs O(current
+length) rather than a re-run over the whole prefix.
+
+Shape legend: B batch, K beams, S source length, L generated length, V target vocabulary size.
+"""
+
+import torch
+from torch import Tensor
+
+from model.transformer import EncoderOutput, HeadMask, Transformer
+
+
+def _next_token_log_probs(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
+    """Log-probabilities of the next token, (N, V) → (N, V) float32; padding and BOS are never generated."""
+    logits = logits.float()
+    logits[:, [pad_id, bos_id]] = float("-inf")
+    return logits.log_softmax(dim=-1)
+
+
+def _finish(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
+    """Pad every position after a row's first EOS and drop columns that are padding in every row.
+
+    tokens: (B, L) → (B, L') with L' the longest hypothesis, EOS included.
+    """
+    is_eos = tokens == eos_id
+    after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0  # strictly after the first EOS
+    tokens = tokens.masked_fill(after_eos, pad_id)
+    lengths = (tokens != pad_id).sum(dim=1)
+    return tokens[:, : max(int(lengths.max()), 1)] if tokens.size(0) else tokens
+
+
+@torch.no_grad()
+def greedy_search(
+    model: Transformer, src: Tensor, max_len: int, *, use_cache: bool = True, head_mask: HeadMask | None = None
+) -> Tensor:
+    """Pick the most probable token at every step (never padding or BOS).
+
+    Args:
+        src: (B, S) source ids.
+        max_len: most tokens to generate (EOS included).
+        use_cache: False re-runs the decoder over the whole prefix at every step (the slow textbook way, kept
+            as the reference the cache is tested and benchmarked against).
+
+    Returns:
+        (B, L) tokens after BOS, padded with ``pad_id`` after each row's first EOS.
+    """
+    c = model.config
+    masks = head_mask if head_mask is not None else HeadMask()
+    encoded = model.encode(src, head_mask=masks.encoder)
+    tokens = torch.full((src.size(0), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    cache = model.new_cache() if use_cache else None
+    for _ in range(max_len):
+        step_in = tokens[:, -1:] if use_cache else tokens
+        logits = model.decode(step_in, encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B, V)
+        next_token = _next_token_log_probs(logits, c.pad_id, c.bos_id).argmax(dim=-1).masked_fill(finished, c.pad_id)  # (B,)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        finished |= next_token == c.eos_id
+        if finished.all():
+            break
+    return _finish(tokens[:, 1:], c.eos_id, c.pad_id)
+
+
+def _length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """GNMT length penalty ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _repeat_beams(encoded: EncoderOutput, beam_size: int) -> EncoderOutput:
+    """Repeat every sentence's encoder output for each of its beams: (B, ...) → (B*K, ...)."""
+    return EncoderOutput(
+        encoded.memory.repeat_interleave(beam_size, dim=0),
+        encoded.src_attend.repeat_interleave(beam_size, dim=0),
+        [],
+    )
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    max_len: int,
+    beam_size: int,
+    length_penalty: float = 0.6,
+    *,
+    head_mask: HeadMask | None = None,
+) -> Tensor:
+    """Batched beam search: all sentences and beams advance together, one decoder step per token.
+
+    Every step extends each of the K live beams of a sentence by every token and keeps the 2K best extensions
+    by log-probability. Extensions ending in EOS that rank among the best K leave the beam as finished
+    hypotheses, scored by log-probability divided by the GNMT length penalty; the best K others live on.
+    A sentence is done once it holds K finished hypotheses and no live beam can still beat the worst of them;
+    decoding stops when every sentence is done or after ``max_len`` tokens, when live beams count as finished.
+
+    Args:
+        src: (B, S) source ids.
+        max_len: most tokens to generate (EOS included).
+        beam_size: K.
+        length_penalty: the GNMT exponent alpha; 0 ranks by plain log-probability.
+
+    Returns:
+        (B, L) the best hypothesis of each sentence, padded with ``pad_id`` after its EOS.
+    """
+    c = model.config
+    b, k, device = src.size(0), beam_size, src.device
+    masks = head_mask if head_mask is not None else HeadMask()
+    encoded = _repeat_beams(model.encode(src, head_mask=masks.encoder), k)
+    masks = HeadMask(*(m.repeat_interleave(k, dim=0) if m is not None and m.dim() == 3 else m for m in masks))
+    cache = model.new_cache()
+
+    tokens = torch.full((b * k, 1), c.bos_id, dtype=torch.long, device=device)  # (B*K, 1 + steps)
+    scores = torch.full((b, k), float("-inf"), device=device)  # live beams' log-probabilities
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first at step one
+    finished_scores = torch.full((b, k), float("-inf"), device=device)  # length-normalised
+    finished_tokens = torch.full((b, k, max_len), c.pad_id, dtype=torch.long, device=device)
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    beam_offset = (torch.arange(b, device=device) * k)[:, None]  # (B, 1) first flat row of each sentence
+
+    for step in range(1, max_len + 1):
+        logits = model.decode(tokens[:, -1:], encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B*K, V)
+        log_probs = _next_token_log_probs(logits, c.pad_id, c.bos_id)
+        vocab = log_probs.size(-1)
+        candidates = (scores.view(b * k, 1) + log_probs).view(b, k * vocab)  # (B, K*V)
+        top_scores, top_ids = candidates.topk(2 * k, dim=1)  # (B, 2K), best first
+        origin, token = top_ids // vocab, top_ids % vocab  # beam each candidate extends, and its new token
+        history = tokens.view(b, k, -1)[:, :, 1:].gather(1, origin[..., None].expand(-1, -1, step - 1))
+        candidate_tokens = torch.cat([history, token[..., None]], dim=2)  # (B, 2K, step)
+
+        # Finished hypotheses: EOS among the best K candidates of sentences still searching.
+        is_eos = token == c.eos_id
+        rank_ok = torch.arange(2 * k, device=device)[None] < k
+        new_finished = is_eos & rank_ok & ~done[:, None]
+        if step == max_len:  # out of room: live candidates finish as they are
+            new_finished = (new_finished | (~is_eos & rank_ok)) & ~done[:, None]
+        normalised = top_scores / _length_penalty(torch.tensor(float(step), device=device), length_penalty)
+        pool_scores = torch.cat([finished_scores, normalised.masked_fill(~new_finished, float("-inf"))], dim=1)
+        padded = torch.full((b, 2 * k, max_len), c.pad_id, dtype=torch.long, device=device)
+        padded[:, :, :step] = candidate_tokens
+        pool_tokens = torch.cat([finished_tokens, padded], dim=1)  # (B, 3K, max_len)
+        finished_scores, keep = pool_scores.topk(k, dim=1)
+        finished_tokens = pool_tokens.gather(1, keep[..., None].expand(-1, -1, max_len))
+
+        # Live beams: the best K candidates that did not end in EOS (at least K of the 2K never do).
+        live_scores = top_scores.masked_fill(is_eos, float("-inf"))
+        scores, live = live_scores.topk(k, dim=1)  # (B, K)
+        live_origin = origin.gather(1, live)
+        live_token = token.gather(1, live)
+
+        # Done when K hypotheses are finished and the best live beam, even if it never lost another bit of
+        # log-probability, could not beat the worst of them at the longest allowed length.
+        best_possible = scores[:, 0] / _length_penalty(torch.tensor(float(max_len), device=device), length_penalty)
+        done |= (finished_scores[:, -1] > float("-inf")) & (best_possible <= finished_scores[:, -1])
+        if bool(done.all()):
+            break
+
+        flat_origin = (beam_offset + live_origin).view(-1)  # (B*K,)
+        cache.reorder(flat_origin)
+        tokens = torch.cat([tokens.index_select(0, flat_origin), live_token.view(-1, 1)], dim=1)
+
+    return _finish(finished_tokens[:, 0], c.eos_id, c.pad_id)

@@ -1,0 +1,399 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al. 2017).
+
+Shape legend: B batch, S source length, T target length, D model dim, H heads, L layers, V vocabulary size.
+
+Token ids go in, logits come out; every mask is derived inside from ``pad_id`` (see ``model.masks``).
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.attention import KVCache, MultiHeadAttention
+from model.masks import decoder_self_mask, padding_mask
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Architecture of the Transformer. Frozen and validated once; every field is a primitive.
+
+    Defaults are a small model that trains on a laptop CPU. The paper's base model is
+    ``d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048, norm_first=False``.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 256
+    num_heads: int = 4
+    num_encoder_layers: int = 3
+    num_decoder_layers: int = 3
+    d_ff: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation: Literal["relu", "gelu"] = "relu"
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    max_len: int = 256
+    # Pre-LN (normalise each sublayer's input) trains stably without long warm-up (Xiong et al. 2020);
+    # post-LN (normalise after the residual sum) is the paper's §3.1 arrangement.
+    norm_first: bool = True
+    # Share the target embedding with the output projection (§3.4, Press & Wolf 2017).
+    tie_output_embedding: bool = True
+    # One embedding table for source and target; needs one shared vocabulary.
+    share_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.d_model % self.num_heads != 0:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
+        ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        if len(set(ids.values())) != 3:
+            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")
+        for name, value in ids.items():
+            smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+            if not 0 <= value < smallest:
+                raise ValueError(f"{name} ({value}) must be a valid id of both vocabularies (size {smallest})")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
+                f"and tgt_vocab_size={self.tgt_vocab_size}"
+            )
+
+
+class AttentionMaps(NamedTuple):
+    """Attention weights of every layer, returned when asked for, never stored on modules."""
+
+    encoder: list[Tensor]  # per layer (B, H, S, S)
+    decoder: list[Tensor]  # per layer (B, H, T, T)
+    cross: list[Tensor]  # per layer (B, H, T, S)
+
+
+class EncoderOutput(NamedTuple):
+    memory: Tensor  # (B, S, D)
+    src_attend: Tensor  # (B, 1, 1, S) boolean, True = real source token
+    attention: list[Tensor]  # per layer (B, H, S, S); empty unless asked for
+
+
+class DecoderOutput(NamedTuple):
+    logits: Tensor  # (B, T, V)
+    self_attention: list[Tensor]  # per layer (B, H, T, T); empty unless asked for
+    cross_attention: list[Tensor]  # per layer (B, H, T, S); empty unless asked for
+
+
+@dataclass
+class DecoderCache:
+    """Everything incremental decoding keeps between steps: one self- and one cross-attention cache per layer."""
+
+    layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
+    length: int = 0  # target positions decoded so far; the next position's index
+
+    @classmethod
+    def empty(cls, num_layers: int) -> "DecoderCache":
+        return cls(layers=[(KVCache(static=False), KVCache(static=True)) for _ in range(num_layers)])
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the batch rows in ``index`` (B',), e.g. the beams that survive a beam-search step."""
+        for self_cache, cross_cache in self.layers:
+            self_cache.reorder(index)
+            cross_cache.reorder(index)
+
+
+class HeadMask(NamedTuple):
+    """Multipliers of each head's output, 1 keeps a head and 0 silences it: (L, H), or (B, L, H) per sentence."""
+
+    encoder: Tensor | None = None
+    decoder: Tensor | None = None
+    cross: Tensor | None = None
+
+
+def _layer_slice(mask: Tensor | None, layer: int) -> Tensor | None:
+    """The (H,) or (B, H) head multipliers of one layer."""
+    if mask is None:
+        return None
+    return mask[layer] if mask.dim() == 2 else mask[:, layer]
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sine/cosine position signal added to the embeddings (§3.5)."""
+
+    def __init__(self, d_model: int, max_len: int) -> None:
+        super().__init__()
+        position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)
+        inv_freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))  # (D/2,)
+        pe = torch.zeros(max_len, d_model)
+        pe[:, 0::2] = torch.sin(position * inv_freq)
+        pe[:, 1::2] = torch.cos(position * inv_freq)
+        self.register_buffer("pe", pe, persistent=False)  # (max_len, D), rebuilt rather than checkpointed
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """x: (B, T, D), positions ``offset .. offset+T-1`` → (B, T, D)."""
+        length = x.size(1)
+        if offset + length > self.pe.size(0):
+            raise ValueError(
+                f"sequence of {offset + length} positions is longer than max_len ({self.pe.size(0)}); "
+                "raise the model's max_len or filter long sentences"
+            )
+        return x + self.pe[offset : offset + length].to(x.dtype)  # (T, D) broadcast over B
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network (§3.3)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str) -> None:
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff)
+        self.down = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = F.gelu if activation == "gelu" else F.relu
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.dropout(self.activation(self.up(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual connection around a sublayer, with layer norm before (pre-LN) or after (post-LN, §5.4)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, fn) -> tuple[Tensor, Tensor | None]:
+        """fn maps the (normalised) input to (output, attention weights or None)."""
+        if self.norm_first:
+            out, weights = fn(self.norm(x))
+            return x + self.dropout(out), weights
+        out, weights = fn(x)
+        return self.norm(x + self.dropout(out)), weights
+
+
+def _no_weights(out: Tensor) -> tuple[Tensor, None]:
+    return out, None
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.attn_block = Sublayer(c.d_model, c.dropout, c.norm_first)
+        self.ff_block = Sublayer(c.d_model, c.dropout, c.norm_first)
+
+    def forward(
+        self, x: Tensor, attend: Tensor, need_weights: bool, head_mask: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """x: (B, S, D), attend: (B, 1, 1, S) → (B, S, D), weights (B, H, S, S) or None."""
+        x, weights = self.attn_block(
+            x, lambda h: self.self_attn(h, h, h, attend, need_weights, head_mask=head_mask)
+        )
+        x, _ = self.ff_block(x, lambda h: _no_weights(self.feed_forward(h)))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.self_block = Sublayer(c.d_model, c.dropout, c.norm_first)
+        self.cross_block = Sublayer(c.d_model, c.dropout, c.norm_first)
+        self.ff_block = Sublayer(c.d_model, c.dropout, c.norm_first)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        self_attend: Tensor | None,
+        src_attend: Tensor,
+        need_weights: bool,
+        cache: tuple[KVCache, KVCache] | None,
+        head_masks: tuple[Tensor | None, Tensor | None],
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'), cross weights (B, H, T, S)."""
+        self_cache, cross_cache = cache if cache is not None else (None, None)
+        self_mask, cross_mask = head_masks
+        x, self_weights = self.self_block(
+            x, lambda h: self.self_attn(h, h, h, self_attend, need_weights, cache=self_cache, head_mask=self_mask)
+        )
+        x, cross_weights = self.cross_block(
+            x,
+            lambda h: self.cross_attn(
+                h, memory, memory, src_attend, need_weights, cache=cross_cache, head_mask=cross_mask
+            ),
+        )
+        x, _ = self.ff_block(x, lambda h: _no_weights(self.feed_forward(h)))
+        return x, self_weights, cross_weights
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer over token ids.
+
+    ``forward`` is the teacher-forced training pass; ``encode``/``decode`` split it so that decoding runs the
+    encoder once; ``generate`` decodes greedily or with beam search, with a key/value cache.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        for embedding in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
+            # With embeddings scaled by sqrt(D) (§3.4), std D^-0.5 gives inputs of unit scale (as in fairseq).
+            nn.init.normal_(embedding.weight, mean=0.0, std=c.d_model**-0.5)
+            nn.init.zeros_(embedding.weight[c.pad_id])
+        self.positions = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        self.embed_dropout = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_decoder_layers))
+        # Pre-LN leaves the residual stream unnormalised: normalise it once at the end of each stack.
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.output_proj = None if c.tie_output_embedding else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        for layer in (*self.encoder_layers, *self.decoder_layers):
+            for module in layer.modules():
+                if isinstance(module, FeedForward):
+                    nn.init.xavier_uniform_(module.up.weight)
+                    nn.init.xavier_uniform_(module.down.weight)
+
+    def _embed(self, embedding: nn.Embedding, ids: Tensor, offset: int = 0) -> Tensor:
+        x = embedding(ids) * math.sqrt(self.config.d_model)  # (B, T, D)
+        return self.embed_dropout(self.positions(x, offset))
+
+    def encode(self, src: Tensor, *, need_weights: bool = False, head_mask: Tensor | None = None) -> EncoderOutput:
+        """Run the encoder over src (B, S). ``head_mask``: (L, H) or (B, L, H), see ``HeadMask``."""
+        src_attend = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        x = self._embed(self.src_embed, src)
+        maps = []
+        for i, layer in enumerate(self.encoder_layers):
+            x, weights = layer(x, src_attend, need_weights, _layer_slice(head_mask, i))
+            if need_weights:
+                maps.append(weights)
+        return EncoderOutput(self.encoder_norm(x), src_attend, maps)
+
+    def decode(
+        self,
+        tgt_in: Tensor,
+        encoded: EncoderOutput,
+        *,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+        head_mask: HeadMask | None = None,
+    ) -> DecoderOutput:
+        """Run the decoder.
+
+        Args:
+            tgt_in: (B, T) decoder input ids, starting with BOS. With a cache, only the new positions (usually
+                T = 1); earlier positions come from the cache, which is updated in place.
+            encoded: the encoder's output for the same batch.
+        """
+        offset = 0 if cache is None else cache.length
+        if cache is None:
+            self_attend = decoder_self_mask(tgt_in, self.config.pad_id)  # (B, 1, T, T)
+        elif tgt_in.size(1) == 1:
+            self_attend = None  # one new position attends to all cached ones and itself
+        else:
+            raise ValueError(f"cached decoding takes one position at a time, got {tgt_in.size(1)}")
+        masks = head_mask if head_mask is not None else HeadMask()
+        x = self._embed(self.tgt_embed, tgt_in, offset)
+        self_maps, cross_maps = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            x, self_weights, cross_weights = layer(
+                x,
+                encoded.memory,
+                self_attend,
+                encoded.src_attend,
+                need_weights,
+                None if cache is None else cache.layers[i],
+                (_layer_slice(masks.decoder, i), _layer_slice(masks.cross, i)),
+            )
+            if need_weights:
+                self_maps.append(self_weights)
+                cross_maps.append(cross_weights)
+        if cache is not None:
+            cache.length += tgt_in.size(1)
+        x = self.decoder_norm(x)
+        weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
+        return DecoderOutput(F.linear(x, weight), self_maps, cross_maps)  # logits (B, T, V)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        return_attention: bool = False,
+        *,
+        head_mask: HeadMask | None = None,
+    ) -> Tensor | tuple[Tensor, AttentionMaps]:
+        """Teacher-forced pass.
+
+        Args:
+            src: (B, S) source ids, padded with ``pad_id``.
+            tgt_in: (B, T) decoder input ids (BOS followed by the target shifted right), padded with ``pad_id``.
+            return_attention: also return every layer's attention weights (explicit, slower path).
+            head_mask: optional per-head multipliers for ablation studies.
+
+        Returns:
+            logits (B, T, V), and with ``return_attention`` an ``AttentionMaps``.
+        """
+        masks = head_mask if head_mask is not None else HeadMask()
+        encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder)
+        out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks)
+        if not return_attention:
+            return out.logits
+        return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache.empty(self.config.num_decoder_layers)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        src: Tensor,
+        max_len: int | None = None,
+        beam_size: int = 1,
+        length_penalty: float = 0.6,
+        *,
+        head_mask: HeadMask | None = None,
+    ) -> Tensor:
+        """Translate a batch of source sentences.
+
+        Args:
+            src: (B, S) source ids, padded with ``pad_id``.
+            max_len: most tokens to generate per sentence (EOS included). Default: ``2 * S + 10``, capped so that
+                positions stay within the model's ``max_len``.
+            beam_size: 1 decodes greedily; more runs batched beam search.
+            length_penalty: GNMT length-penalty exponent alpha (Wu et al. 2016), beam search only.
+
+        Returns:
+            (B, L) int64: the tokens after BOS, each row ending at its first EOS and padded with ``pad_id``.
+        """
+        from model.decoding import beam_search, greedy_search  # decoding builds on this module
+
+        if max_len is None:
+            max_len = 2 * src.size(1) + 10
+        max_len = min(max_len, self.config.max_len - 1)
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+        if beam_size == 1:
+            return greedy_search(self, src, max_len, head_mask=head_mask)
+        return beam_search(self, src, max_len, beam_size, length_penalty, head_mask=head_mask)

@@ -1,0 +1,141 @@
+"""Decoding: the cache changes nothing, beam search finds what exhaustive search finds, batching changes nothing."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from model import Transformer
+from model.decoding import beam_search, greedy_search
+from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(2)
+    model = Transformer(tiny_config(tie_output_embedding=False)).eval()
+    with torch.no_grad():  # sharp, varied next-token distributions: hypotheses of many lengths compete
+        model.output_proj.weight.normal_(0.0, 1.0)
+    return model
+
+
+@pytest.fixture
+def src():
+    src = random_ids(4, 7, 13, generator=torch.Generator().manual_seed(3))
+    src[1, 4:] = PAD
+    src[3, 2:] = PAD
+    return src
+
+
+def teacher_forced_greedy(model, src, max_len):
+    """The textbook definition: re-run the full model on the prefix, take the argmax, for each sentence alone."""
+    rows = []
+    for sentence in src:
+        sentence = sentence[sentence != PAD][None]
+        prefix = torch.tensor([[BOS]])
+        for _ in range(max_len):
+            logits = model(sentence, prefix)[0, -1]
+            logits[[PAD, BOS]] = -math.inf  # never generated
+            next_token = logits.argmax()
+            prefix = torch.cat([prefix, next_token.view(1, 1)], dim=1)
+            if next_token == EOS:
+                break
+        rows.append(prefix[0, 1:].tolist())
+    return rows
+
+
+def rows_of(tokens):
+    """(B, L) padded output → list of token lists up to and including EOS."""
+    return [[t for t in row.tolist() if t != PAD] for row in tokens]
+
+
+def test_output_contract(model, src):
+    out = model.generate(src, max_len=12)
+    lengths = [len(row) for row in rows_of(out)]
+    assert len(set(lengths)) > 1, "the fixture should produce hypotheses of several lengths"
+    assert out.dtype == torch.long and out.shape[0] == 4 and out.shape[1] <= 12
+    for row in out.tolist():
+        if EOS in row:
+            first = row.index(EOS)
+            assert all(t == PAD for t in row[first + 1 :])
+        else:
+            assert len(row) == 12 and PAD not in row
+
+
+def test_cached_greedy_equals_uncached_and_teacher_forced(model, src):
+    cached = greedy_search(model, src, 12)
+    uncached = greedy_search(model, src, 12, use_cache=False)
+    assert torch.equal(cached, uncached)
+    assert rows_of(cached) == teacher_forced_greedy(model, src, 12)
+
+
+def test_batched_generation_equals_one_sentence_at_a_time(model, src):
+    for beam_size in (1, 3):
+        batched = rows_of(model.generate(src, max_len=12, beam_size=beam_size))
+        alone = [
+            rows_of(model.generate(s[s != PAD][None], max_len=12, beam_size=beam_size))[0] for s in src
+        ]
+        assert batched == alone
+
+
+def test_beam_of_one_equals_greedy(model, src):
+    assert torch.equal(beam_search(model, src, 12, beam_size=1, length_penalty=0.0), greedy_search(model, src, 12))
+    assert torch.equal(model.generate(src, max_len=12, beam_size=1), greedy_search(model, src, 12))
+
+
+def test_beam_hypotheses_end_with_eos_or_stop_at_max_len(model, src):
+    out = model.generate(src, max_len=6, beam_size=4)
+    for row in rows_of(out):
+        assert row[-1] == EOS or len(row) == 6
+        assert EOS not in row[:-1]
+
+
+def sequence_score(model, sentence, tokens):
+    logits = model(sentence[None], torch.tensor([[BOS, *tokens[:-1]]]))[0].log_softmax(-1)
+    return sum(logits[i, t].item() for i, t in enumerate(tokens))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_wide_beam_finds_the_exhaustive_best(alpha):
+    """With a beam wider than the search space, beam search must return the best hypothesis of all."""
+    torch.manual_seed(2)
+    model = Transformer(tiny_config(tgt_vocab_size=6, tie_output_embedding=False)).eval()
+    with torch.no_grad():
+        model.output_proj.weight.normal_(0.0, 1.0)
+    sentence = random_ids(1, 4, 13, generator=torch.Generator().manual_seed(5))[0]
+    max_len, vocab = 3, 6
+
+    def penalty(n):
+        return ((5 + n) / 6) ** alpha
+
+    best, best_score = None, -math.inf
+    for n in range(1, max_len + 1):
+        for tokens in itertools.product([t for t in range(vocab) if t not in (PAD, BOS)], repeat=n):
+            if EOS in tokens[:-1] or (n < max_len and tokens[-1] != EOS):
+                continue  # a hypothesis ends at its first EOS or at max_len
+            score = sequence_score(model, sentence, list(tokens)) / penalty(n)
+            if score > best_score:
+                best, best_score = list(tokens), score
+    found = rows_of(beam_search(model, sentence[None], max_len, beam_size=vocab**2, length_penalty=alpha))[0]
+    assert found == best
+
+
+def test_beam_search_never_scores_below_greedy(model, src):
+    greedy = rows_of(greedy_search(model, src, 10))
+    beam = rows_of(beam_search(model, src, 10, beam_size=4, length_penalty=0.0))
+    for s, g, b in zip(src, greedy, beam):
+        s = s[s != PAD]
+        assert sequence_score(model, s, b) >= sequence_score(model, s, g) - 1e-5
+
+
+def test_early_stop_when_every_sentence_finishes():
+    model = Transformer(tiny_config(tie_output_embedding=False)).eval()
+    with torch.no_grad():  # the decoder's output is always the same vector, and only EOS scores against it
+        model.decoder_norm.weight.zero_()
+        model.decoder_norm.bias.fill_(1.0)
+        model.output_proj.weight.zero_()
+        model.output_proj.weight[EOS] = 1.0
+    src = random_ids(3, 5, 13)
+    assert model.generate(src, max_len=50).tolist() == [[EOS]] * 3
+    assert model.generate(src, max_len=50, beam_size=3).tolist() == [[EOS]] * 3

@@ -1,0 +1,135 @@
+"""The Transformer's contract: config validation, shapes, attention maps, no future leakage, padding invariance."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from model import HeadMask, Transformer, TransformerConfig
+from tests.conftest import BOS, PAD, random_ids, tiny_config
+
+
+def batch(src_len=6, tgt_len=5, b=3):
+    torch.manual_seed(1)
+    src = random_ids(b, src_len, 13)
+    tgt_in = random_ids(b, tgt_len, 11)
+    tgt_in[:, 0] = BOS
+    return src, tgt_in
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"d_model": 30, "num_heads": 4}, r"d_model \(30\).*num_heads \(4\)"),
+        ({"num_encoder_layers": 0}, "num_encoder_layers must be at least 1, got 0"),
+        ({"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
+        ({"eos_id": 0}, "must differ"),
+        ({"share_embeddings": True}, "src_vocab_size=13 and tgt_vocab_size=11"),
+        ({"pad_id": 20}, r"pad_id \(20\)"),
+    ],
+)
+def test_config_errors_name_the_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tiny_config().d_model = 8
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("tie", [True, False])
+def test_shapes_and_attention_maps(norm_first, tie):
+    model = Transformer(tiny_config(norm_first=norm_first, tie_output_embedding=tie)).eval()
+    src, tgt_in = batch()
+    src[0, 4:] = PAD
+    logits, maps = model(src, tgt_in, return_attention=True)
+    assert logits.shape == (3, 5, 11)
+    assert [m.shape for m in maps.encoder] == [(3, 4, 6, 6)] * 2
+    assert [m.shape for m in maps.decoder] == [(3, 4, 5, 5)] * 2
+    assert [m.shape for m in maps.cross] == [(3, 4, 5, 6)] * 2
+    for weights in (*maps.encoder, *maps.decoder, *maps.cross):
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    for weights in maps.decoder:
+        assert torch.all(weights.triu(diagonal=1) == 0)
+    for weights in (*maps.encoder, *maps.cross):
+        assert torch.all(weights[0, ..., 4:] == 0)
+    torch.testing.assert_close(model(src, tgt_in), logits)
+
+
+def test_shared_embeddings_are_one_table():
+    model = Transformer(tiny_config(src_vocab_size=11, share_embeddings=True))
+    assert model.src_embed is model.tgt_embed
+    assert model.output_proj is None
+
+
+def test_no_future_leakage(tiny_model):
+    src, tgt_in = batch(tgt_len=8)
+    logits = tiny_model(src, tgt_in)
+    for t in range(1, 8):
+        changed = tgt_in.clone()
+        changed[:, t:] = random_ids(3, 8 - t, 11, generator=torch.Generator().manual_seed(t))
+        torch.testing.assert_close(tiny_model(src, changed)[:, :t], logits[:, :t])
+
+
+def test_appending_source_padding_changes_nothing(tiny_model):
+    src, tgt_in = batch()
+    logits = tiny_model(src, tgt_in)
+    padded = torch.cat([src, torch.full((3, 5), PAD)], dim=1)
+    torch.testing.assert_close(tiny_model(padded, tgt_in), logits, atol=1e-5, rtol=1e-5)
+
+
+def test_appending_target_padding_leaves_real_positions_unchanged(tiny_model):
+    src, tgt_in = batch()
+    logits = tiny_model(src, tgt_in)
+    padded = torch.cat([tgt_in, torch.full((3, 4), PAD)], dim=1)
+    torch.testing.assert_close(tiny_model(src, padded)[:, :5], logits, atol=1e-5, rtol=1e-5)
+
+
+def test_sentence_alone_equals_sentence_in_padded_batch(tiny_model):
+    src, tgt_in = batch()
+    src[1, 3:] = PAD
+    logits = tiny_model(src, tgt_in)
+    alone = tiny_model(src[1:2, :3], tgt_in[1:2])
+    torch.testing.assert_close(alone[0], logits[1], atol=1e-5, rtol=1e-5)
+
+
+def test_too_long_input_names_max_len():
+    model = Transformer(tiny_config(max_len=8))
+    with pytest.raises(ValueError, match=r"longer than max_len \(8\)"):
+        model(random_ids(1, 9, 13), random_ids(1, 3, 11))
+
+
+def test_bf16_autocast_training_step_is_finite():
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(dropout=0.1)).train()
+    src, tgt_in = batch()
+    src[2, :] = PAD  # a sentence that is all padding: every cross-attention row is fully masked
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt_in.flatten())
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_head_mask_of_ones_changes_nothing_and_zeros_change_output(tiny_model):
+    src, tgt_in = batch()
+    ones = torch.ones(2, 4)
+    logits = tiny_model(src, tgt_in)
+    torch.testing.assert_close(tiny_model(src, tgt_in, head_mask=HeadMask(ones, ones, ones)), logits)
+    silenced = ones.clone()
+    silenced[1, 2] = 0
+    for kind in ("encoder", "decoder", "cross"):
+        ablated = tiny_model(src, tgt_in, head_mask=HeadMask(**{kind: silenced}))
+        assert not torch.allclose(ablated, logits)
+
+
+def test_per_sentence_head_masks_match_separate_runs(tiny_model):
+    src, tgt_in = batch(b=2)
+    masks = torch.ones(2, 2, 4)
+    masks[1, 0, 3] = 0  # the second sentence loses layer 1, head 4 of cross-attention
+    logits = tiny_model(src, tgt_in, head_mask=HeadMask(cross=masks))
+    torch.testing.assert_close(logits[0], tiny_model(src, tgt_in)[0])
+    torch.testing.assert_close(logits[1], tiny_model(src, tgt_in, head_mask=HeadMask(cross=masks[1]))[1])
