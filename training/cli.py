@@ -1,0 +1,133 @@
+"""The command line of ``train.py``: LightningCLI over ``TranslationModule`` and ``TranslationDataModule``.
+
+Every option comes from a typed ``__init__`` argument (``--model.*``, ``--data.*``, ``--trainer.*``,
+``--checkpoint.*``, ``--attention.*``); ``--config FILE.yaml`` reads them from a file. Vocabulary sizes and special
+ids are linked from the data to the model, so they are never typed twice. One extra option, ``--resume RUN``,
+continues a run from its newest checkpoint.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from data.corpora import CorpusError
+from data.datamodule import TranslationDataModule
+from training.attention_logging import AttentionLogger
+from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
+from training.module import NonFiniteLossError, TranslationModule
+
+LINKED_FROM_DATA = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
+
+
+def default_precision() -> str:
+    """bf16 mixed precision where the GPU supports it, full precision otherwise (CPU autocast rarely pays)."""
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+class TrainCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val/loss",
+                "checkpoint.mode": "min",
+                "checkpoint.save_last": True,
+                "checkpoint.save_top_k": 1,
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+        parser.add_lightning_class_args(AttentionLogger, "attention")
+        for name in LINKED_FROM_DATA:
+            parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except (ValueError, CorpusError, FileNotFoundError) as error:
+            self.parser.error(str(error))
+
+
+def trainer_defaults() -> dict:
+    return {
+        "logger": {
+            "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+            "init_args": {"save_dir": "runs", "name": "toy", "default_hp_metric": False},
+        },
+        "accelerator": "auto",
+        "devices": "auto",
+        "precision": default_precision(),
+        "max_epochs": 10,
+        "gradient_clip_val": 1.0,
+        "log_every_n_steps": 20,
+        "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
+        "callbacks": [InterruptCheckpoint(), SaveTokenizers()],
+    }
+
+
+def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
+    """The checkpoint to resume from and its run directory, from a run directory or a checkpoint path."""
+    path = Path(target)
+    if not path.exists():
+        raise SystemExit(f"error: --resume {target}: no such run directory or checkpoint")
+    if path.is_file():
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        return path, run_dir
+    candidates = [path / "checkpoints" / name for name in ("last.ckpt", INTERRUPTED_CHECKPOINT)]
+    candidates = [c for c in candidates if c.is_file()]
+    if not candidates:
+        raise SystemExit(f"error: --resume {target}: no checkpoints/last.ckpt or checkpoints/{INTERRUPTED_CHECKPOINT}")
+    return max(candidates, key=lambda c: c.stat().st_mtime), path
+
+
+def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
+    rest, resume, i = [], None, 0
+    while i < len(args):
+        if args[i] == "--resume":
+            if i + 1 >= len(args):
+                raise SystemExit("error: --resume needs a run directory or a checkpoint file")
+            resume, i = args[i + 1], i + 2
+        elif args[i].startswith("--resume="):
+            resume, i = args[i].split("=", 1)[1], i + 1
+        else:
+            rest.append(args[i])
+            i += 1
+    return rest, resume
+
+
+def main(args: list[str] | None = None) -> None:
+    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train."""
+    args, resume = _pop_resume(list(sys.argv[1:] if args is None else args))
+    checkpoint, save_config_kwargs = None, {}
+    if resume is not None:
+        checkpoint, run_dir = find_resume_checkpoint(resume)
+        config = run_dir / "config.yaml"
+        if not config.is_file():
+            raise SystemExit(f"error: --resume {resume}: {config} is missing")
+        version = run_dir.name.removeprefix("version_")
+        # The run's own config first, so that options given now override it; logs go to the same directory.
+        args = ["--config", str(config), "--trainer.logger.init_args.version", version, *args]
+        resumed = sorted(run_dir.glob("config.resumed-*.yaml"))
+        save_config_kwargs = {"config_filename": f"config.resumed-{len(resumed) + 1}.yaml"}
+
+    cli = TrainCLI(
+        TranslationModule,
+        TranslationDataModule,
+        args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv itself
+        run=False,
+        trainer_defaults=trainer_defaults(),
+        seed_everything_default=1234,
+        save_config_kwargs=save_config_kwargs,
+        auto_configure_optimizers=False,
+        parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
+    )
+    try:
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint))
+    except NonFiniteLossError as error:
+        raise SystemExit(f"error: {error}") from None
+    if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
+        best = cli.trainer.checkpoint_callback.best_model_path
+        print(f"Run saved in {cli.trainer.log_dir}" + (f"; best checkpoint {best}" if best else ""))

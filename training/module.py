@@ -1,0 +1,298 @@
+"""The training system around the plain ``model.Transformer``: loss, optimiser, schedule, validation metrics.
+
+Shape legend: B batch, S source length, T target length, V target vocabulary size.
+"""
+
+import math
+import random
+import time
+from typing import Literal
+
+import lightning as L
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor
+
+from model import Transformer, TransformerConfig
+from training.metrics import score_translations
+
+
+def _numpy_state_to_primitives(state: tuple) -> dict:
+    """NumPy's random state as tensors and numbers, which load under ``torch.load(weights_only=True)``."""
+    name, keys, position, has_gauss, cached_gaussian = state
+    return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)}
+
+
+def _numpy_state_from_primitives(state: dict) -> tuple:
+    return (state["name"], state["keys"].numpy().astype(np.uint32), state["position"], state["has_gauss"],
+            state["cached_gaussian"])
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
+
+
+class TranslationModule(L.LightningModule):
+    """Trains a ``model.Transformer`` with label-smoothed cross-entropy, AdamW and a warm-up schedule.
+
+    Every argument is a primitive, so checkpoints load with ``torch.load(weights_only=True)`` and every argument
+    is an option of ``train.py`` (``--model.NAME``). Vocabulary sizes and special ids come from the data.
+
+    Args:
+        src_vocab_size: source vocabulary size (set from the data).
+        tgt_vocab_size: target vocabulary size (set from the data).
+        pad_id: padding id (set from the data).
+        bos_id: begin-of-sentence id (set from the data).
+        eos_id: end-of-sentence id (set from the data).
+        d_model: model dimension.
+        num_heads: attention heads per layer.
+        num_encoder_layers: encoder layers.
+        num_decoder_layers: decoder layers.
+        d_ff: hidden size of the feed-forward networks.
+        dropout: dropout on embeddings, sublayer outputs and feed-forward activations.
+        attention_dropout: dropout on attention weights.
+        activation: feed-forward activation, "relu" or "gelu".
+        max_len: longest sequence (in tokens) the positional encoding covers.
+        norm_first: pre-LN (True) or the paper's post-LN (False).
+        tie_output_embedding: share the target embedding with the output projection.
+        share_embeddings: one embedding table for source and target (needs a shared vocabulary).
+        lr: peak learning rate, reached at the end of warm-up.
+        warmup_steps: linear warm-up steps.
+        schedule: after warm-up, "inverse_sqrt" (the paper's §5.3 decay), "cosine" (to zero at the last step)
+            or "constant".
+        weight_decay: AdamW weight decay of matrices (not of biases and norms).
+        adam_beta2: AdamW's second-moment decay (0.98 in the paper).
+        label_smoothing: label smoothing of the training loss (0.1 in the paper, §5.4).
+        decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs (0: never).
+        decode_max_sentences: decode at most this many validation sentences (None: all).
+        decode_beam_size: beam size for validation decoding (1: greedy).
+        num_text_samples: source / reference / hypothesis triples shown in TensorBoard at each decoding.
+    """
+
+    def __init__(
+        self,
+        *,
+        src_vocab_size: int = 0,
+        tgt_vocab_size: int = 0,
+        pad_id: int = 0,
+        bos_id: int = 1,
+        eos_id: int = 2,
+        d_model: int = 256,
+        num_heads: int = 4,
+        num_encoder_layers: int = 3,
+        num_decoder_layers: int = 3,
+        d_ff: int = 1024,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation: Literal["relu", "gelu"] = "relu",
+        max_len: int = 256,
+        norm_first: bool = True,
+        tie_output_embedding: bool = True,
+        share_embeddings: bool = False,
+        lr: float = 1e-3,
+        warmup_steps: int = 1000,
+        schedule: Literal["inverse_sqrt", "cosine", "constant"] = "inverse_sqrt",
+        weight_decay: float = 0.01,
+        adam_beta2: float = 0.98,
+        label_smoothing: float = 0.1,
+        decode_every_n_epochs: int = 1,
+        decode_max_sentences: int | None = 1000,
+        decode_beam_size: int = 1,
+        num_text_samples: int = 3,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        if lr <= 0 or warmup_steps < 0:
+            raise ValueError(f"lr must be positive and warmup_steps non-negative, got {lr} and {warmup_steps}")
+        self.config = TransformerConfig(
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            d_model=d_model,
+            num_heads=num_heads,
+            num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            pad_id=pad_id,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            max_len=max_len,
+            norm_first=norm_first,
+            tie_output_embedding=tie_output_embedding,
+            share_embeddings=share_embeddings,
+        )
+        self.model = Transformer(self.config)
+        self._throughput_tokens = 0
+        self._throughput_start: float | None = None
+        self._restored_rng: dict | None = None
+        self._reset_validation_state()
+        self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
+
+    # -- training -----------------------------------------------------------------------------------------------
+
+    def loss(self, logits: Tensor, tgt_out: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+        """Cross-entropy of logits (B, T, V) against tgt_out (B, T); padding positions count for nothing."""
+        return F.cross_entropy(
+            logits.flatten(0, 1).float(),
+            tgt_out.flatten(),
+            ignore_index=self.config.pad_id,
+            label_smoothing=label_smoothing,
+            reduction=reduction,
+        )
+
+    def training_step(self, batch, batch_idx: int) -> Tensor:
+        logits = self.model(batch.src, batch.tgt_in)
+        loss = self.loss(logits, batch.tgt_out, self.hparams.label_smoothing)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"training loss is {loss.item()} at step {self.global_step}; stopping. "
+                "The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
+            )
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch.src.size(0))
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        self._count_tokens(batch)
+        return loss
+
+    def _count_tokens(self, batch) -> None:
+        """Log source + target tokens per second (padding excluded), measured over each logging interval."""
+        pad = self.config.pad_id
+        self._throughput_tokens += int((batch.src != pad).sum() + (batch.tgt_out != pad).sum())
+        now = time.perf_counter()
+        if self._throughput_start is None:
+            self._throughput_start, self._throughput_tokens = now, 0
+        elif (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
+            self.log("train/tokens_per_s", self._throughput_tokens / max(now - self._throughput_start, 1e-9))
+            self._throughput_start, self._throughput_tokens = now, 0
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
+            norms = [p.grad.detach().norm() for p in self.parameters() if p.grad is not None]
+            self.log("train/grad_norm", torch.stack(norms).norm())  # before clipping
+
+    def configure_optimizers(self):
+        decay = [p for p in self.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.parameters() if p.dim() < 2]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.hparams.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=self.hparams.lr,
+            betas=(0.9, self.hparams.adam_beta2),
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def _lr_factor(self, step: int) -> float:
+        """Multiplier of the peak learning rate at optimiser step ``step`` (0-based)."""
+        warmup = self.hparams.warmup_steps
+        step += 1
+        if step <= warmup:
+            return step / warmup
+        if self.hparams.schedule == "inverse_sqrt":
+            return math.sqrt(max(warmup, 1) / step)
+        if self.hparams.schedule == "cosine":
+            total = max(self.trainer.estimated_stepping_batches, warmup + 1)
+            progress = min((step - warmup) / (total - warmup), 1.0)
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    # -- validation ---------------------------------------------------------------------------------------------
+
+    def _reset_validation_state(self) -> None:
+        self._val_nll = 0.0
+        self._val_tokens = 0
+        self._val_decoded: list[tuple[int, list[int]]] = []
+
+    def _decoding_this_epoch(self) -> bool:
+        every = self.hparams.decode_every_n_epochs
+        return every > 0 and not self.trainer.sanity_checking and (self.current_epoch + 1) % every == 0
+
+    def on_validation_epoch_start(self) -> None:
+        self._reset_validation_state()
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        logits = self.model(batch.src, batch.tgt_in)
+        self._val_nll += float(self.loss(logits, batch.tgt_out, reduction="sum"))
+        self._val_tokens += int((batch.tgt_out != self.config.pad_id).sum())
+        limit = self.hparams.decode_max_sentences
+        if self._decoding_this_epoch() and (limit is None or len(self._val_decoded) < limit):
+            hypotheses = self.model.generate(batch.src, beam_size=self.hparams.decode_beam_size)
+            for index, row in zip(batch.index.tolist(), hypotheses.tolist()):
+                self._val_decoded.append((index, row))
+
+    def on_validation_epoch_end(self) -> None:
+        totals = torch.tensor([self._val_nll, self._val_tokens], dtype=torch.float64, device=self.device)
+        totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        nll = (totals[0] / totals[1].clamp(min=1)).item()
+        self.log("val/loss", nll, sync_dist=False)
+        self.log("val/ppl", math.exp(min(nll, 50.0)), sync_dist=False)
+        if not self._decoding_this_epoch():
+            return
+        decoded = self._val_decoded
+        if dist.is_available() and dist.is_initialized():
+            gathered: list = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, decoded)
+            decoded = [item for part in gathered for item in part]
+        datamodule = self.trainer.datamodule
+        pairs = datamodule.pairs("val")
+        decoded = sorted(dict(decoded).items())  # one hypothesis per sentence, in corpus order
+        hypotheses = [datamodule.tgt_tokenizer.decode(ids) for _, ids in decoded]
+        references = [pairs[i].target for i, _ in decoded]
+        scores = score_translations(hypotheses, references)
+        self.log("val/bleu", scores.bleu)
+        self.log("val/chrf", scores.chrf)
+        self.log("val/exact_match", scores.exact_match)
+        self.last_decoded = [(i, h) for (i, _), h in zip(decoded, hypotheses)]
+        self._log_text_samples(pairs)
+
+    def _log_text_samples(self, pairs) -> None:
+        experiment = getattr(self.logger, "experiment", None)
+        if not self.trainer.is_global_zero or not hasattr(experiment, "add_text"):
+            return
+        rows = ["| source | reference | hypothesis |", "|---|---|---|"]
+        for index, hypothesis in self.last_decoded[: self.hparams.num_text_samples]:
+            cells = (pairs[index].source, pairs[index].target, hypothesis)
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        experiment.add_text("samples", "\n".join(rows), self.global_step)
+
+    # -- run bookkeeping ----------------------------------------------------------------------------------------
+
+    def on_fit_end(self) -> None:
+        """Record the hyperparameters beside the final validation metrics (TensorBoard's HPARAMS tab)."""
+        if self.logger is None or not self.trainer.is_global_zero:
+            return
+        metrics = {
+            f"final/{name.split('/')[-1]}": float(value)
+            for name, value in self.trainer.callback_metrics.items()
+            if name.startswith("val/")
+        }
+        if metrics:
+            self.logger.log_hyperparams(dict(self.hparams), metrics)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Random states, so that a resumed run draws the same dropout masks as an uninterrupted one.
+        checkpoint["rng_states"] = {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "python": random.getstate(),
+            "numpy": _numpy_state_to_primitives(np.random.get_state()),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._restored_rng = checkpoint.get("rng_states")
+
+    def on_train_start(self) -> None:
+        # Restored here rather than at load time: the sanity check in between draws random numbers too.
+        states, self._restored_rng = self._restored_rng, None
+        if states is None:
+            return
+        torch.set_rng_state(states["torch"])
+        if states["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(states["cuda"])
+        random.setstate(states["python"])
+        np.random.set_state(_numpy_state_from_primitives(states["numpy"]))
