@@ -1,0 +1,208 @@
+"""Batching: padding and the target shift (in :func:`collate`), and token-budget length bucketing.
+
+Shape legend: ``B`` batch size, ``S`` source length (tokens + EOS), ``T`` target length (tokens + 1).
+All id tensors are int64 and right-padded with ``pad_id``.
+"""
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import Sampler
+
+from data.special import SPECIALS
+
+Item = tuple[int, Sequence[int], Sequence[int]]  # (index in its split, source ids, target ids), no specials
+
+
+class Batch(NamedTuple):
+    """One padded batch. At every non-pad position ``t > 0``: ``tgt_in[:, t] == tgt_out[:, t - 1]``."""
+
+    src: Tensor  # (B, S) source ids + EOS
+    tgt_in: Tensor  # (B, T) BOS + target ids: the decoder's input
+    tgt_out: Tensor  # (B, T) target ids + EOS: the labels
+    index: Tensor  # (B,) position of each example in its split's pair list
+
+
+def collate(
+    items: Sequence[Item],
+    *,
+    pad_id: int = SPECIALS.pad_id,
+    bos_id: int = SPECIALS.bos_id,
+    eos_id: int = SPECIALS.eos_id,
+) -> Batch:
+    """Pad a list of ``(index, src_ids, tgt_ids)`` into a :class:`Batch`; the only place specials are added.
+
+    ``src = src_ids + [EOS]``, ``tgt_in = [BOS] + tgt_ids``, ``tgt_out = tgt_ids + [EOS]``, so the decoder
+    reads ``tgt_in[:, :t + 1]`` to predict ``tgt_out[:, t]``.
+    """
+    if not items:
+        raise ValueError("cannot collate an empty list of examples")
+
+    def padded(rows: list[list[int]]) -> Tensor:
+        return pad_sequence(
+            [torch.tensor(r, dtype=torch.int64) for r in rows], batch_first=True, padding_value=pad_id
+        )
+
+    src = padded([[*s, eos_id] for _, s, _ in items])  # (B, S)
+    tgt_in = padded([[bos_id, *t] for _, _, t in items])  # (B, T)
+    tgt_out = padded([[*t, eos_id] for _, _, t in items])  # (B, T)
+    index = torch.tensor([i for i, _, _ in items], dtype=torch.int64)  # (B,)
+    return Batch(src, tgt_in, tgt_out, index)
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """The (num_replicas, rank) given, else those of the initialised process group, else (1, 0)."""
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if distributed else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if distributed else 0
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank must be in [0, {num_replicas}), got rank={rank}")
+    return num_replicas, rank
+
+
+class TokenBucketBatchSampler(Sampler[list[int]]):
+    """Batches of example indices that fill a token budget, grouping examples of similar length.
+
+    A batch costs ``len(batch) * max(lengths[i] for i in batch)``, the number of positions of its largest
+    padded tensor, and holds as many examples as fit in ``max_tokens`` (an example longer than ``max_tokens``
+    gets a batch of its own). To keep padding low while staying random, each epoch with ``shuffle=True``:
+
+    1. shuffles the indices, 2. cuts them into chunks of ``chunk_size``, 3. sorts each chunk by length and
+    cuts it into batches, 4. shuffles the order of all batches.
+
+    The order is a deterministic function of ``(seed, epoch)``; call :meth:`set_epoch` before each epoch
+    (Lightning does). With ``shuffle=False`` all examples are sorted by length (ties keep their order), the
+    least padding for evaluation; callers restore the original order from the batch's ``index``.
+
+    Distributed: each of ``num_replicas`` ranks gets every ``num_replicas``-th batch, and all ranks get the
+    same number: the batch list is cut short (``drop_last=True``) or wrapped around, repeating a few of the
+    first batches (``drop_last=False``). ``num_replicas`` and ``rank`` default to the initialised
+    ``torch.distributed`` group, read when iterating. So under Lightning's DDP use
+    ``Trainer(use_distributed_sampler=False)``: this sampler already shares the data out.
+
+    :meth:`state_dict` / :meth:`load_state_dict` hold the epoch and how many batches of it were already
+    handed out, so a resumed run skips them. (With loader workers, batches are handed out a few ahead of
+    training.)
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        *,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        chunk_size: int = 16384,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        drop_last: bool = False,
+    ) -> None:
+        """
+        Args:
+            lengths: per example, the longer of its two padded sequence lengths (source + EOS, target + 1).
+            max_tokens: the token budget of one batch (see above).
+            shuffle: shuffle examples and batches each epoch; otherwise sort everything by length.
+            seed: base seed of the shuffle.
+            chunk_size: number of examples sorted together; larger means less padding, less randomness.
+            num_replicas: number of distributed ranks; ``None``: read from ``torch.distributed``.
+            rank: this process's rank; ``None``: read from ``torch.distributed``.
+            drop_last: with several ranks, drop the batches that do not divide evenly, not repeat some.
+        """
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        if any(n < 1 for n in lengths):
+            raise ValueError(f"every length must be >= 1, got min {min(lengths)}")
+        self.lengths = list(lengths)
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.chunk_size = chunk_size
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.drop_last = drop_last
+        self.epoch = 0
+        self._yielded = 0  # batches of this epoch handed out so far
+        self._resume_at = 0  # batches the next iteration skips (set by load_state_dict)
+        self._cache: tuple[tuple[int, int, int], list[list[int]]] | None = None
+
+    @property
+    def sampler(self) -> "TokenBucketBatchSampler":
+        """This sampler itself. Lightning calls ``set_epoch`` on ``batch_sampler.sampler``; this lets it."""
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration yields."""
+        if epoch != self.epoch:
+            self._yielded = self._resume_at = 0
+        self.epoch = epoch
+
+    def _all_batches(self) -> list[list[int]]:
+        """The batches of the current epoch, before they are shared out to the ranks."""
+        order = list(range(len(self.lengths)))
+        if self.shuffle:
+            rng = random.Random(f"token-bucket/{self.seed}/{self.epoch}")
+            rng.shuffle(order)
+            chunks = [order[i : i + self.chunk_size] for i in range(0, len(order), self.chunk_size)]
+        else:
+            chunks = [order]
+        batches: list[list[int]] = []
+        for chunk in chunks:
+            chunk.sort(key=self.lengths.__getitem__)  # stable: ties keep their shuffled order
+            batch: list[int] = []
+            for i in chunk:  # ascending lengths, so lengths[i] is the longest of batch + [i]
+                if batch and (len(batch) + 1) * self.lengths[i] > self.max_tokens:
+                    batches.append(batch)
+                    batch = []
+                batch.append(i)
+            if batch:
+                batches.append(batch)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def _batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch (cached)."""
+        num_replicas, rank = _world(self.num_replicas, self.rank)
+        key = (self.epoch, num_replicas, rank)
+        if self._cache is None or self._cache[0] != key:
+            batches = self._all_batches()
+            if num_replicas > 1 and batches:
+                if self.drop_last:
+                    batches = batches[: len(batches) // num_replicas * num_replicas]
+                else:
+                    total = math.ceil(len(batches) / num_replicas) * num_replicas
+                    batches = (batches * math.ceil(total / len(batches)))[:total]
+                batches = batches[rank::num_replicas]
+            self._cache = (key, batches)
+        return self._cache[1]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._batches()
+        # Every iteration starts the epoch afresh, except the first after load_state_dict, which skips the
+        # batches the saved run had already yielded.
+        self._yielded, self._resume_at = self._resume_at, 0
+        for batch in batches[self._yielded :]:
+            self._yielded += 1
+            yield batch
+
+    def __len__(self) -> int:
+        """Number of batches this rank yields in the current epoch."""
+        return len(self._batches())
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"epoch": ..., "yielded": ...}``: where in which epoch the sampler stands."""
+        return {"epoch": self.epoch, "yielded": self._yielded}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: the next iteration skips the batches that epoch already yielded."""
+        self.epoch = int(state["epoch"])
+        self._yielded = self._resume_at = int(state["yielded"])

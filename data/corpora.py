@@ -1,0 +1,172 @@
+"""Readers for parallel corpora on disk: two line-aligned files, TSV, and SCAN.
+
+Every reader returns a list of :class:`~data.pairs.Pair` with whitespace normalised (ends stripped, runs of
+whitespace collapsed to one space, Windows line endings accepted). Bad input raises one :class:`CorpusError`
+naming the file and, where it applies, the line: ``path/to/file:17: TSV line has no tab between source and
+target``. Files ending in ``.gz`` are decompressed on the fly.
+"""
+
+import codecs
+import gzip
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from data.pairs import Pair
+
+PathLike = str | os.PathLike[str]
+T = TypeVar("T")
+
+
+class CorpusError(ValueError):
+    """A corpus file that cannot be read as promised; the message is one line: ``file[:line]: reason``."""
+
+    def __init__(self, path: PathLike, line: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{self.path}:{line}: {reason}" if line is not None else f"{self.path}: {reason}")
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def read_lines(path: PathLike) -> list[str]:
+    """Read a UTF-8 text file (``.gz`` allowed) into lines, without line endings (``\\n`` or ``\\r\\n``).
+
+    Lines are otherwise returned as they are (callers normalise whitespace after splitting fields). Blank
+    lines at the very end of the file are dropped; blank lines elsewhere are kept for the caller to report.
+
+    Raises:
+        CorpusError: the path is missing or a folder, the file is not valid gzip or UTF-8 (the message names
+            the line of the first bad byte), or the file holds no text.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(path, None, "no such file")
+    if path.is_dir():
+        raise CorpusError(path, None, "is a folder, expected a text file")
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+        else:
+            raw = path.read_bytes()
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        raise CorpusError(path, None, f"cannot read file: {e}") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8) :]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise CorpusError(
+            path, line, f"invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {column})"
+        ) from None
+    # Split on "\n" only: str.splitlines() would also break lines at characters such as U+2028 or \x0c that
+    # can occur inside a sentence, silently misaligning parallel files.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise CorpusError(path, None, "file is empty")
+    return lines
+
+
+def _sentences(path: PathLike) -> list[str]:
+    """The normalised lines of a one-sentence-per-line file; a blank line is an error."""
+    sentences = [_normalise(line) for line in read_lines(path)]
+    for number, sentence in enumerate(sentences, start=1):
+        if not sentence:
+            raise CorpusError(path, number, "empty line; every line must hold one sentence")
+    return sentences
+
+
+def read_parallel(source_path: PathLike, target_path: PathLike) -> list[Pair]:
+    """Read two line-aligned files (Multi30k: ``train.de`` + ``train.en``): line i translates line i.
+
+    Either file may be the source, so one corpus serves both directions.
+
+    Raises:
+        CorpusError: a file is unreadable or has a blank line, or the two files have different line counts.
+    """
+    sources, targets = _sentences(source_path), _sentences(target_path)
+    if len(sources) != len(targets):
+        raise CorpusError(
+            target_path,
+            None,
+            f"has {len(targets)} lines but {source_path} has {len(sources)}; "
+            "parallel files must match line for line",
+        )
+    return [Pair(source, target) for source, target in zip(sources, targets, strict=True)]
+
+
+def read_tsv(path: PathLike) -> list[Pair]:
+    """Read ``source<TAB>target`` lines.
+
+    Raises:
+        CorpusError: a line has no tab, more than one tab, or an empty side, or the file is unreadable.
+    """
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            raise CorpusError(path, number, "empty line; expected source<TAB>target")
+        source, tab, target = line.partition("\t")
+        if not tab:
+            raise CorpusError(path, number, "TSV line has no tab between source and target")
+        if "\t" in target.strip():
+            raise CorpusError(path, number, "TSV line has more than one tab; expected source<TAB>target")
+        source, target = _normalise(source), _normalise(target)
+        if not source or not target:
+            raise CorpusError(
+                path, number, f"TSV line has an empty {'source' if not source else 'target'} side"
+            )
+        pairs.append(Pair(source, target))
+    return pairs
+
+
+def read_scan(path: PathLike) -> list[Pair]:
+    """Read SCAN lines ``IN: <command> OUT: <actions>`` (Lake & Baroni, 2018); ``.gz`` files are fine.
+
+    Raises:
+        CorpusError: a line does not have that form or has an empty side, or the file is unreadable.
+    """
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        line = _normalise(line)
+        command, out, actions = line.removeprefix("IN:").partition(" OUT:")
+        if not line.startswith("IN:") or not out:
+            raise CorpusError(path, number, "SCAN line must look like 'IN: <command> OUT: <actions>'")
+        command, actions = command.strip(), actions.strip()
+        if not command or not actions:
+            raise CorpusError(
+                path, number, f"SCAN line has an empty {'command' if not command else 'action'} side"
+            )
+        pairs.append(Pair(command, actions))
+    return pairs
+
+
+def filter_by_length(
+    items: Sequence[T], *, max_len: int, lengths: Sequence[int] | None = None
+) -> tuple[list[T], int]:
+    """Drop items longer than ``max_len``; return the kept items (in order) and how many were dropped.
+
+    Args:
+        items: usually pairs; anything else (a pair with its token ids, say) when ``lengths`` is given.
+        max_len: the largest length kept.
+        lengths: ``lengths[i]`` is the length of ``items[i]``, in the caller's unit (tokens, say).
+            Default: for pairs, the number of words of the longer side.
+    """
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if lengths is None:
+        if not all(isinstance(p, Pair) for p in items):
+            raise ValueError("give lengths when the items are not Pairs")
+        lengths = [max(len(p.source.split()), len(p.target.split())) for p in items]  # type: ignore
+    elif len(lengths) != len(items):
+        raise ValueError(f"got {len(lengths)} lengths for {len(items)} items")
+    kept = [item for item, length in zip(items, lengths, strict=True) if length <= max_len]
+    return kept, len(items) - len(kept)

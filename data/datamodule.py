@@ -1,0 +1,378 @@
+"""The LightningDataModule: from a dataset name (and folder) to bucketed, padded batches.
+
+Everything is built lazily and once: the splits are read (or generated) on first use, the tokenizers are
+trained on the training split on first use (or restored from a run), and each split is tokenized once and
+cached. So ``src_vocab_size`` and friends work right after ``__init__``, which is when LightningCLI links them
+into the model's config.
+"""
+
+import os
+import random
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch.utils.data import DataLoader
+
+from data.batching import Item, TokenBucketBatchSampler, collate
+from data.corpora import CorpusError, filter_by_length, read_parallel, read_scan, read_tsv
+from data.pairs import Pair
+from data.special import SPECIALS
+from data.tokenizer import Tokenizer, TokenizerKind
+from data.toy import make_toy_splits
+
+DatasetName = Literal["toy", "copy", "reverse", "multi30k", "tsv", "scan"]
+SplitName = Literal["train", "val", "test"]
+SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
+_TOY_TASKS = {"toy": "translate", "copy": "copy", "reverse": "reverse"}
+_SCAN_VAL_FRACTION = 0.05
+TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json"}
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Train/val/test data for translation, from the built-in toy tasks or a parallel corpus on disk.
+
+    Args:
+        dataset: ``toy`` (the built-in toy translation task, no files needed), ``copy`` or ``reverse`` (toy
+            sanity tasks), ``multi30k`` (``train``/``val``/test files ``<split>.<lang>`` in ``path``), ``tsv``
+            (``train.tsv``, ``val.tsv``, ``test.tsv`` of ``source<TAB>target`` lines in ``path``) or ``scan``
+            (the SCAN folder with ``<scan_split>_split/tasks_{train,test}_<scan_split>.txt[.gz]``).
+        path: the corpus folder; required for multi30k, tsv and scan.
+        source_lang: multi30k: the file extension of the source language (either direction works).
+        target_lang: multi30k: the file extension of the target language.
+        test_split: which file is the test split. multi30k: ``test`` means ``test2016``; or name another,
+            such as ``test2017`` or ``mscoco2017``. tsv: ``test`` reads ``test.tsv``, another name
+            ``<name>.tsv``.
+        scan_split: scan: ``simple`` or ``length`` (SCAN's own splits). SCAN has no validation file, so a
+            seeded 5% of its training pairs is held out as val.
+        toy_train_size: toy tasks: number of training pairs.
+        toy_val_size: toy tasks: number of validation pairs.
+        toy_test_size: toy tasks: number of test pairs.
+        toy_split: toy tasks: ``random`` (one distribution) or ``length`` (test sentences longer than any
+            seen in training).
+        toy_max_train_words: toy tasks with ``toy_split=length``: the longest training sentence, in words.
+        seed: seeds the toy generator, the SCAN validation hold-out and the shuffling of batches.
+        tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
+            and ``bpe`` for multi30k and tsv.
+        vocab_size: the largest vocabulary of each tokenizer, special tokens included.
+        shared_vocab: train one tokenizer on both sides instead of one per language.
+        max_train_len: training pairs whose source + EOS or BOS + target exceeds this many tokens are dropped
+            (the count is reported). Val and test keep every pair, so scores cover the whole split.
+        max_tokens: token budget of a training batch (batch size times longest padded sequence).
+        eval_max_tokens: token budget of a val/test batch; ``None`` means ``max_tokens``.
+        num_workers: data loader worker processes; 0 loads in the main process.
+        tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
+            restore those instead of training new ones.
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset: DatasetName = "toy",
+        path: str | None = None,
+        source_lang: str = "de",
+        target_lang: str = "en",
+        test_split: str = "test",
+        scan_split: str = "simple",
+        toy_train_size: int = 50_000,
+        toy_val_size: int = 1_000,
+        toy_test_size: int = 1_000,
+        toy_split: Literal["random", "length"] = "random",
+        toy_max_train_words: int = 12,
+        seed: int = 1234,
+        tokenizer: TokenizerKind | None = None,
+        vocab_size: int = 8000,
+        shared_vocab: bool = False,
+        max_train_len: int = 128,
+        max_tokens: int = 4096,
+        eval_max_tokens: int | None = None,
+        num_workers: int = 0,
+        tokenizer_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        if dataset not in ("toy", "copy", "reverse", "multi30k", "tsv", "scan"):
+            raise ValueError(f"dataset must be toy, copy, reverse, multi30k, tsv or scan, got {dataset!r}")
+        if dataset in ("multi30k", "tsv", "scan") and path is None:
+            raise ValueError(f"dataset={dataset!r} reads files: give the corpus folder as path")
+        if tokenizer not in (None, "word", "bpe", "unigram"):
+            raise ValueError(f"tokenizer must be word, bpe, unigram or None, got {tokenizer!r}")
+        if max_train_len < 2:
+            raise ValueError(f"max_train_len must be >= 2 (a token plus BOS/EOS), got {max_train_len}")
+        if max_tokens < max_train_len or (eval_max_tokens is not None and eval_max_tokens < max_train_len):
+            raise ValueError(
+                f"max_tokens={max_tokens} and eval_max_tokens={eval_max_tokens} must be >= "
+                f"max_train_len={max_train_len}, so that a batch holds at least one pair"
+            )
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        self.save_hyperparameters()
+        self.dataset = dataset
+        self.path = path
+        self.source_lang, self.target_lang = source_lang, target_lang
+        self.test_split, self.scan_split = test_split, scan_split
+        self.toy_sizes = {"train": toy_train_size, "val": toy_val_size, "test": toy_test_size}
+        self.toy_split, self.toy_max_train_words = toy_split, toy_max_train_words
+        self.seed = seed
+        self.tokenizer_kind: TokenizerKind = tokenizer or (
+            "bpe" if dataset in ("multi30k", "tsv") else "word"
+        )
+        self.vocab_size = vocab_size
+        self.shared_vocab = shared_vocab
+        self.max_train_len = max_train_len
+        self.max_tokens = max_tokens
+        self.eval_max_tokens = eval_max_tokens or max_tokens
+        self.num_workers = num_workers
+        self.tokenizer_dir = tokenizer_dir
+
+        self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
+        self._tokenizers: tuple[Tokenizer, Tokenizer] | None = None  # (source, target)
+        self._train_pairs: list[Pair] | None = None  # train after length filtering
+        self._encoded: dict[str, list[Item]] = {}
+
+    # --- Special ids and vocabularies: what the model config links to -------------------------------------
+
+    @property
+    def pad_id(self) -> int:
+        return SPECIALS.pad_id
+
+    @property
+    def bos_id(self) -> int:
+        return SPECIALS.bos_id
+
+    @property
+    def eos_id(self) -> int:
+        return SPECIALS.eos_id
+
+    @property
+    def src_tokenizer(self) -> Tokenizer:
+        """The source tokenizer; trained on the training split (or restored) on first access."""
+        return self._ensure_tokenizers()[0]
+
+    @property
+    def tgt_tokenizer(self) -> Tokenizer:
+        """The target tokenizer; with ``shared_vocab``, the same vocabulary as ``src_tokenizer``."""
+        return self._ensure_tokenizers()[1]
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src_tokenizer.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt_tokenizer.vocab_size
+
+    # --- Pairs --------------------------------------------------------------------------------------------
+
+    def pairs(self, split: SplitName) -> list[Pair]:
+        """The pairs of a split, in ``Batch.index`` order; train lacks the pairs over ``max_train_len``."""
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if split == "train":
+            self._ensure_train()
+            assert self._train_pairs is not None
+            return self._train_pairs
+        return self._raw_splits()[split]
+
+    def _raw_splits(self) -> dict[str, list[Pair]]:
+        if self._raw is None:
+            self._raw = self._read_splits()
+        return self._raw
+
+    def _read_splits(self) -> dict[str, list[Pair]]:
+        if self.dataset in _TOY_TASKS:
+            return make_toy_splits(
+                task=_TOY_TASKS[self.dataset],  # type: ignore[arg-type]
+                split=self.toy_split,
+                train_size=self.toy_sizes["train"],
+                val_size=self.toy_sizes["val"],
+                test_size=self.toy_sizes["test"],
+                seed=self.seed,
+                max_train_words=self.toy_max_train_words,
+            )
+        assert self.path is not None
+        folder = Path(self.path)
+        if self.dataset == "multi30k":
+            test = "test2016" if self.test_split == "test" else self.test_split
+            return {
+                split: read_parallel(
+                    folder / f"{name}.{self.source_lang}", folder / f"{name}.{self.target_lang}"
+                )
+                for split, name in (("train", "train"), ("val", "val"), ("test", test))
+            }
+        if self.dataset == "tsv":
+            return {
+                split: read_tsv(folder / f"{name}.tsv")
+                for split, name in (("train", "train"), ("val", "val"), ("test", self.test_split))
+            }
+        # SCAN
+        train = read_scan(_scan_file(folder, self.scan_split, "train"))
+        test = read_scan(_scan_file(folder, self.scan_split, "test"))
+        order = list(range(len(train)))
+        random.Random(self.seed).shuffle(order)
+        held_out = set(order[: max(1, round(_SCAN_VAL_FRACTION * len(train)))])
+        return {
+            "train": [p for i, p in enumerate(train) if i not in held_out],
+            "val": [p for i, p in enumerate(train) if i in held_out],
+            "test": test,
+        }
+
+    # --- Tokenizers ---------------------------------------------------------------------------------------
+
+    def _ensure_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        if self._tokenizers is None:
+            if self.tokenizer_dir is not None:
+                self.load_tokenizers(self.tokenizer_dir)
+            else:
+                self._set_tokenizers(*self._train_tokenizers())
+        assert self._tokenizers is not None
+        return self._tokenizers
+
+    def _train_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        train = self._raw_splits()["train"]
+        sources, targets = [p.source for p in train], [p.target for p in train]
+        kwargs: dict[str, Any] = {"kind": self.tokenizer_kind, "vocab_size": self.vocab_size}
+        if self.shared_vocab:
+            shared = Tokenizer.train(sources + targets, **kwargs)
+            return shared, shared
+        return Tokenizer.train(sources, **kwargs), Tokenizer.train(targets, **kwargs)
+
+    def _set_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
+        """Install tokenizers and forget everything computed with the previous ones."""
+        self._tokenizers = (src, tgt)
+        self._train_pairs = None
+        self._encoded = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The tokenizers as JSON strings; Lightning stores this in every checkpoint."""
+        src, tgt = self._ensure_tokenizers()
+        return {"src_tokenizer": src.to_json(), "tgt_tokenizer": tgt.to_json()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the tokenizers of :meth:`state_dict` (no retraining)."""
+        self._set_tokenizers(
+            Tokenizer.from_json(state_dict["src_tokenizer"]), Tokenizer.from_json(state_dict["tgt_tokenizer"])
+        )
+
+    def save_tokenizers(self, directory: str | os.PathLike[str]) -> None:
+        """Write ``src_tokenizer.json`` and ``tgt_tokenizer.json`` into ``directory`` (created if needed)."""
+        src, tgt = self._ensure_tokenizers()
+        src.save(Path(directory) / TOKENIZER_FILES["src"])
+        tgt.save(Path(directory) / TOKENIZER_FILES["tgt"])
+
+    def load_tokenizers(self, directory: str | os.PathLike[str]) -> None:
+        """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining)."""
+        self._set_tokenizers(
+            Tokenizer.load(Path(directory) / TOKENIZER_FILES["src"]),
+            Tokenizer.load(Path(directory) / TOKENIZER_FILES["tgt"]),
+        )
+
+    def setup(self, stage: str | None = None) -> None:
+        """Make every process of a distributed run use rank 0's tokenizers; everything else is lazy.
+
+        Each process builds its tokenizers when the model is configured, before the processes know of each
+        other; training is reproducible for word and BPE but not for unigram, so rank 0's copy is kept.
+        """
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            if torch.distributed.get_world_size() > 1:
+                state = [self.state_dict()]
+                torch.distributed.broadcast_object_list(state, src=0)
+                self.load_state_dict(state[0])
+
+    # --- Tokenized splits ---------------------------------------------------------------------------------
+
+    def _encode(self, pairs: list[Pair]) -> list[Item]:
+        src, tgt = self._ensure_tokenizers()
+        src_ids = src.encode_batch([p.source for p in pairs])
+        tgt_ids = tgt.encode_batch([p.target for p in pairs])
+        return list(zip(range(len(pairs)), src_ids, tgt_ids, strict=True))
+
+    def _ensure_train(self) -> None:
+        if self._train_pairs is not None:
+            return
+        raw = self._raw_splits()["train"]
+        encoded = self._encode(raw)
+        kept, dropped = filter_by_length(
+            list(zip(raw, encoded, strict=True)), max_len=self.max_train_len, lengths=_lengths(encoded)
+        )
+        if dropped:
+            rank_zero_info(
+                f"Dropped {dropped} of {len(raw)} training pairs longer than "
+                f"max_train_len={self.max_train_len} tokens."
+            )
+        self._train_pairs = [pair for pair, _ in kept]
+        self._encoded["train"] = [(i, s, t) for i, (_, (_, s, t)) in enumerate(kept)]
+
+    def _encoded_split(self, split: SplitName) -> list[Item]:
+        if split == "train":
+            self._ensure_train()
+        elif split not in self._encoded:
+            self._encoded[split] = self._encode(self.pairs(split))
+            too_long = sum(n > self.max_train_len for n in _lengths(self._encoded[split]))
+            if too_long:
+                rank_zero_warn(
+                    f"{too_long} {split} pairs are longer than max_train_len={self.max_train_len} tokens; "
+                    "they are kept."
+                )
+        return self._encoded[split]
+
+    # --- Data loaders -------------------------------------------------------------------------------------
+
+    def dataloader(
+        self, split: SplitName, *, shuffle: bool = False, max_tokens: int | None = None
+    ) -> DataLoader:
+        """Batches of a split: shuffled and bucketed, or (``shuffle=False``) sorted by length.
+
+        ``max_tokens`` defaults to the module's ``max_tokens`` for train and ``eval_max_tokens`` otherwise.
+        """
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        default = self.max_tokens if split == "train" else self.eval_max_tokens
+        return self._loader(self._encoded_split(split), shuffle=shuffle, max_tokens=max_tokens or default)
+
+    def dataloader_for_pairs(self, pairs: list[Pair], *, max_tokens: int | None = None) -> DataLoader:
+        """Unshuffled batches of any pairs (an extra test file, say); ``Batch.index`` indexes ``pairs``."""
+        return self._loader(self._encode(pairs), shuffle=False, max_tokens=max_tokens or self.eval_max_tokens)
+
+    def train_dataloader(self) -> DataLoader:
+        return self.dataloader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.dataloader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.dataloader("test")
+
+    def _loader(self, items: list[Item], *, shuffle: bool, max_tokens: int) -> DataLoader:
+        sampler = TokenBucketBatchSampler(
+            _lengths(items), max_tokens=max_tokens, shuffle=shuffle, seed=self.seed
+        )
+        if self.num_workers > 0:
+            # Workers are forked after the tokenizers used their thread pool; say so explicitly, which also
+            # silences the library's warning about it.
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        return DataLoader(
+            items,  # type: ignore[arg-type]  # a list is a map-style dataset
+            batch_sampler=sampler,
+            collate_fn=partial(
+                collate, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id
+            ),
+            num_workers=self.num_workers,
+            pin_memory=torch.cuda.is_available(),
+            persistent_workers=self.num_workers > 0,
+        )
+
+
+def _lengths(items: list[Item]) -> list[int]:
+    """Per item, the longer padded sequence the model sees: source + EOS or BOS + target."""
+    return [max(len(s), len(t)) + 1 for _, s, t in items]
+
+
+def _scan_file(folder: Path, scan_split: str, part: str) -> Path:
+    stem = folder / f"{scan_split}_split" / f"tasks_{part}_{scan_split}.txt"
+    for candidate in (stem, stem.with_suffix(".txt.gz")):
+        if candidate.is_file():
+            return candidate
+    raise CorpusError(stem, None, "no such file (nor with .gz)")

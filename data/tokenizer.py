@@ -1,0 +1,167 @@
+"""Tokenization and vocabulary: a thin wrapper around the HuggingFace ``tokenizers`` library.
+
+Three kinds, all with the special tokens of :data:`data.special.SPECIALS` at ids 0..3:
+
+* ``"word"``: one token per whitespace-separated word (the toy tasks and SCAN), so word ``i`` of a sentence is
+  token ``i``; decoding joins tokens with spaces.
+* ``"bpe"`` and ``"unigram"``: subwords for real corpora. Text is NFKC-normalised and split with the Metaspace
+  scheme (a word starts with ``▁``), which is reversible: decoding gives plain detokenised text for sacreBLEU.
+
+A trained tokenizer is saved as one JSON file and restored from it, so evaluation never retrains it.
+Restoring also matters because the library's unigram trainer is not reproducible: on the same text it orders
+some pieces, and so numbers them, differently from run to run. Word-level and BPE training, as set up here,
+are reproducible.
+"""
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+from data.special import SPECIALS
+
+TokenizerKind = Literal["word", "bpe", "unigram"]
+_METASPACE = "▁"
+
+
+def _check_specials(tok: tokenizers.Tokenizer) -> None:
+    """The project assumes the special tokens sit at the ids of SPECIALS; refuse a tokenizer that differs."""
+    for token, expected in zip(
+        SPECIALS.tokens, (SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id, SPECIALS.unk_id), strict=True
+    ):
+        actual = tok.token_to_id(token)
+        if actual != expected:
+            raise ValueError(f"tokenizer maps special token {token!r} to id {actual}, expected {expected}")
+
+
+class Tokenizer:
+    """A trained tokenizer for one language (or both, with a shared vocabulary).
+
+    ``encode`` adds no special tokens: BOS/EOS are added in exactly one place, :func:`data.batching.collate`.
+    """
+
+    def __init__(self, tokenizer: tokenizers.Tokenizer) -> None:
+        """Wrap a trained ``tokenizers.Tokenizer``; see :meth:`train`, :meth:`load`, :meth:`from_json`."""
+        _check_specials(tokenizer)
+        self._tok = tokenizer
+        self._special_ids = frozenset((SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id))
+
+    @classmethod
+    def train(
+        cls, texts: Iterable[str], *, kind: TokenizerKind = "word", vocab_size: int = 8000
+    ) -> "Tokenizer":
+        """Train a tokenizer of the given kind on ``texts`` (the training split only).
+
+        ``vocab_size`` counts the special tokens; a word-level vocabulary is smaller when the text has fewer
+        distinct words, and keeps the most frequent words when it has more.
+        """
+        if vocab_size <= len(SPECIALS.tokens):
+            raise ValueError(
+                f"vocab_size must exceed the {len(SPECIALS.tokens)} special tokens, got {vocab_size}"
+            )
+        specials = SPECIALS.tokens
+        if kind == "word":
+            tok = tokenizers.Tokenizer(models.WordLevel(unk_token=SPECIALS.unk))
+            tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+            trainer = trainers.WordLevelTrainer(
+                vocab_size=vocab_size, special_tokens=specials, show_progress=False
+            )
+        elif kind in ("bpe", "unigram"):
+            if kind == "bpe":
+                tok = tokenizers.Tokenizer(models.BPE(unk_token=SPECIALS.unk))
+                trainer = trainers.BpeTrainer(
+                    vocab_size=vocab_size, special_tokens=specials, show_progress=False
+                )
+            else:
+                tok = tokenizers.Tokenizer(models.Unigram())
+                trainer = trainers.UnigramTrainer(
+                    vocab_size=vocab_size,
+                    special_tokens=specials,
+                    unk_token=SPECIALS.unk,
+                    show_progress=False,
+                )
+            tok.normalizer = normalizers.NFKC()
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+            tok.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+        else:
+            raise ValueError(f"kind must be 'word', 'bpe' or 'unigram', got {kind!r}")
+        tok.train_from_iterator(texts, trainer=trainer)
+        return cls(tok)
+
+    @property
+    def kind(self) -> TokenizerKind:
+        """``"word"``, ``"bpe"`` or ``"unigram"``."""
+        model = self._tok.model
+        return (
+            "word"
+            if isinstance(model, models.WordLevel)
+            else "bpe"
+            if isinstance(model, models.BPE)
+            else "unigram"
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, special tokens included: every id is in ``range(vocab_size)``."""
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, without special tokens; unknown words or characters become ``unk_id``."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """``[self.encode(t) for t in texts]``, computed in parallel."""
+        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Plain detokenised text of ``ids``, skipping pad, BOS and EOS wherever they are.
+
+        Unknown tokens stay visible as ``<unk>``, so a lossy tokenization is never silent.
+        """
+        return self._tok.decode([i for i in ids if i not in self._special_ids], skip_special_tokens=False)
+
+    def tokens(self, ids: Iterable[int]) -> list[str]:
+        """The token string of each id, special tokens included (labels for attention-plot axes)."""
+        out = []
+        for i in ids:
+            token = self._tok.id_to_token(i)
+            if token is None:
+                raise ValueError(f"id {i} is outside the vocabulary of size {self.vocab_size}")
+            out.append(token)
+        return out
+
+    def to_json(self) -> str:
+        """The whole tokenizer (vocabulary, merges, normaliser, pre-tokenizer, decoder) as a JSON string."""
+        return self._tok.to_str()
+
+    @classmethod
+    def from_json(cls, text: str) -> "Tokenizer":
+        """Restore a tokenizer from :meth:`to_json`'s string."""
+        try:
+            tok = tokenizers.Tokenizer.from_str(text)
+        except Exception as e:  # the Rust library raises a bare Exception
+            raise ValueError(f"not a tokenizer JSON: {e}") from None
+        return cls(tok)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`to_json` to ``path``, creating its folder if needed."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "Tokenizer":
+        """Read a tokenizer written by :meth:`save`."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such tokenizer file")
+        try:
+            return cls.from_json(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"

@@ -1,0 +1,357 @@
+"""The built-in toy datasets: a small synthetic translation task, plus the classic copy and reverse tasks.
+
+No download and no files: a seeded generator makes every split. The translation task is worth watching
+attention learn, because its word order differs from the source in three learnable ways:
+
+* **source** (English-like, SVO): ``[det] [numeral] adjective* noun`` noun phrases, a past-tense verb, an
+  optional object, an optional prepositional phrase, and optionally a second clause after
+  ``and``/``but``/``while``.
+* **target** (an invented language, SOV): noun phrases are ``[det] noun adjective* [numeral]`` (adjectives
+  and numerals follow the noun), prepositions become postpositions (``np postposition``), the verb comes last
+  in its clause, and the prepositional phrase moves in front of the object: ``subject [pp] [object] verb``.
+* **agreement**: determiners and adjectives agree in number with their noun (``lo``/``li``, ``-e``/``-es``),
+  and the verb agrees with the number of its subject (``-a``/``-an``). Source verbs and adjectives carry no
+  number, so getting these right needs context, not just the aligned word.
+
+Every target word translates exactly one source word through a fixed lexicon, so the gold alignment is a
+permutation: cross-attention should learn to point each target word at its source word, wherever it is.
+
+    >>> translate("the big cats saw a dog".split())
+    (['li', 'kati', 'grandes', 'un', 'hundo', 'vidan'], ((0, 0), (2, 1), (1, 2), (4, 3), (5, 4), (3, 5)))
+
+Copy and reverse use random strings of the letters ``a`` to ``z``; their alignments are the identity and the
+anti-diagonal.
+"""
+
+import random
+import string
+from collections.abc import Sequence
+from typing import Literal
+
+from data.pairs import Pair
+
+# --- The lexicon: source word -> target stem or word --------------------------------------------------------
+
+# fmt: off
+# (singular, plural, target stem); the target noun is stem + "o" (singular) or stem + "i" (plural).
+NOUNS: tuple[tuple[str, str, str], ...] = (
+    ("cat", "cats", "kat"), ("dog", "dogs", "hund"), ("bird", "birds", "pask"), ("horse", "horses", "keval"),
+    ("mouse", "mice", "mus"), ("child", "children", "infan"), ("man", "men", "vir"),
+    ("woman", "women", "virin"), ("teacher", "teachers", "instru"), ("farmer", "farmers", "farm"),
+    ("king", "kings", "reg"), ("queen", "queens", "regin"), ("doctor", "doctors", "kurac"),
+    ("student", "students", "stud"), ("girl", "girls", "puel"), ("boy", "boys", "puer"),
+    ("friend", "friends", "amik"), ("baker", "bakers", "bakist"), ("sailor", "sailors", "marist"),
+    ("soldier", "soldiers", "soldat"), ("table", "tables", "tabl"), ("chair", "chairs", "seg"),
+    ("house", "houses", "dom"), ("garden", "gardens", "gard"), ("river", "rivers", "riv"),
+    ("tree", "trees", "arb"), ("car", "cars", "aut"), ("boat", "boats", "ship"), ("book", "books", "libr"),
+    ("letter", "letters", "letr"), ("apple", "apples", "pom"), ("cake", "cakes", "kuk"),
+    ("ball", "balls", "bal"), ("box", "boxes", "kest"), ("door", "doors", "pord"),
+    ("window", "windows", "fenest"), ("city", "cities", "urb"), ("village", "villages", "vilag"),
+    ("hill", "hills", "mont"), ("bridge", "bridges", "pont"),
+)
+
+# source adjective -> target stem; the target adjective is stem + "e" (singular noun) or stem + "es" (plural)
+ADJECTIVES: dict[str, str] = {
+    "big": "grand", "small": "pikol", "red": "rug", "blue": "blu", "green": "verd", "old": "vet",
+    "young": "jun", "happy": "felic", "sad": "trist", "tall": "alt", "quick": "rapid", "slow": "lant",
+    "quiet": "kviet", "loud": "laut", "brave": "brav", "clever": "sag", "lazy": "pigr", "hungry": "famel",
+    "angry": "koler", "gentle": "mild", "strange": "strang", "bright": "hel", "dark": "obskur",
+    "white": "blank", "black": "nigr", "yellow": "flav", "heavy": "pez", "soft": "mol", "cold": "frid",
+    "warm": "varm",
+}
+
+# source past-tense verb -> target stem; the target verb is stem + "a" (singular subject) or + "an" (plural)
+TRANSITIVE_VERBS: dict[str, str] = {
+    "saw": "vid", "liked": "plac", "chased": "cas", "found": "trov", "followed": "sekv", "helped": "help",
+    "visited": "vizit", "painted": "pentr", "carried": "port", "watched": "observ", "called": "vok",
+    "pushed": "pus", "heard": "aud", "fed": "nutr", "met": "renkont", "knew": "kon", "loved": "am",
+    "feared": "tim", "taught": "dosk", "drew": "desegn", "caught": "kapt", "washed": "lav",
+}
+INTRANSITIVE_VERBS: dict[str, str] = {
+    "slept": "dorm", "ran": "kur", "sang": "kant", "danced": "danc", "laughed": "rid", "waited": "atend",
+    "smiled": "smil", "cried": "plor", "jumped": "salt", "swam": "nag", "arrived": "alven",
+}
+
+# source determiner -> (target singular form or None, target plural form or None, may a numeral follow it)
+DETERMINERS: dict[str, tuple[str | None, str | None, bool]] = {
+    "the": ("lo", "li", True),
+    "a": ("un", None, False),
+    "this": ("sto", None, False),
+    "every": ("ogni", None, False),
+    "these": (None, "sti", True),
+    "some": (None, "kelki", False),
+}
+NUMERALS: dict[str, str] = {
+    "two": "du", "three": "tri", "four": "kvar", "five": "kin", "six": "ses", "seven": "sep", "eight": "ok",
+    "nine": "nov", "ten": "dek", "eleven": "dekun", "twelve": "dekdu",
+}
+# source preposition -> target postposition
+PREPOSITIONS: dict[str, str] = {
+    "in": "ene", "on": "sur", "near": "apud", "under": "sub", "behind": "malan", "with": "kun",
+    "without": "sen", "beside": "flank",
+}
+# fmt: on
+CONJUNCTIONS: dict[str, str] = {"and": "kaj", "but": "sed", "while": "dum"}
+
+_NOUN_NUMBER: dict[str, tuple[str, bool]] = {
+    word: (stem, plural) for sg, pl, stem in NOUNS for word, plural in ((sg, False), (pl, True))
+}
+_VERBS: dict[str, tuple[str, bool]] = {
+    **{w: (stem, True) for w, stem in TRANSITIVE_VERBS.items()},
+    **{w: (stem, False) for w, stem in INTRANSITIVE_VERBS.items()},
+}
+
+
+def _check_lexicon() -> None:
+    """Every source word has one category and every target word one meaning, so translation is a function."""
+    source = [*_NOUN_NUMBER, *ADJECTIVES, *_VERBS, *DETERMINERS, *NUMERALS, *PREPOSITIONS, *CONJUNCTIONS]
+    assert len(source) == len(set(source)), "a source word is listed twice"
+    target = [stem + s for _, _, stem in NOUNS for s in ("o", "i")]
+    target += [stem + s for stem in ADJECTIVES.values() for s in ("e", "es")]
+    target += [stem + s for stem, _ in _VERBS.values() for s in ("a", "an")]
+    target += [form for sg, pl, _ in DETERMINERS.values() for form in (sg, pl) if form is not None]
+    target += [*NUMERALS.values(), *PREPOSITIONS.values(), *CONJUNCTIONS.values()]
+    assert len(target) == len(set(target)), "two source words translate to the same target word"
+
+
+_check_lexicon()
+
+# --- Translation: parse the source, emit each target word with the index of the source word it translates ---
+
+_Emitted = list[tuple[str, int]]  # (target word, source word index)
+
+
+class _Parser:
+    """A recursive-descent parser of the source grammar that emits the target words in target order."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self.words = list(words)
+        self.i = 0
+
+    def _peek(self) -> str | None:
+        return self.words[self.i] if self.i < len(self.words) else None
+
+    def _fail(self, expected: str) -> ValueError:
+        found = f"{self._peek()!r}" if self._peek() is not None else "the end of the sentence"
+        return ValueError(
+            f"not a toy-language sentence: expected {expected} at word {self.i}, found {found} "
+            f"in {' '.join(self.words)!r}"
+        )
+
+    def sentence(self) -> _Emitted:
+        out = self.clause()
+        while (word := self._peek()) is not None:
+            if word not in CONJUNCTIONS:
+                raise self._fail("a conjunction or the end of the sentence")
+            out.append((CONJUNCTIONS[word], self.i))
+            self.i += 1
+            out += self.clause()
+        return out
+
+    def clause(self) -> _Emitted:
+        subject, subject_plural = self.noun_phrase()
+        verb = self._peek()
+        if verb not in _VERBS:
+            raise self._fail("a verb")
+        verb_index = self.i
+        self.i += 1
+        stem, transitive = _VERBS[verb]
+        obj: _Emitted = self.noun_phrase()[0] if transitive else []
+        pp: _Emitted = []
+        if (prep := self._peek()) in PREPOSITIONS:
+            prep_index = self.i
+            self.i += 1
+            pp = self.noun_phrase()[0] + [(PREPOSITIONS[prep], prep_index)]
+        # Verb-final, with the prepositional phrase before the object.
+        return subject + pp + obj + [(stem + ("an" if subject_plural else "a"), verb_index)]
+
+    def noun_phrase(self) -> tuple[_Emitted, bool]:
+        """Parse ``[det] [numeral] adjective* noun``; return its translation and whether it is plural."""
+        det = numeral = None
+        if self._peek() in DETERMINERS:
+            det = self.i
+            self.i += 1
+        if self._peek() in NUMERALS and (det is None or DETERMINERS[self.words[det]][2]):
+            numeral = self.i
+            self.i += 1
+        adjectives = []
+        while self._peek() in ADJECTIVES:
+            adjectives.append(self.i)
+            self.i += 1
+        noun = self._peek()
+        if noun not in _NOUN_NUMBER:
+            raise self._fail(
+                "a noun" if adjectives or det is not None or numeral is not None else "a noun phrase"
+            )
+        if det is None and numeral is None:
+            raise self._fail("a determiner or numeral before the noun")
+        stem, plural = _NOUN_NUMBER[noun]
+        if numeral is not None and not plural:
+            raise self._fail("a plural noun after a numeral")
+        out: _Emitted = []
+        if det is not None:
+            sg, pl = DETERMINERS[self.words[det]][:2]
+            if (pl if plural else sg) is None:
+                raise self._fail(f"a {'singular' if plural else 'plural'} noun after {self.words[det]!r}")
+            out.append((pl if plural else sg, det))  # type: ignore[arg-type]
+        out.append((stem + ("i" if plural else "o"), self.i))
+        out += [(ADJECTIVES[self.words[a]] + ("es" if plural else "e"), a) for a in adjectives]
+        if numeral is not None:
+            out.append((NUMERALS[self.words[numeral]], numeral))
+        self.i += 1
+        return out, plural
+
+
+def translate(source_words: Sequence[str]) -> tuple[list[str], tuple[tuple[int, int], ...]]:
+    """Translate a toy-language sentence word by word, reordering and inflecting by the rules above.
+
+    Returns the target words and the gold alignment ``(source_index, target_index)`` sorted by target index.
+    Raises ``ValueError`` naming the offending word if ``source_words`` is not a sentence of the language.
+    """
+    emitted = _Parser(source_words).sentence()
+    return [word for word, _ in emitted], tuple((src, tgt) for tgt, (_, src) in enumerate(emitted))
+
+
+# --- Generation ---------------------------------------------------------------------------------------------
+
+MIN_WORDS, MAX_WORDS = 3, 25
+_ADJECTIVE_LIST = tuple(ADJECTIVES)
+_TRANSITIVE_LIST = tuple(TRANSITIVE_VERBS)
+_INTRANSITIVE_LIST = tuple(INTRANSITIVE_VERBS)
+_NUMERAL_LIST = tuple(NUMERALS)
+_PREPOSITION_LIST = tuple(PREPOSITIONS)
+_CONJUNCTION_LIST = tuple(CONJUNCTIONS)
+_SYMBOLS = tuple(string.ascii_lowercase)
+
+
+def _noun_phrase(rng: random.Random, out: list[str]) -> None:
+    r = rng.random()
+    if r < 0.5:  # singular
+        out.append(rng.choice(("the", "the", "a", "this", "every")))
+        plural = False
+    elif r < 0.7:  # plural with a determiner only
+        out.append(rng.choice(("the", "these", "some")))
+        plural = True
+    elif r < 0.85:  # plural with determiner and numeral
+        out += (rng.choice(("the", "these")), rng.choice(_NUMERAL_LIST))
+        plural = True
+    else:  # plural with a bare numeral
+        out.append(rng.choice(_NUMERAL_LIST))
+        plural = True
+    r = rng.random()
+    for _ in range(0 if r < 0.45 else 1 if r < 0.8 else 2):
+        out.append(rng.choice(_ADJECTIVE_LIST))
+    out.append(rng.choice(NOUNS)[1 if plural else 0])
+
+
+def _clause(rng: random.Random, out: list[str]) -> None:
+    _noun_phrase(rng, out)
+    if rng.random() < 0.65:
+        out.append(rng.choice(_TRANSITIVE_LIST))
+        _noun_phrase(rng, out)
+    else:
+        out.append(rng.choice(_INTRANSITIVE_LIST))
+    if rng.random() < 0.4:
+        out.append(rng.choice(_PREPOSITION_LIST))
+        _noun_phrase(rng, out)
+
+
+def _toy_sentence(rng: random.Random) -> list[str]:
+    """One source sentence of the toy language with 3 to 25 words."""
+    while True:
+        out: list[str] = []
+        _clause(rng, out)
+        if rng.random() < 0.35:
+            out.append(rng.choice(_CONJUNCTION_LIST))
+            _clause(rng, out)
+        if len(out) <= MAX_WORDS:
+            return out
+
+
+def _symbol_string(rng: random.Random) -> list[str]:
+    """A random string of 3 to 25 letters for the copy and reverse tasks."""
+    return rng.choices(_SYMBOLS, k=rng.randint(MIN_WORDS, MAX_WORDS))
+
+
+def _make_pair(task: str, words: list[str]) -> Pair:
+    if task == "translate":
+        target, alignment = translate(words)
+    elif task == "copy":
+        target, alignment = words, tuple((i, i) for i in range(len(words)))
+    else:  # reverse
+        n = len(words)
+        target, alignment = words[::-1], tuple((n - 1 - j, j) for j in range(n))
+    return Pair(" ".join(words), " ".join(target), alignment)
+
+
+def make_toy_splits(
+    *,
+    task: Literal["translate", "copy", "reverse"] = "translate",
+    split: Literal["random", "length"] = "random",
+    train_size: int = 50_000,
+    val_size: int = 1_000,
+    test_size: int = 1_000,
+    seed: int = 1234,
+    max_train_words: int = 12,
+) -> dict[str, list[Pair]]:
+    """Generate the train, val and test splits of a toy task, deterministically from ``seed``.
+
+    Args:
+        task: ``"translate"`` (the toy language pair), ``"copy"`` or ``"reverse"`` (random letter strings).
+        split: ``"random"``: all splits from the same distribution of 3 to 25 words. ``"length"``: train
+            and val hold sentences of at most ``max_train_words`` words and test only longer ones, to measure
+            length generalisation (in the spirit of SCAN's length split).
+        train_size, val_size, test_size: number of pairs in each split.
+        seed: the same seed gives the same splits; another seed gives different ones.
+        max_train_words: the length threshold of the ``"length"`` split; unused by ``"random"``.
+
+    Returns:
+        ``{"train": [...], "val": [...], "test": [...]}``. No source sentence occurs twice, within or across
+        splits, so the splits are disjoint.
+    """
+    if task not in ("translate", "copy", "reverse"):
+        raise ValueError(f"task must be 'translate', 'copy' or 'reverse', got {task!r}")
+    if split not in ("random", "length"):
+        raise ValueError(f"split must be 'random' or 'length', got {split!r}")
+    sizes = {"train": train_size, "val": val_size, "test": test_size}
+    if train_size < 1 or val_size < 0 or test_size < 0:
+        raise ValueError(f"need train_size >= 1 and val_size, test_size >= 0, got {sizes}")
+    if split == "length" and not MIN_WORDS <= max_train_words < MAX_WORDS:
+        raise ValueError(f"max_train_words must be in [{MIN_WORDS}, {MAX_WORDS - 1}], got {max_train_words}")
+
+    rng = random.Random(seed)
+    sample = _toy_sentence if task == "translate" else _symbol_string
+    # Two pools: "short" feeds train + val, "long" feeds test. With the random split everything is "short".
+    limit = max_train_words if split == "length" else MAX_WORDS
+    wanted = (
+        {"short": train_size + val_size, "long": test_size}
+        if split == "length"
+        else {"short": train_size + val_size + test_size, "long": 0}
+    )
+    pools: dict[str, list[list[str]]] = {"short": [], "long": []}
+    seen: set[tuple[str, ...]] = set()
+    draws, max_draws = 0, 50 * (train_size + val_size + test_size) + 10_000
+    while any(len(pools[k]) < wanted[k] for k in pools):
+        if draws == max_draws:
+            got = {k: len(v) for k, v in pools.items()}
+            raise ValueError(
+                f"could not draw {wanted} distinct {task} sentences (split={split!r}, "
+                f"max_train_words={max_train_words}) in {max_draws} tries; got {got}"
+            )
+        draws += 1
+        words = sample(rng)
+        key = tuple(words)
+        name = "short" if len(words) <= limit else "long"
+        if len(pools[name]) < wanted[name] and key not in seen:
+            seen.add(key)
+            pools[name].append(words)
+    # Frequent sentences are drawn first; shuffle so no split gets more of them than another.
+    for pool in pools.values():
+        rng.shuffle(pool)
+    short, long = pools["short"], pools["long"]
+    chunks = {
+        "train": short[:train_size],
+        "val": short[train_size : train_size + val_size],
+        "test": long if split == "length" else short[train_size + val_size :],
+    }
+    return {name: [_make_pair(task, words) for words in chunk] for name, chunk in chunks.items()}

@@ -1,0 +1,184 @@
+"""Collation (padding and the target shift) and the token-bucket batch sampler."""
+
+import itertools
+import random
+
+import pytest
+import torch
+
+from data.batching import Batch, TokenBucketBatchSampler, collate
+from data.special import SPECIALS
+
+PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
+
+
+# --- collate ------------------------------------------------------------------------------------------------
+
+
+def test_collate_pads_and_shifts_on_a_literal_example():
+    batch = collate([(5, [10, 11, 12], [20]), (2, [13], [21, 22, 23])])
+    assert isinstance(batch, Batch)
+    # fmt: off
+    assert batch.src.tolist() ==     [[10, 11, 12, EOS], [13, EOS, PAD, PAD]]
+    assert batch.tgt_in.tolist() ==  [[BOS, 20, PAD, PAD], [BOS, 21, 22, 23]]
+    assert batch.tgt_out.tolist() == [[20, EOS, PAD, PAD], [21, 22, 23, EOS]]
+    # fmt: on
+    assert batch.index.tolist() == [5, 2]
+    assert all(t.dtype == torch.int64 for t in batch)
+
+
+def test_collate_shapes_and_the_shift_identity_on_random_batches():
+    rng = random.Random(0)
+    items = [
+        (
+            i,
+            [rng.randrange(4, 50) for _ in range(rng.randint(1, 9))],
+            [rng.randrange(4, 50) for _ in range(rng.randint(1, 9))],
+        )
+        for i in range(16)
+    ]
+    batch = collate(items)
+    assert batch.src.shape == (16, max(len(s) for _, s, _ in items) + 1)
+    assert batch.tgt_in.shape == batch.tgt_out.shape == (16, max(len(t) for _, _, t in items) + 1)
+    assert batch.index.shape == (16,)
+    # tgt_in is tgt_out shifted right by one, wherever tgt_in is not padding ...
+    keep = batch.tgt_in[:, 1:] != PAD
+    assert torch.equal(batch.tgt_in[:, 1:][keep], batch.tgt_out[:, :-1][keep])
+    # ... and every row has exactly one BOS (first), one EOS in each of src and tgt_out (last non-pad).
+    for row, (_, s, t) in enumerate(items):
+        assert batch.tgt_in[row, 0] == BOS and (batch.tgt_in[row] == BOS).sum() == 1
+        assert batch.src[row, len(s)] == EOS and (batch.src[row, len(s) + 1 :] == PAD).all()
+        assert batch.tgt_out[row, len(t)] == EOS and (batch.tgt_out[row, len(t) + 1 :] == PAD).all()
+
+
+def test_collate_takes_its_defaults_from_specials():
+    items = [(0, [7, 8], [9]), (1, [7], [9, 9, 9])]
+    default = collate(items)
+    explicit = collate(items, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id)
+    assert all(torch.equal(a, b) for a, b in zip(default, explicit))
+    other = collate(items, pad_id=99, bos_id=98, eos_id=97)
+    assert other.src.tolist() == [[7, 8, 97], [7, 97, 99]]
+    assert other.tgt_in.tolist()[0] == [98, 9, 99, 99]
+
+
+def test_collate_refuses_an_empty_batch():
+    with pytest.raises(ValueError, match="cannot collate an empty list"):
+        collate([])
+
+
+# --- TokenBucketBatchSampler --------------------------------------------------------------------------------
+
+_rng = random.Random(1)
+LENGTHS = [_rng.randint(2, 40) for _ in range(1000)]
+
+
+def epoch_batches(sampler: TokenBucketBatchSampler, epoch: int = 0) -> list[list[int]]:
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def test_every_example_once_per_epoch_and_within_the_budget():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0, chunk_size=256)
+    batches = epoch_batches(sampler)
+    assert len(batches) == len(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(LENGTHS)))
+    for b in batches:
+        assert len(b) * max(LENGTHS[i] for i in b) <= 200
+
+
+def test_bucketing_wastes_little_padding_compared_to_random_batches_of_the_same_sizes():
+    def waste(batches):
+        return sum(len(b) * max(LENGTHS[i] for i in b) - sum(LENGTHS[i] for i in b) for b in batches)
+
+    bucketed = epoch_batches(TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0, chunk_size=256))
+    order = random.Random(0).sample(range(len(LENGTHS)), len(LENGTHS))
+    starts = [0, *itertools.accumulate(len(b) for b in bucketed)]
+    unsorted = [order[a:b] for a, b in zip(starts, starts[1:])]
+    assert waste(bucketed) < 0.1 * sum(LENGTHS) < waste(unsorted)
+
+
+def test_order_is_a_function_of_seed_and_epoch():
+    a = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    b = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    assert epoch_batches(a, 3) == epoch_batches(b, 3)
+    assert epoch_batches(a, 3) != epoch_batches(a, 4)
+    assert epoch_batches(a, 3) != epoch_batches(TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=1), 3)
+    assert list(a) == list(a)  # iterating again without set_epoch repeats the epoch
+
+
+def test_without_shuffle_batches_are_sorted_by_length():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, shuffle=False)
+    flat = [i for b in sampler for i in b]
+    assert [LENGTHS[i] for i in flat] == sorted(LENGTHS)
+    assert epoch_batches(sampler, 0) == epoch_batches(sampler, 5)
+
+
+def test_an_example_over_the_budget_gets_a_batch_of_its_own():
+    batches = list(TokenBucketBatchSampler([3, 50, 3, 3], max_tokens=10, shuffle=False))
+    assert batches == [[0, 2, 3], [1]]
+
+
+def test_lightning_finds_set_epoch_on_batch_sampler_sampler():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200)
+    sampler.sampler.set_epoch(7)
+    assert sampler.epoch == 7
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_distributed_ranks_get_equal_shares(drop_last):
+    n_batches = len(TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0))
+    ranks = [
+        epoch_batches(
+            TokenBucketBatchSampler(
+                LENGTHS, max_tokens=200, seed=0, num_replicas=3, rank=r, drop_last=drop_last
+            )
+        )
+        for r in range(3)
+    ]
+    assert len({len(r) for r in ranks}) == 1
+    assert len(ranks[0]) == (n_batches // 3 if drop_last else -(-n_batches // 3))
+    seen = [i for r in ranks for b in r for i in b]
+    if drop_last:
+        assert len(seen) == len(set(seen))  # disjoint
+    else:
+        assert set(seen) == set(range(len(LENGTHS)))  # complete
+
+
+def test_rank_outside_the_world_is_an_error():
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 2\), got rank=2"):
+        len(TokenBucketBatchSampler(LENGTHS, max_tokens=200, num_replicas=2, rank=2))
+
+
+def test_resume_mid_epoch_skips_the_batches_already_yielded():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    sampler.set_epoch(2)
+    full = list(sampler)
+    it = iter(sampler)
+    head = [next(it) for _ in range(3)]
+    state = sampler.state_dict()
+    assert state == {"epoch": 2, "yielded": 3}
+
+    resumed = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(2)  # Lightning sets the epoch again on resume: the skip must survive it
+    assert head + list(resumed) == full
+    assert list(resumed) == full  # the next iteration is a whole epoch again
+
+
+def test_an_abandoned_iteration_does_not_shorten_the_next():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    full = list(sampler)
+    next(iter(sampler))
+    assert list(sampler) == full
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_tokens": 0}, "max_tokens must be >= 1, got 0"),
+        ({"max_tokens": 10, "chunk_size": 0}, "chunk_size must be >= 1, got 0"),
+    ],
+)
+def test_bad_sampler_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TokenBucketBatchSampler(LENGTHS, **kwargs)

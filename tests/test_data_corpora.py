@@ -1,0 +1,174 @@
+"""Corpus readers: good files, each kind of bad file (with the message it must give), and the real corpora."""
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from data.corpora import CorpusError, filter_by_length, read_lines, read_parallel, read_scan, read_tsv
+from data.pairs import Pair
+
+CORPORA = Path(
+    os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
+)
+MULTI30K = CORPORA / "multi30k"
+SCAN = CORPORA / "scan"
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# --- Good input ---------------------------------------------------------------------------------------------
+
+
+def test_parallel_files_with_crlf_and_stray_whitespace(tmp_path):
+    src = write(tmp_path / "train.de", b"  ein  Hund \r\nzwei\tKatzen\r\n")
+    tgt = write(tmp_path / "train.en", b"a dog\r\ntwo cats  \r\n\r\n")  # trailing blank lines are not data
+    assert read_parallel(src, tgt) == [Pair("ein Hund", "a dog"), Pair("zwei Katzen", "two cats")]
+    assert read_parallel(tgt, src) == [Pair("a dog", "ein Hund"), Pair("two cats", "zwei Katzen")]
+
+
+def test_a_line_separator_inside_a_sentence_does_not_split_the_line(tmp_path):
+    src = write(tmp_path / "a.de", "eins\u2028zwei\ndrei\n".encode())
+    tgt = write(tmp_path / "a.en", b"one two\nthree\n")
+    assert [p.source for p in read_parallel(src, tgt)] == ["eins zwei", "drei"]
+
+
+def test_tsv(tmp_path):
+    path = write(tmp_path / "train.tsv", "Guten Tag\tGood day\r\n  Danke \t thanks\t\nÄpfel\tapples".encode())
+    assert read_tsv(path) == [Pair("Guten Tag", "Good day"), Pair("Danke", "thanks"), Pair("Äpfel", "apples")]
+
+
+def test_scan_plain_and_gzipped(tmp_path):
+    text = b"IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk left OUT: I_TURN_LEFT I_WALK\n"
+    expected = [Pair("jump twice", "I_JUMP I_JUMP"), Pair("walk left", "I_TURN_LEFT I_WALK")]
+    assert read_scan(write(tmp_path / "tasks.txt", text)) == expected
+    assert read_scan(write(tmp_path / "tasks.txt.gz", gzip.compress(text))) == expected
+
+
+def test_utf8_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    assert read_lines(write(tmp_path / "bom.txt", b"\xef\xbb\xbfhello\n")) == ["hello"]
+
+
+# --- Bad input: one clear message naming the file and line --------------------------------------------------
+
+
+def error_of(read, *paths) -> str:
+    with pytest.raises(CorpusError) as info:
+        read(*paths)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_parallel_files_with_different_line_counts(tmp_path):
+    src = write(tmp_path / "val.de", b"a\nb\nc\n")
+    tgt = write(tmp_path / "val.en", b"a\nb\n")
+    assert error_of(read_parallel, src, tgt) == (
+        f"{tgt}: has 2 lines but {src} has 3; parallel files must match line for line"
+    )
+
+
+def test_blank_line_inside_a_parallel_file(tmp_path):
+    src = write(tmp_path / "x.de", b"a\n  \nc\n")
+    tgt = write(tmp_path / "x.en", b"a\nb\nc\n")
+    assert error_of(read_parallel, src, tgt) == f"{src}:2: empty line; every line must hold one sentence"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"a\tb\nno tab here\n", "2: TSV line has no tab between source and target"),
+        (b"a\tb\nc\t \n", "2: TSV line has an empty target side"),
+        (b"\tb\n", "1: TSV line has an empty source side"),
+        (b"a\tb\tc\n", "1: TSV line has more than one tab; expected source<TAB>target"),
+        (b"a\tb\n\nc\td\n", "2: empty line; expected source<TAB>target"),
+    ],
+)
+def test_bad_tsv_lines(tmp_path, content, message):
+    path = write(tmp_path / "bad.tsv", content)
+    assert error_of(read_tsv, path) == f"{path}:{message}"
+
+
+def test_invalid_utf8_names_the_line_and_byte(tmp_path):
+    path = write(tmp_path / "train.en", b"fine\nalso fine\nbad \xff byte\n")
+    assert error_of(read_lines, path) == f"{path}:3: invalid UTF-8 (byte 0xff at column 5)"
+    other = write(tmp_path / "train.de", b"x\ny\nz\n")
+    assert error_of(read_parallel, other, path).startswith(f"{path}:3: invalid UTF-8")
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\r\n  \n"])
+def test_empty_file(tmp_path, content):
+    path = write(tmp_path / "empty.tsv", content)
+    assert error_of(read_tsv, path) == f"{path}: file is empty"
+
+
+def test_missing_path_and_folder(tmp_path):
+    missing = tmp_path / "nope" / "train.de"
+    assert error_of(read_parallel, missing, tmp_path / "train.en") == f"{missing}: no such file"
+    assert error_of(read_scan, tmp_path) == f"{tmp_path}: is a folder, expected a text file"
+
+
+def test_bad_scan_lines_and_bad_gzip(tmp_path):
+    path = write(tmp_path / "tasks.txt", b"IN: jump OUT: I_JUMP\njump => I_JUMP\n")
+    assert error_of(read_scan, path) == f"{path}:2: SCAN line must look like 'IN: <command> OUT: <actions>'"
+    path = write(tmp_path / "tasks2.txt", b"IN: OUT: I_JUMP\n")
+    assert error_of(read_scan, path) == f"{path}:1: SCAN line has an empty command side"
+    path = write(tmp_path / "tasks.txt.gz", b"not gzip at all")
+    assert error_of(read_scan, path).startswith(f"{path}: cannot read file: ")
+
+
+def test_corpus_error_is_a_value_error_with_its_parts():
+    error = CorpusError("a/b.tsv", 17, "TSV line has no tab between source and target")
+    assert isinstance(error, ValueError)
+    assert (error.path, error.line, str(error)) == (
+        "a/b.tsv",
+        17,
+        "a/b.tsv:17: TSV line has no tab between source and target",
+    )
+
+
+# --- Length filter ------------------------------------------------------------------------------------------
+
+
+def test_filter_by_length_counts_words_of_the_longer_side_by_default():
+    pairs = [Pair("a b", "c"), Pair("a", "b c d"), Pair("a b c", "d e f")]
+    assert filter_by_length(pairs, max_len=2) == ([pairs[0]], 2)
+    assert filter_by_length(pairs, max_len=3) == (pairs, 0)
+
+
+def test_filter_by_length_with_given_lengths_keeps_any_items():
+    assert filter_by_length(["x", "y", "z"], max_len=5, lengths=[6, 5, 7]) == (["y"], 2)
+    with pytest.raises(ValueError, match="got 2 lengths for 3 items"):
+        filter_by_length(["x", "y", "z"], max_len=5, lengths=[1, 2])
+
+
+# --- The real corpora, when present -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k not found in {MULTI30K} (set CORPORA_DIR)")
+def test_multi30k_split_sizes_and_first_pair():
+    train = read_parallel(MULTI30K / "train.de", MULTI30K / "train.en")
+    sizes = {
+        "train": len(train),
+        "val": len(read_parallel(MULTI30K / "val.de", MULTI30K / "val.en")),
+        "test2016": len(read_parallel(MULTI30K / "test2016.de", MULTI30K / "test2016.en")),
+    }
+    assert sizes == {"train": 29000, "val": 1014, "test2016": 1000}
+    assert train[0] == Pair(
+        "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+        "Two young, White males are outside near many bushes.",
+    )
+
+
+@pytest.mark.skipif(not SCAN.is_dir(), reason=f"SCAN not found in {SCAN} (set CORPORA_DIR)")
+def test_scan_simple_split_sizes_and_first_pair():
+    train = read_scan(SCAN / "simple_split" / "tasks_train_simple.txt.gz")
+    test = read_scan(SCAN / "simple_split" / "tasks_test_simple.txt.gz")
+    assert (len(train), len(test)) == (16728, 4182)
+    assert train[1] == Pair(
+        "run opposite left after walk right", "I_TURN_RIGHT I_WALK I_TURN_LEFT I_TURN_LEFT I_RUN"
+    )
