@@ -33,3 +33,33 @@ def tiny_model() -> Transformer:
 def random_ids(batch: int, length: int, vocab: int, *, generator=None) -> torch.Tensor:
     """Ids of ordinary tokens (no pad, bos or eos), shape (batch, length)."""
     return torch.randint(3, vocab, (batch, length), generator=generator)
+
+
+# -- runs of train.py, shared by the training and evaluation tests -----------------------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
+TINY_CONFIG = str(REPO / "configs" / "tiny.yaml")
+
+
+def train_tiny(save_dir, *extra: str):
+    """Run ``train.py --config configs/tiny.yaml`` in this process, logging under ``save_dir``; the run dir."""
+    from training.cli import main
+
+    main(["--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(save_dir), *extra])
+    versions = sorted((p for p in (save_dir / "tiny").iterdir()), key=lambda p: p.stat().st_mtime)
+    return versions[-1]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A finished two-epoch run of the tiny config (seconds on a CPU)."""
+    return train_tiny(tmp_path_factory.mktemp("runs"))
+
+
+def read_events(run_dir):
+    """TensorBoard's own reader over every event file of a run directory."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator

@@ -1,12 +1,13 @@
 """The command line of ``train.py``: LightningCLI over ``TranslationModule`` and ``TranslationDataModule``.
 
 Every option comes from a typed ``__init__`` argument (``--model.*``, ``--data.*``, ``--trainer.*``,
-``--checkpoint.*``, ``--attention.*``); ``--config FILE.yaml`` reads them from a file. Vocabulary sizes and special
+``--checkpoint.*`` (best and last), ``--recent.*`` (latest epochs), ``--attention.*``); ``--config FILE.yaml`` reads them from a file. Vocabulary sizes and special
 ids are linked from the data to the model, so they are never typed twice. One extra option, ``--resume RUN``,
 continues a run from its newest checkpoint.
 """
 
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,6 +19,9 @@ from data.datamodule import TranslationDataModule
 from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
+
+# Head statistics are computed and logged by rank 0 alone, on purpose.
+warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
 
 LINKED_FROM_DATA = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
 
@@ -38,6 +42,17 @@ class TrainCLI(LightningCLI):
                 "checkpoint.save_top_k": 1,
                 "checkpoint.filename": "best-epoch{epoch}-step{step}",
                 "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+        # The most recent epoch checkpoints too, for averaging (evaluate.py --average-last K).
+        parser.add_lightning_class_args(ModelCheckpoint, "recent")
+        parser.set_defaults(
+            {
+                "recent.monitor": "step",
+                "recent.mode": "max",
+                "recent.save_top_k": 5,
+                "recent.filename": "epoch{epoch}-step{step}",
+                "recent.auto_insert_metric_name": False,
             }
         )
         parser.add_lightning_class_args(AttentionLogger, "attention")
@@ -130,4 +145,4 @@ def main(args: list[str] | None = None) -> None:
         raise SystemExit(f"error: {error}") from None
     if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
         best = cli.trainer.checkpoint_callback.best_model_path
-        print(f"Run saved in {cli.trainer.log_dir}" + (f"; best checkpoint {best}" if best else ""))
+        print(f"Run saved in {cli.trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else ""))

@@ -4,12 +4,10 @@ Shape legend: B batch, S source length, T target length, V target vocabulary siz
 """
 
 import math
-import random
 import time
 from typing import Literal
 
 import lightning as L
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -17,18 +15,6 @@ from torch import Tensor
 
 from model import Transformer, TransformerConfig
 from training.metrics import score_translations
-
-
-def _numpy_state_to_primitives(state: tuple) -> dict:
-    """NumPy's random state as tensors and numbers, which load under ``torch.load(weights_only=True)``."""
-    name, keys, position, has_gauss, cached_gaussian = state
-    return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
-            "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)}
-
-
-def _numpy_state_from_primitives(state: dict) -> tuple:
-    return (state["name"], state["keys"].numpy().astype(np.uint32), state["position"], state["has_gauss"],
-            state["cached_gaussian"])
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -131,7 +117,7 @@ class TranslationModule(L.LightningModule):
         self.model = Transformer(self.config)
         self._throughput_tokens = 0
         self._throughput_start: float | None = None
-        self._restored_rng: dict | None = None
+        self._base_seed = 0
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
 
@@ -229,8 +215,9 @@ class TranslationModule(L.LightningModule):
         totals = torch.tensor([self._val_nll, self._val_tokens], dtype=torch.float64, device=self.device)
         totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
         nll = (totals[0] / totals[1].clamp(min=1)).item()
-        self.log("val/loss", nll, sync_dist=False)
-        self.log("val/ppl", math.exp(min(nll, 50.0)), sync_dist=False)
+        # Every rank holds the same totals (and below, the same decoded sentences): syncing averages equal values.
+        self.log("val/loss", nll, sync_dist=True)
+        self.log("val/ppl", math.exp(min(nll, 50.0)), sync_dist=True)
         if not self._decoding_this_epoch():
             return
         decoded = self._val_decoded
@@ -244,9 +231,9 @@ class TranslationModule(L.LightningModule):
         hypotheses = [datamodule.tgt_tokenizer.decode(ids) for _, ids in decoded]
         references = [pairs[i].target for i, _ in decoded]
         scores = score_translations(hypotheses, references)
-        self.log("val/bleu", scores.bleu)
-        self.log("val/chrf", scores.chrf)
-        self.log("val/exact_match", scores.exact_match)
+        self.log("val/bleu", scores.bleu, sync_dist=True)
+        self.log("val/chrf", scores.chrf, sync_dist=True)
+        self.log("val/exact_match", scores.exact_match, sync_dist=True)
         self.last_decoded = [(i, h) for (i, _), h in zip(decoded, hypotheses)]
         self._log_text_samples(pairs)
 
@@ -274,25 +261,10 @@ class TranslationModule(L.LightningModule):
         if metrics:
             self.logger.log_hyperparams(dict(self.hparams), metrics)
 
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # Random states, so that a resumed run draws the same dropout masks as an uninterrupted one.
-        checkpoint["rng_states"] = {
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "python": random.getstate(),
-            "numpy": _numpy_state_to_primitives(np.random.get_state()),
-        }
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self._restored_rng = checkpoint.get("rng_states")
-
     def on_train_start(self) -> None:
-        # Restored here rather than at load time: the sanity check in between draws random numbers too.
-        states, self._restored_rng = self._restored_rng, None
-        if states is None:
-            return
-        torch.set_rng_state(states["torch"])
-        if states["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(states["cuda"])
-        random.setstate(states["python"])
-        np.random.set_state(_numpy_state_from_primitives(states["numpy"]))
+        self._base_seed = torch.initial_seed()
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        # Dropout draws from a generator seeded by the step (as fairseq does), so a resumed run draws exactly
+        # the masks an uninterrupted one would, whatever else consumed random numbers in between.
+        torch.manual_seed(self._base_seed + self.global_step)

@@ -1,0 +1,1 @@
+"""Evaluating and exploring trained checkpoints: loading, batched translation, attention export, head ablation."""

@@ -1,0 +1,58 @@
+"""Batched translation of raw sentences with a trained model.
+
+Shape legend: B batch, S source length, L generated length.
+"""
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from data.batching import Batch, collate
+from data.tokenizer import Tokenizer
+from model import HeadMask, Transformer
+
+
+def length_sorted_batches(
+    sources: Sequence[list[int]], targets: Sequence[list[int]] | None, batch_size: int
+) -> Iterator[Batch]:
+    """Batches of ``batch_size`` sentences of similar length (little padding); ``Batch.index`` gives the order."""
+    if batch_size < 1:
+        raise ValueError(f"batch size must be at least 1, got {batch_size}")
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        yield collate([(i, sources[i], [] if targets is None else targets[i]) for i in chunk])
+
+
+@torch.no_grad()
+def translate(
+    model: Transformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    sources: Sequence[str],
+    *,
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+    batch_size: int = 64,
+    max_len: int | None = None,
+    head_mask: HeadMask | None = None,
+    progress=None,
+) -> list[list[int]]:
+    """Token ids (EOS and padding removed) of the translation of each source sentence, in input order.
+
+    ``progress``, if given, is called with the number of sentences finished after each batch.
+    """
+    device = next(model.parameters()).device
+    encoded = [src_tokenizer.encode(text) for text in sources]
+    outputs: list[list[int]] = [[] for _ in sources]
+    special = model.config
+    for batch in length_sorted_batches(encoded, None, batch_size):
+        tokens = model.generate(
+            batch.src.to(device), max_len=max_len, beam_size=beam_size, length_penalty=length_penalty,
+            head_mask=head_mask,
+        )
+        for index, row in zip(batch.index.tolist(), tokens.tolist()):
+            outputs[index] = [t for t in row if t not in (special.pad_id, special.eos_id)]
+        if progress is not None:
+            progress(len(batch.index))
+    return outputs

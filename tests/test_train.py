@@ -1,0 +1,150 @@
+"""train.py end to end with the tiny config: logs, attention images, checkpoints, resume, DDP, errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import REPO, TINY_CONFIG, read_events, train_tiny
+from training.module import TranslationModule
+
+# The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence, 2 epochs with a validation each.
+LAYERS, HEADS, EPOCHS = 2, 2, 2
+
+
+def test_fast_dev_run(tmp_path):
+    from training.cli import main
+
+    main(["--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.fast_dev_run", "true"])
+
+
+def test_run_directory_holds_config_tokenizers_and_checkpoints(tiny_run):
+    assert (tiny_run / "config.yaml").is_file()
+    assert (tiny_run / "src_tokenizer.json").is_file() and (tiny_run / "tgt_tokenizer.json").is_file()
+    names = sorted(p.name for p in (tiny_run / "checkpoints").iterdir())
+    assert "last.ckpt" in names
+    assert any(n.startswith("best-") for n in names)
+    assert sum(n.startswith("epoch") for n in names) == EPOCHS
+
+
+def test_event_files_hold_per_head_attention_images(tiny_run):
+    events = read_events(tiny_run)
+    tags = events.Tags()["images"]
+    for kind in ("encoder", "decoder", "cross"):
+        per_head = [t for t in tags if t.startswith(f"attention_{kind}/")]
+        assert sorted(per_head) == sorted(
+            f"attention_{kind}/sentence_1/layer_{layer}/head_{head}"
+            for layer in range(1, LAYERS + 1)
+            for head in range(1, HEADS + 1)
+        )
+        assert f"attention_overview/{kind}/sentence_1" in tags
+    image = events.Images("attention_cross/sentence_1/layer_1/head_1")
+    assert len(image) == EPOCHS  # once per validation, the sanity check excluded
+    assert (image[0].width, image[0].height) == (320, 320)
+    assert image[0].step < image[1].step
+    for name in ("cross_entropy", "cross_agreement", "cross_aer", "decoder_previous", "encoder_distance"):
+        assert f"heads/{name}" in tags
+
+
+def test_scalars_and_text(tiny_run):
+    events = read_events(tiny_run)
+    scalars = set(events.Tags()["scalars"])
+    expected = {
+        "train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/loss", "val/ppl", "val/bleu",
+        "val/chrf", "val/exact_match", "heads/best_alignment", "heads/best_aer",
+    }
+    assert expected <= scalars
+    assert len(events.Scalars("val/loss")) == EPOCHS
+    assert all(0.0 <= s.value <= 1.0 for s in events.Scalars("heads/best_alignment"))
+    assert "samples/text_summary" in events.Tags()["tensors"]
+
+
+def test_checkpoint_loads_under_weights_only(tiny_run):
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    module = TranslationModule(**{k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")})
+    module.load_state_dict(checkpoint["state_dict"])
+    assert checkpoint["global_step"] > 0
+    assert checkpoint["optimizer_states"][0]["state"]  # Adam moments were saved
+
+
+def loss_curve(run_dir):
+    return {s.step: s.value for s in read_events(run_dir).Scalars("train/loss")}
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+    fixed = ["--trainer.log_every_n_steps", "1", "--attention.every_n_epochs", "0"]
+    uninterrupted = train_tiny(tmp_path / "a", *fixed)
+    first = train_tiny(tmp_path / "b", *fixed, "--trainer.max_epochs", "1")
+    saved = torch.load(first / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    train_tiny(tmp_path / "b", *fixed, "--resume", str(first), "--trainer.max_epochs", "2")
+
+    full, resumed = loss_curve(uninterrupted), loss_curve(first)
+    after = [step for step in full if step >= saved["global_step"]]
+    assert after, "the second epoch logged no loss"
+    assert min(s for s in resumed if s >= saved["global_step"]) == saved["global_step"]  # continues the steps
+    for step in after:
+        assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=1e-7), f"loss differs at step {step}"
+    assert (first / "config.resumed-1.yaml").is_file() and (first / "config.yaml").is_file()
+
+
+def test_a_new_run_never_overwrites_an_old_one(tmp_path):
+    one = train_tiny(tmp_path, "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
+    two = train_tiny(tmp_path, "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
+    assert one != two and (one / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.slow
+def test_ddp_with_two_cpu_processes_logs_attention_once(tmp_path):
+    command = [
+        sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG, "--trainer.max_epochs", "1",
+        "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = list((tmp_path / "runs" / "tiny").iterdir())
+    assert len(runs) == 1, "both processes must write into one run directory"
+    event_files = list(runs[0].glob("events.out.tfevents.*"))
+    assert len(event_files) == 1
+    images = read_events(runs[0]).Images("attention_cross/sentence_1/layer_1/head_1")
+    assert len(images) == 1  # one validation, logged by rank 0 only
+
+
+def run_cli(tmp_path, *args):
+    command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG, *args]
+    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model.num_heads", "two"], "model.num_heads"),
+        (["--model.d_model", "30", "--model.num_heads", "4"], "d_model (30) must be divisible by num_heads (4)"),
+        (["--data.dataset", "klingon"], "data.dataset"),
+        (["--data.dataset", "tsv", "--data.path", "missing-folder"], "missing-folder"),
+    ],
+)
+def test_invalid_options_give_a_clear_error(tmp_path, args, message):
+    done = run_cli(tmp_path, *args)
+    assert done.returncode != 0
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    original = TranslationModule.loss
+
+    def poisoned(self, logits, tgt_out, label_smoothing=0.0, reduction="mean"):
+        loss = original(self, logits, tgt_out, label_smoothing, reduction)
+        return loss * float("nan") if self.training and self.current_epoch >= 1 else loss
+
+    monkeypatch.setattr(TranslationModule, "loss", poisoned)
+    with pytest.raises(SystemExit, match="training loss is nan"):
+        train_tiny(tmp_path, "--attention.every_n_epochs", "0")
+    run = next((tmp_path / "tiny").iterdir())
+    last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["epoch"] == 0  # saved after the first, healthy epoch
+    assert all(torch.isfinite(v).all() for v in last["state_dict"].values())
+    assert not (run / "checkpoints" / "interrupted.ckpt").exists()
