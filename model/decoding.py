@@ -32,15 +32,28 @@ def _finish(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
     return tokens[:, : max(int(lengths.max()), 1)] if tokens.size(0) else tokens
 
 
+def _limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
+    """Per-sentence generation limits as a (B,) int64 tensor."""
+    limits = torch.as_tensor(max_len, dtype=torch.long, device=device).expand(batch)
+    if batch and int(limits.min()) < 1:
+        raise ValueError(f"max_len must be at least 1, got {int(limits.min())}")
+    return limits
+
+
 @torch.no_grad()
 def greedy_search(
-    model: Transformer, src: Tensor, max_len: int, *, use_cache: bool = True, head_mask: HeadMask | None = None
+    model: Transformer,
+    src: Tensor,
+    max_len: int | Tensor,
+    *,
+    use_cache: bool = True,
+    head_mask: HeadMask | None = None,
 ) -> Tensor:
     """Pick the most probable token at every step (never padding or BOS).
 
     Args:
         src: (B, S) source ids.
-        max_len: most tokens to generate (EOS included).
+        max_len: most tokens to generate (EOS included), for all sentences or (B,) for each.
         use_cache: False re-runs the decoder over the whole prefix at every step (the slow textbook way, kept
             as the reference the cache is tested and benchmarked against).
 
@@ -52,13 +65,14 @@ def greedy_search(
     encoded = model.encode(src, head_mask=masks.encoder)
     tokens = torch.full((src.size(0), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    limits = _limits(max_len, src.size(0), src.device)
     cache = model.new_cache() if use_cache else None
-    for _ in range(max_len):
+    for step in range(1, int(limits.max()) + 1):
         step_in = tokens[:, -1:] if use_cache else tokens
         logits = model.decode(step_in, encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B, V)
         next_token = _next_token_log_probs(logits, c.pad_id, c.bos_id).argmax(dim=-1).masked_fill(finished, c.pad_id)  # (B,)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-        finished |= next_token == c.eos_id
+        finished |= (next_token == c.eos_id) | (step >= limits)
         if finished.all():
             break
     return _finish(tokens[:, 1:], c.eos_id, c.pad_id)
@@ -82,7 +96,7 @@ def _repeat_beams(encoded: EncoderOutput, beam_size: int) -> EncoderOutput:
 def beam_search(
     model: Transformer,
     src: Tensor,
-    max_len: int,
+    max_len: int | Tensor,
     beam_size: int,
     length_penalty: float = 0.6,
     *,
@@ -94,11 +108,12 @@ def beam_search(
     by log-probability. Extensions ending in EOS that rank among the best K leave the beam as finished
     hypotheses, scored by log-probability divided by the GNMT length penalty; the best K others live on.
     A sentence is done once it holds K finished hypotheses and no live beam can still beat the worst of them;
-    decoding stops when every sentence is done or after ``max_len`` tokens, when live beams count as finished.
+    decoding stops when every sentence is done; a sentence that reaches its ``max_len`` tokens finishes its live
+    beams as they are.
 
     Args:
         src: (B, S) source ids.
-        max_len: most tokens to generate (EOS included).
+        max_len: most tokens to generate (EOS included), for all sentences or (B,) for each.
         beam_size: K.
         length_penalty: the GNMT exponent alpha; 0 ranks by plain log-probability.
 
@@ -111,16 +126,18 @@ def beam_search(
     encoded = _repeat_beams(model.encode(src, head_mask=masks.encoder), k)
     masks = HeadMask(*(m.repeat_interleave(k, dim=0) if m is not None and m.dim() == 3 else m for m in masks))
     cache = model.new_cache()
+    limits = _limits(max_len, b, device)
+    steps = int(limits.max())
 
     tokens = torch.full((b * k, 1), c.bos_id, dtype=torch.long, device=device)  # (B*K, 1 + steps)
     scores = torch.full((b, k), float("-inf"), device=device)  # live beams' log-probabilities
     scores[:, 0] = 0.0  # all beams start identical: expand only the first at step one
     finished_scores = torch.full((b, k), float("-inf"), device=device)  # length-normalised
-    finished_tokens = torch.full((b, k, max_len), c.pad_id, dtype=torch.long, device=device)
+    finished_tokens = torch.full((b, k, steps), c.pad_id, dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
     beam_offset = (torch.arange(b, device=device) * k)[:, None]  # (B, 1) first flat row of each sentence
 
-    for step in range(1, max_len + 1):
+    for step in range(1, steps + 1):
         logits = model.decode(tokens[:, -1:], encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B*K, V)
         log_probs = _next_token_log_probs(logits, c.pad_id, c.bos_id)
         vocab = log_probs.size(-1)
@@ -134,15 +151,15 @@ def beam_search(
         is_eos = token == c.eos_id
         rank_ok = torch.arange(2 * k, device=device)[None] < k
         new_finished = is_eos & rank_ok & ~done[:, None]
-        if step == max_len:  # out of room: live candidates finish as they are
-            new_finished = (new_finished | (~is_eos & rank_ok)) & ~done[:, None]
+        out_of_room = (step >= limits)[:, None]  # (B, 1): live candidates finish as they are
+        new_finished = (new_finished | (~is_eos & rank_ok & out_of_room)) & ~done[:, None]
         normalised = top_scores / _length_penalty(torch.tensor(float(step), device=device), length_penalty)
         pool_scores = torch.cat([finished_scores, normalised.masked_fill(~new_finished, float("-inf"))], dim=1)
-        padded = torch.full((b, 2 * k, max_len), c.pad_id, dtype=torch.long, device=device)
+        padded = torch.full((b, 2 * k, steps), c.pad_id, dtype=torch.long, device=device)
         padded[:, :, :step] = candidate_tokens
-        pool_tokens = torch.cat([finished_tokens, padded], dim=1)  # (B, 3K, max_len)
+        pool_tokens = torch.cat([finished_tokens, padded], dim=1)  # (B, 3K, steps)
         finished_scores, keep = pool_scores.topk(k, dim=1)
-        finished_tokens = pool_tokens.gather(1, keep[..., None].expand(-1, -1, max_len))
+        finished_tokens = pool_tokens.gather(1, keep[..., None].expand(-1, -1, steps))
 
         # Live beams: the best K candidates that did not end in EOS (at least K of the 2K never do).
         live_scores = top_scores.masked_fill(is_eos, float("-inf"))
@@ -152,8 +169,9 @@ def beam_search(
 
         # Done when K hypotheses are finished and the best live beam, even if it never lost another bit of
         # log-probability, could not beat the worst of them at the longest allowed length.
-        best_possible = scores[:, 0] / _length_penalty(torch.tensor(float(max_len), device=device), length_penalty)
+        best_possible = scores[:, 0] / _length_penalty(limits.float(), length_penalty)
         done |= (finished_scores[:, -1] > float("-inf")) & (best_possible <= finished_scores[:, -1])
+        done |= step >= limits
         if bool(done.all()):
             break
 

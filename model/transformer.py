@@ -377,8 +377,9 @@ class Transformer(nn.Module):
 
         Args:
             src: (B, S) source ids, padded with ``pad_id``.
-            max_len: most tokens to generate per sentence (EOS included). Default: ``2 * S + 10``, capped so that
-                positions stay within the model's ``max_len``.
+            max_len: most tokens to generate per sentence (EOS included). Default: twice the sentence's source
+                length (without padding) plus 10. Always capped so that positions stay within the model's
+                ``max_len``.
             beam_size: 1 decodes greedily; more runs batched beam search.
             length_penalty: GNMT length-penalty exponent alpha (Wu et al. 2016), beam search only.
 
@@ -387,13 +388,13 @@ class Transformer(nn.Module):
         """
         from model.decoding import beam_search, greedy_search  # decoding builds on this module
 
-        if max_len is None:
-            max_len = 2 * src.size(1) + 10
-        max_len = min(max_len, self.config.max_len - 1)
-        if max_len < 1:
+        if max_len is not None and max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
+        if max_len is None:  # per sentence, from its own length, so a sentence decodes alike in any batch
+            max_len = 2 * (src != self.config.pad_id).sum(dim=1) + 10  # (B,)
+        limits = torch.as_tensor(max_len, device=src.device).clamp(max=self.config.max_len - 1)
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
         if beam_size == 1:
-            return greedy_search(self, src, max_len, head_mask=head_mask)
-        return beam_search(self, src, max_len, beam_size, length_penalty, head_mask=head_mask)
+            return greedy_search(self, src, limits, head_mask=head_mask)
+        return beam_search(self, src, limits, beam_size, length_penalty, head_mask=head_mask)

@@ -50,6 +50,13 @@ def rows_of(tokens):
     return [[t for t in row.tolist() if t != PAD] for row in tokens]
 
 
+def test_default_limit_follows_each_source_length(model, src):
+    lengths = (src != PAD).sum(dim=1)
+    for row, length in zip(rows_of(model.generate(src)), lengths.tolist()):
+        assert len(row) <= 2 * length + 10
+        assert EOS in row or len(row) == 2 * length + 10
+
+
 def test_output_contract(model, src):
     out = model.generate(src, max_len=12)
     lengths = [len(row) for row in rows_of(out)]
@@ -70,13 +77,27 @@ def test_cached_greedy_equals_uncached_and_teacher_forced(model, src):
     assert rows_of(cached) == teacher_forced_greedy(model, src, 12)
 
 
-def test_batched_generation_equals_one_sentence_at_a_time(model, src):
+def never_ending(model):
+    """The fixture model with EOS all but impossible: every hypothesis runs into its length limit."""
+    direction = torch.nn.functional.normalize(torch.randn(model.config.d_model, generator=torch.Generator().manual_seed(0)), dim=0)
+    with torch.no_grad():
+        model.decoder_norm.bias.copy_(8.0 * direction)
+        model.output_proj.weight[EOS] = -direction
+    return model
+
+
+@pytest.mark.parametrize("max_len", [12, None])  # None: each sentence's limit follows its own length
+def test_batched_generation_equals_one_sentence_at_a_time(model, src, max_len):
+    if max_len is None:
+        model = never_ending(model)
     for beam_size in (1, 3):
-        batched = rows_of(model.generate(src, max_len=12, beam_size=beam_size))
+        batched = rows_of(model.generate(src, max_len=max_len, beam_size=beam_size))
         alone = [
-            rows_of(model.generate(s[s != PAD][None], max_len=12, beam_size=beam_size))[0] for s in src
+            rows_of(model.generate(s[s != PAD][None], max_len=max_len, beam_size=beam_size))[0] for s in src
         ]
         assert batched == alone
+        if max_len is None:
+            assert any(EOS not in row for row in batched), "some sentence should run into its limit"
 
 
 def test_beam_of_one_equals_greedy(model, src):

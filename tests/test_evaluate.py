@@ -1,0 +1,189 @@
+"""evaluate.py on checkpoints trained inside the tests: scores, decoding, averaging, attention export, errors."""
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+import torch
+
+import evaluate
+from evaluation.checkpoints import average_state_dicts, last_checkpoints, load_run
+from evaluation.translate import translate
+from model.decoding import beam_search
+from tests.conftest import train_tiny
+
+JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
+             "signature": str, "sentences_per_second": float}
+
+
+def run(capsys, *args):
+    code = evaluate.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def overfit_run(tmp_path_factory):
+    """A tiny model trained until it has memorised its 24 training pairs (about half a minute on a CPU)."""
+    return train_tiny(
+        tmp_path_factory.mktemp("overfit"),
+        "--data.toy_train_size", "24", "--trainer.max_epochs", "200", "--trainer.check_val_every_n_epoch", "200",
+        "--model.d_model", "64", "--model.d_ff", "128", "--model.dropout", "0.0", "--model.label_smoothing", "0.0",
+        "--model.lr", "0.003", "--model.warmup_steps", "20", "--attention.every_n_epochs", "0",
+        "--trainer.log_every_n_steps", "50", "--recent.save_top_k", "1",
+    )
+
+
+def test_json_summary_keys_and_types(tiny_run, capsys):
+    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--quiet")
+    assert code == 0
+    result = last_json(out)
+    for key, kind in JSON_KEYS.items():
+        assert isinstance(result[key], kind), key
+    assert result["num_sentences"] == 40  # the tiny config's test split
+    assert result["signature"].startswith("nrefs:1|")
+    assert "BLEU" in out and "chrF" in out
+
+
+def test_split_and_output_file(tiny_run, tmp_path, capsys):
+    output = tmp_path / "val.jsonl"
+    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--split", "val", "--output", output, "--quiet")
+    assert code == 0
+    lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == last_json(out)["num_sentences"] == 40
+    assert set(lines[0]) == {"source", "reference", "hypothesis", "chrf"}
+
+
+@pytest.mark.slow
+def test_overfitted_model_scores_perfectly_on_its_training_pairs(overfit_run, tmp_path, capsys):
+    checkpoint = overfit_run / "checkpoints" / "last.ckpt"
+    pairs = load_run(checkpoint).datamodule.pairs("train")
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"{p.source}\t{p.target}\n" for p in pairs), encoding="utf-8")
+    for beam in (1, 3):
+        code, out, _ = run(capsys, checkpoint, "--tsv", tsv, "--beam-size", beam, "--quiet")
+        assert code == 0
+        result = last_json(out)
+        assert result["exact_match"] == 1.0 and result["bleu"] == pytest.approx(100.0)
+        assert result["num_sentences"] == 24 and result["beam_size"] == beam
+
+
+def test_beam_of_one_is_greedy(tiny_run, tmp_path, capsys):
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    output = tmp_path / "greedy.jsonl"
+    assert run(capsys, checkpoint, "--beam-size", "1", "--output", output, "--quiet")[0] == 0
+    hypotheses = [json.loads(line)["hypothesis"] for line in output.read_text().splitlines()]
+
+    loaded = load_run(checkpoint)
+    dm, model = loaded.datamodule, loaded.module.model
+    sources = [p.source for p in dm.pairs("test")]
+    expected = []
+    for source in sources:  # the beam-search code path with one beam, sentence by sentence
+        src = torch.tensor([dm.src_tokenizer.encode(source) + [dm.eos_id]])
+        tokens = beam_search(model, src, 2 * src.size(1) + 10, beam_size=1, length_penalty=0.0)[0].tolist()
+        expected.append(dm.tgt_tokenizer.decode(tokens))
+    assert hypotheses == expected
+
+
+def test_average_last_equals_the_manual_average(tiny_run, capsys):
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    paths = last_checkpoints(checkpoint, 2)
+    states = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    assert states[0]["global_step"] > states[1]["global_step"]
+    averaged = average_state_dicts(paths)
+    for name, value in states[0]["state_dict"].items():
+        torch.testing.assert_close(averaged[name], (value + states[1]["state_dict"][name]) / 2)
+    model = load_run(checkpoint, state_dict=averaged).module
+    torch.testing.assert_close(model.state_dict()["model.src_embed.weight"], averaged["model.src_embed.weight"])
+    code, out, err = run(capsys, checkpoint, "--average-last", "2", "--quiet")
+    assert code == 0 and last_json(out)["averaged_checkpoints"] == 2
+    assert "averaging 2 checkpoints" in err
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.scripts, self._in_json = [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self._in_json = tag == "script" and ("type", "application/json") in attrs
+
+    def handle_data(self, data):
+        if self._in_json:
+            self.scripts.append(data)
+            self._in_json = False
+
+
+def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, capsys):
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    out_dir = tmp_path / "maps"
+    sentence = load_run(checkpoint).datamodule.pairs("test")[0].source
+    code, out, _ = run(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
+    assert code == 0 and out.count("\n") == 1  # one translation, possibly empty for this barely trained model
+    folder = out_dir / "sentence_1"
+    pngs = sorted(folder.glob("*.png"))
+    assert len(pngs) == 2 * 2 * 3  # layers x heads x (encoder, decoder, cross)
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    html = (folder / "head_view.html").read_text(encoding="utf-8")
+    parser = _Collect()
+    parser.feed(html)
+    assert "html" in parser.tags and parser.scripts
+    data = json.loads(parser.scripts[0])
+    assert all(word in json.dumps(data) for word in sentence.split())
+    # Refuses to overwrite what it wrote, unless asked.
+    code, _, err = run(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
+    assert code == 1 and "exists" in err
+    assert run(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir, "--overwrite")[0] == 0
+
+
+def test_translate_from_stdin(tiny_run, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("the dog saw a cat\n\nevery queen walked\n"))
+    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
+    assert code == 0 and len(out.strip().splitlines()) == 2
+
+
+def test_translate_matches_generate(tiny_run):
+    loaded = load_run(tiny_run / "checkpoints" / "last.ckpt")
+    dm, model = loaded.datamodule, loaded.module.model
+    sources = [p.source for p in dm.pairs("test")[:5]]
+    batched = translate(model, dm.src_tokenizer, dm.tgt_tokenizer, sources, batch_size=2)
+    for source, ids in zip(sources, batched):
+        src = torch.tensor([dm.src_tokenizer.encode(source) + [dm.eos_id]])
+        alone = [t for t in model.generate(src)[0].tolist() if t not in (dm.pad_id, dm.eos_id)]
+        assert ids == alone
+
+
+def test_bad_inputs_give_one_line_errors(tiny_run, tmp_path, capsys):
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    garbage = tmp_path / "garbage.ckpt"
+    garbage.write_bytes(b"not a checkpoint")
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(checkpoint.read_bytes()[:5000])
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    bad_tsv = tmp_path / "bad.tsv"
+    bad_tsv.write_text("a b\tc d\nno tab here\n", encoding="utf-8")
+    existing = tmp_path / "exists.jsonl"
+    existing.write_text("keep me\n")
+    cases = [
+        ([tmp_path / "missing.ckpt"], "missing.ckpt: no such checkpoint file"),
+        ([garbage], "garbage.ckpt: not a checkpoint"),
+        ([truncated], "truncated.ckpt: not a checkpoint"),
+        ([foreign], "foreign.ckpt: not a checkpoint of train.py"),
+        ([checkpoint, "--tsv", bad_tsv], "bad.tsv:2"),
+        ([checkpoint, "--tsv", tmp_path / "nope.tsv"], "nope.tsv"),
+        ([checkpoint, "--output", existing], "exists.jsonl exists"),
+    ]
+    for args, message in cases:
+        code, out, err = run(capsys, *args, "--quiet")
+        assert code == 1, args
+        assert message in err, (message, err)
+        assert len(err.strip().splitlines()) == 1, err
+    assert existing.read_text() == "keep me\n"
