@@ -1,0 +1,159 @@
+"""Figures and the HTML head view: right sizes, not blank, tokens escaped, data intact.
+
+Shapes: L layers, H heads, S source and T target length.
+"""
+
+import json
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+import torch
+
+from analysis.headview import write_head_view
+from analysis.plots import attention_grid, attention_heatmap, figure_to_array, layer_head_matrix
+
+SOURCE = ["<s>", "a", "<b>", "&amp;", '"q"', "</script>", "</s>"]  # S = 7, every kind of HTML trouble
+TARGET = ["<s>", "x", "y'", "</s>"]  # T = 4
+
+
+def softmax_maps(*shape: int) -> torch.Tensor:
+    return torch.softmax(torch.randn(*shape, generator=torch.Generator().manual_seed(0)), dim=-1)
+
+
+def assert_image(image: np.ndarray, height: int, width: int) -> None:
+    assert image.dtype == np.uint8
+    assert image.shape == (height, width, 3)
+    assert image.var() > 0  # not blank
+
+
+def test_heatmap_is_four_inches_at_80_dpi():
+    image = figure_to_array(attention_heatmap(softmax_maps(4, 7), TARGET, SOURCE, "cross 1/1"))
+    assert_image(image, 320, 320)
+
+
+def test_heatmap_grows_for_thirty_tokens():
+    tokens = [f"tok{i}" for i in range(30)]
+    image = figure_to_array(attention_heatmap(softmax_maps(30, 30), tokens, tokens))
+    assert_image(image, 400, 400)
+
+
+def test_heatmap_rejects_token_count_mismatch():
+    with pytest.raises(ValueError, match="key_tokens has 4 tokens but the map has 7 positions"):
+        attention_heatmap(softmax_maps(4, 7), TARGET, TARGET)
+
+
+def test_attention_grid_of_two_layers_by_three_heads():
+    fig = attention_grid([softmax_maps(3, 4, 7), softmax_maps(3, 4, 7)], TARGET, SOURCE, "cross")
+    assert len(fig.axes) == 2 * 3 + 1  # panels and the colour bar
+    assert [ax.get_title() for ax in fig.axes[:3]] == ["head 1", "head 2", "head 3"]
+    assert [fig.axes[i].get_ylabel() for i in (0, 3)] == ["layer 1", "layer 2"]
+    image = figure_to_array(fig)
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    assert image.var() > 0
+
+
+def test_attention_grid_rejects_layers_of_different_shapes():
+    with pytest.raises(ValueError, match="layers differ in shape"):
+        attention_grid([softmax_maps(3, 4, 7), softmax_maps(2, 4, 7)], TARGET, SOURCE)
+
+
+def test_layer_head_matrix_annotates_every_cell():
+    values = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, float("nan")]])  # (L, H) = (2, 4)
+    fig = layer_head_matrix(values, "entropy", vmin=0, vmax=1)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["0.10", "0.20", "0.30", "0.40", "0.50", "0.60", "0.70", "n/a"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert_image(figure_to_array(fig), 160, 272)
+
+
+def test_figure_to_array_closes_a_pyplot_figure():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig = plt.figure(figsize=(2, 1), dpi=50)
+    fig.gca().plot([0, 1], [0, 1])
+    assert_image(figure_to_array(fig), 50, 100)
+    assert not plt.fignum_exists(fig.number)
+
+
+class _Page(HTMLParser):
+    """Collects the shown tokens, the JSON blob and the title of a head view page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.json, self.title, self._in = [], "", "", None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "span" and attrs.get("class") == "tok":
+            self._in = "tok"
+        elif tag == "script" and attrs.get("type") == "application/json":
+            self._in = "json"
+        elif tag == "title":
+            self._in = "title"
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in == "tok":
+            self.tokens.append(data)
+        elif self._in == "json":
+            self.json += data
+        elif self._in == "title":
+            self.title += data
+
+
+def write_example(path, **kwargs):
+    return write_head_view(
+        path,
+        source_tokens=SOURCE,
+        target_tokens=TARGET,
+        encoder=[softmax_maps(2, 7, 7)] * 3,  # L = 3, H = 2
+        decoder=[softmax_maps(2, 4, 4)] * 3,
+        cross=[softmax_maps(2, 4, 7)] * 3,
+        title="<demo> & 'x'",
+        **kwargs,
+    )
+
+
+def test_head_view_escapes_tokens_and_embeds_nested_json(tmp_path):
+    document = write_example(tmp_path / "view.html").read_text(encoding="utf-8")
+    assert "&lt;/script&gt;" in document and "&amp;amp;" in document and "&quot;q&quot;" in document
+    assert document.count("</script>") == 2  # the JSON blob's and the code's; no token closes a script
+    assert "http" not in document.replace('"http://www.w3.org/2000/svg"', "")  # nothing fetched
+
+    page = _Page()
+    page.feed(document)
+    page.close()
+    assert page.title == "<demo> & 'x'"
+    assert page.tokens == SOURCE + TARGET
+    data = json.loads(page.json)
+    assert (data["source"], data["target"]) == (SOURCE, TARGET)
+    shapes = {kind: (data["kinds"][kind]["queries"], data["kinds"][kind]["keys"]) for kind in data["kinds"]}
+    assert shapes == {"encoder": (SOURCE, SOURCE), "decoder": (TARGET, TARGET), "cross": (TARGET, SOURCE)}
+    cross = data["kinds"]["cross"]["layers"]  # [L][H][T][S]
+    assert (len(cross), len(cross[0]), len(cross[0][0]), len(cross[0][0][0])) == (3, 2, 4, 7)
+    assert torch.allclose(torch.tensor(cross[0]), softmax_maps(2, 4, 7), atol=5e-5)
+
+
+def test_head_view_refuses_to_overwrite(tmp_path):
+    path = write_example(tmp_path / "view.html")
+    with pytest.raises(FileExistsError, match="view.html already exists; pass overwrite=True"):
+        write_example(path)
+    path.write_text("old")
+    write_example(path, overwrite=True)
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_head_view_rejects_maps_that_do_not_match_the_tokens(tmp_path):
+    with pytest.raises(ValueError, match=r"cross\[0\] must have shape \(H, 4, 7\).*got \(2, 7, 4\)"):
+        write_head_view(
+            tmp_path / "bad.html",
+            source_tokens=SOURCE,
+            target_tokens=TARGET,
+            encoder=None,
+            decoder=None,
+            cross=[softmax_maps(2, 7, 4)],
+        )
+    assert not (tmp_path / "bad.html").exists()
