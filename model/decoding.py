@@ -69,7 +69,7 @@ def greedy_search(
     cache = model.new_cache() if use_cache else None
     for step in range(1, int(limits.max()) + 1):
         step_in = tokens[:, -1:] if use_cache else tokens
-        logits = model.decode(step_in, encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B, V)
+        logits = model.decode(step_in, encoded, cache=cache, head_mask=masks, last_only=True).logits[:, -1]  # (B, V)
         next_token = _next_token_log_probs(logits, c.pad_id, c.bos_id).argmax(dim=-1).masked_fill(finished, c.pad_id)  # (B,)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         finished |= (next_token == c.eos_id) | (step >= limits)

@@ -297,6 +297,7 @@ class Transformer(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
+        last_only: bool = False,
     ) -> DecoderOutput:
         """Run the decoder.
 
@@ -304,6 +305,7 @@ class Transformer(nn.Module):
             tgt_in: (B, T) decoder input ids, starting with BOS. With a cache, only the new positions (usually
                 T = 1); earlier positions come from the cache, which is updated in place.
             encoded: the encoder's output for the same batch.
+            last_only: compute logits for the last position only (B, 1, V), all that decoding needs.
         """
         offset = 0 if cache is None else cache.length
         if cache is None:
@@ -330,7 +332,7 @@ class Transformer(nn.Module):
                 cross_maps.append(cross_weights)
         if cache is not None:
             cache.length += tgt_in.size(1)
-        x = self.decoder_norm(x)
+        x = self.decoder_norm(x[:, -1:] if last_only else x)
         weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
         return DecoderOutput(F.linear(x, weight), self_maps, cross_maps)  # logits (B, T, V)
 

@@ -1,0 +1,476 @@
+"""Speed of the Transformer, measured side by side with the usual alternatives, in one run on one machine.
+
+    python bench/speed.py                   # full size (a few minutes on a CPU)
+    python bench/speed.py --quick           # tiny dims, a few iterations: checks that it runs
+    python bench/speed.py --threads 4 --device cpu --json speed.json
+
+Three figures:
+1. training tokens/s of ``model.Transformer`` vs the seq2seq model of PyTorch's tutorial "Language Translation
+   with nn.Transformer and torchtext" (``TutorialSeq2Seq`` below), same batches, same optimiser;
+2. greedy decoding sentences/s with the key/value cache vs re-running the decoder over the whole prefix, and
+   beam search relative to greedy;
+3. model FLOP/s in training as a fraction of the machine's measured fp32 matmul FLOP/s.
+
+Shape legend: B batch, S source length, T target length, D model dim, V vocabulary size.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import textwrap
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+if __package__ in (None, ""):  # run as `python bench/speed.py`: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import Transformer, TransformerConfig
+from model.decoding import greedy_search
+
+PAD, BOS, EOS = 0, 1, 2  # TransformerConfig's defaults; the tutorial model uses the same ids
+
+# The tutorial mixes a float causal mask with boolean padding masks. PyTorch converts them at every step (a
+# cost that belongs to the baseline, so it stays) and warns at every step (noise, so it goes).
+warnings.filterwarnings(
+    "ignore", message="Support for mismatched key_padding_mask and attn_mask", category=UserWarning
+)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Sizes of one benchmark run."""
+
+    d_model: int = 256
+    num_heads: int = 4
+    num_layers: int = 3  # encoder and decoder each
+    d_ff: int = 1024
+    vocab_size: int = 8000  # source and target
+    dropout: float = 0.1
+    batch_size: int = 64
+    min_len: int = 10  # sentence lengths, drawn uniformly, before BOS/EOS
+    max_len: int = 30
+    train_warmup: int = 3
+    train_iters: int = 10
+    decode_steps: int = 40
+    beam_size: int = 4
+    decode_warmup: int = 1
+    decode_iters: int = 3
+    matmul_size: int = 2048
+    matmul_repeats: int = 5
+    seed: int = 0
+
+
+QUICK = BenchConfig(
+    d_model=32, num_heads=2, num_layers=2, d_ff=64, vocab_size=50, batch_size=8, min_len=3, max_len=8,
+    train_warmup=1, train_iters=2, decode_steps=6, decode_warmup=1, decode_iters=1, matmul_size=256,
+    matmul_repeats=2,
+)  # fmt: skip
+
+
+# -- the baseline: PyTorch's translation tutorial, batch-first -----------------------------------------------
+
+
+class PositionalEncoding(nn.Module):
+    """The tutorial's sinusoidal encoding, added to the embeddings, followed by dropout."""
+
+    def __init__(self, emb_size: int, dropout: float, maxlen: int = 5000) -> None:
+        super().__init__()
+        den = torch.exp(-torch.arange(0, emb_size, 2) * math.log(10000) / emb_size)
+        pos = torch.arange(0, maxlen).reshape(maxlen, 1)
+        pos_embedding = torch.zeros((maxlen, emb_size))
+        pos_embedding[:, 0::2] = torch.sin(pos * den)
+        pos_embedding[:, 1::2] = torch.cos(pos * den)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pos_embedding", pos_embedding.unsqueeze(0))  # (1, maxlen, D), batch first
+
+    def forward(self, token_embedding: Tensor) -> Tensor:
+        return self.dropout(token_embedding + self.pos_embedding[:, : token_embedding.size(1)])
+
+
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab_size: int, emb_size: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, emb_size)
+        self.emb_size = emb_size
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.embedding(tokens.long()) * math.sqrt(self.emb_size)
+
+
+class TutorialSeq2Seq(nn.Module):
+    """The tutorial's ``Seq2SeqTransformer`` on ``nn.Transformer`` (post-LN), its ``create_mask`` folded in.
+
+    The only change is ``batch_first=True``, so that both models take the same (B, S) and (B, T) batches.
+    """
+
+    def __init__(self, cfg: BenchConfig) -> None:
+        super().__init__()
+        self.transformer = nn.Transformer(
+            d_model=cfg.d_model,
+            nhead=cfg.num_heads,
+            num_encoder_layers=cfg.num_layers,
+            num_decoder_layers=cfg.num_layers,
+            dim_feedforward=cfg.d_ff,
+            dropout=cfg.dropout,
+            batch_first=True,
+        )
+        self.generator = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.src_tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model)
+        self.tgt_tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model)
+        self.positional_encoding = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """src: (B, S), tgt_in: (B, T) → logits (B, T, V); masks as in the tutorial (True = ignore)."""
+        s, t = src.size(1), tgt_in.size(1)
+        # (T, T) float, -inf above the diagonal
+        tgt_mask = nn.Transformer.generate_square_subsequent_mask(t, device=src.device)
+        src_mask = torch.zeros((s, s), device=src.device).type(torch.bool)
+        src_padding_mask = src == PAD  # (B, S)
+        tgt_padding_mask = tgt_in == PAD  # (B, T)
+        src_emb = self.positional_encoding(self.src_tok_emb(src))
+        tgt_emb = self.positional_encoding(self.tgt_tok_emb(tgt_in))
+        outs = self.transformer(
+            src_emb, tgt_emb, src_mask, tgt_mask, None, src_padding_mask, tgt_padding_mask, src_padding_mask
+        )
+        return self.generator(outs)
+
+
+# -- data, models, timing ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Batch:
+    src: Tensor  # (B, S) padded with PAD
+    tgt_in: Tensor  # (B, T) BOS + sentence, padded
+    tgt_out: Tensor  # (B, T) sentence + EOS, padded
+
+    @property
+    def target_tokens(self) -> int:
+        return int((self.tgt_out != PAD).sum())
+
+    @property
+    def source_tokens(self) -> int:
+        return int((self.src != PAD).sum())
+
+
+def make_batches(cfg: BenchConfig, count: int, device: torch.device) -> list[Batch]:
+    """``count`` seeded batches of random sentences, lengths uniform in [min_len, max_len], padded."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+
+    def sentences() -> list[Tensor]:
+        lengths = torch.randint(cfg.min_len, cfg.max_len + 1, (cfg.batch_size,), generator=gen)
+        return [torch.randint(3, cfg.vocab_size, (n,), generator=gen) for n in lengths.tolist()]
+
+    def pad(rows: list[Tensor]) -> Tensor:
+        return nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
+
+    bos, eos = torch.tensor([BOS]), torch.tensor([EOS])
+    batches = []
+    for _ in range(count):
+        src = pad(sentences())  # (B, S)
+        tgt = pad([torch.cat([bos, s, eos]) for s in sentences()])  # (B, T + 1)
+        tgt_in = tgt[:, :-1].masked_fill(tgt[:, :-1] == EOS, PAD)  # the shift, done once
+        batches.append(Batch(src.to(device), tgt_in.to(device), tgt[:, 1:].to(device)))
+    return batches
+
+
+def our_model(cfg: BenchConfig, device: torch.device) -> Transformer:
+    """``model.Transformer`` at the same sizes as the tutorial model.
+
+    Pre-LN (the project's default) and dropout on attention weights as well, as ``nn.Transformer`` does; an
+    untied output projection, like the tutorial's ``generator`` (and needed by ``suppress_eos``).
+    """
+    config = TransformerConfig(
+        src_vocab_size=cfg.vocab_size,
+        tgt_vocab_size=cfg.vocab_size,
+        d_model=cfg.d_model,
+        num_heads=cfg.num_heads,
+        num_encoder_layers=cfg.num_layers,
+        num_decoder_layers=cfg.num_layers,
+        d_ff=cfg.d_ff,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.dropout,
+        tie_output_embedding=False,
+    )
+    torch.manual_seed(cfg.seed)
+    return Transformer(config).to(device)
+
+
+EOS_SUPPRESSION = (
+    "EOS can never win: feature 0 of the final decoder LayerNorm is pinned to 1 (gain 0, bias 1), the EOS "
+    "row of the output projection reads only that feature with weight -1e4, and no other row reads it"
+)
+
+
+def suppress_eos(model: Transformer) -> None:
+    """Make the EOS logit -1e4 at every position, so that every decoding runs exactly its ``max_len`` steps.
+
+    Only weights change: each step does the same work with the same shapes. See ``EOS_SUPPRESSION``.
+    """
+    c = model.config
+    if c.tie_output_embedding or not c.norm_first:
+        raise ValueError("suppress_eos needs an untied output projection and the final LayerNorm of pre-LN")
+    with torch.no_grad():
+        model.decoder_norm.weight[0] = 0.0
+        model.decoder_norm.bias[0] = 1.0
+        model.output_proj.weight[:, 0] = 0.0
+        model.output_proj.weight[c.eos_id] = 0.0
+        model.output_proj.weight[c.eos_id, 0] = -1e4
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device: torch.device):
+    """(seconds, result) of one call, waiting for the accelerator before and after."""
+    _sync(device)
+    start = time.perf_counter()
+    result = fn()
+    _sync(device)
+    return time.perf_counter() - start, result
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
+    loss.backward()
+    optimizer.step()
+
+
+def training_flops(model: nn.Module, batch: Batch) -> int:
+    """Matmul FLOPs of one forward + backward pass, counted by ``FlopCounterMode``.
+
+    Counted under the math attention backend, where attention is plain batched matmuls (fused CPU kernels are
+    invisible to the counter); the count is that of the model, whichever kernel later runs it. Padding
+    positions count: they are computed. The optimiser step does no matmuls. The count equals the textbook
+    formula 6 * sum(matmul weights * tokens they apply to) + 12 * B * D * sum(Tq * Tk over attention layers):
+    the forward pass does 2 FLOPs per multiply-add, the backward pass twice the forward.
+    """
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        logits = model(batch.src, batch.tgt_in)
+        F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
+    """Median training throughput of both models on the same batches.
+
+    The two models' steps alternate, so that changes in machine load affect both alike.
+    """
+    batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
+    models = {"ours": our_model(cfg, device).train()}
+    torch.manual_seed(cfg.seed)
+    models["tutorial"] = TutorialSeq2Seq(cfg).to(device).train()
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in models.items()}
+    flops_by_shape: dict[tuple, dict[str, int]] = {}  # FLOPs depend only on the padded shapes
+    steps = {name: [] for name in models}  # (seconds, target tokens, source tokens, flops) per timed step
+
+    for i, batch in enumerate(batches):
+        shape = (tuple(batch.src.shape), tuple(batch.tgt_in.shape))
+        if i >= cfg.train_warmup and shape not in flops_by_shape:
+            flops_by_shape[shape] = {name: training_flops(m, batch) for name, m in models.items()}
+        for name, m in models.items():
+            seconds, _ = timed(partial(train_step, m, optimizers[name], batch), device)
+            if i >= cfg.train_warmup:
+                steps[name].append(
+                    (seconds, batch.target_tokens, batch.source_tokens, flops_by_shape[shape][name])
+                )
+
+    result = {}
+    for name, rows in steps.items():
+        result[name] = {
+            "params": sum(p.numel() for p in models[name].parameters()),
+            "step_ms": 1e3 * statistics.median(s for s, *_ in rows),
+            "target_tokens_per_s": statistics.median(t / s for s, t, _, _ in rows),
+            "all_tokens_per_s": statistics.median((t + u) / s for s, t, u, _ in rows),
+            "gflop_per_step": statistics.median(f for *_, f in rows) / 1e9,
+            "flop_per_s": statistics.median(f / s for s, *_, f in rows),
+        }
+    result["ratio"] = result["ours"]["target_tokens_per_s"] / result["tutorial"]["target_tokens_per_s"]
+    return result
+
+
+def bench_decoding(cfg: BenchConfig, device: torch.device) -> dict:
+    """Greedy decoding with and without the cache, and beam search, all forced to ``decode_steps`` tokens."""
+    model = our_model(cfg, device).eval()
+    suppress_eos(model)
+    src = make_batches(cfg, 1, device)[0].src
+    steps = cfg.decode_steps
+    runs = {
+        "cached": lambda: greedy_search(model, src, steps, use_cache=True),
+        "uncached": lambda: greedy_search(model, src, steps, use_cache=False),
+        "beam": lambda: model.generate(src, max_len=steps, beam_size=cfg.beam_size),
+    }
+    times = {name: [] for name in runs}
+    outputs = {}
+    with torch.no_grad():
+        for i in range(cfg.decode_warmup + cfg.decode_iters):
+            for name, fn in runs.items():
+                seconds, outputs[name] = timed(fn, device)
+                if i >= cfg.decode_warmup:
+                    times[name].append(seconds)
+    for name, tokens in outputs.items():
+        if tokens.shape != (src.size(0), steps) or bool((tokens == EOS).any()):
+            raise RuntimeError(
+                f"{name} decoding did not run exactly {steps} steps: output {tuple(tokens.shape)}"
+            )
+
+    per_s = {name: src.size(0) / statistics.median(t) for name, t in times.items()}
+    return {
+        "steps": steps,
+        "cached_sentences_per_s": per_s["cached"],
+        "uncached_sentences_per_s": per_s["uncached"],
+        "cache_ratio": per_s["cached"] / per_s["uncached"],
+        "outputs_equal": bool(torch.equal(outputs["cached"], outputs["uncached"])),
+        "beam_size": cfg.beam_size,
+        "beam_sentences_per_s": per_s["beam"],
+        "beam_over_greedy": per_s["beam"] / per_s["cached"],
+    }
+
+
+def bench_matmul(size: int, repeats: int, device: torch.device) -> float:
+    """Best fp32 FLOP/s of a (size, size) @ (size, size) matmul: the machine's practical peak."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(size, size, generator=gen).to(device)
+    b = torch.randn(size, size, generator=gen).to(device)
+    torch.mm(a, b)  # warm-up
+    best = min(timed(lambda: torch.mm(a, b), device)[0] for _ in range(repeats))
+    return 2 * size**3 / best
+
+
+def describe_machine(device: torch.device) -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def run(cfg: BenchConfig, device: torch.device) -> dict:
+    """Every figure of the benchmark, as a dict."""
+    peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device)
+    training = bench_training(cfg, device)
+    for name in ("ours", "tutorial"):
+        training[name]["matmul_peak_fraction"] = training[name]["flop_per_s"] / peak
+    return {
+        "machine": describe_machine(device),
+        "config": asdict(cfg),
+        "matmul_flop_per_s": peak,
+        "training": training,
+        "decoding": bench_decoding(cfg, device),
+        "eos_suppression": EOS_SUPPRESSION,
+    }
+
+
+def report(results: dict) -> str:
+    """The figures as a compact table, headed by the machine they were measured on."""
+    m, c, tr, de = results["machine"], results["config"], results["training"], results["decoding"]
+    where = f"{m['cpu']} ({m['logical_cpus']} logical CPUs)" + (f", {m['gpu']}" if m["gpu"] else "")
+    lines = [
+        f"machine: {where}, torch {m['torch']}, {m['threads']} threads, device {m['device']}",
+        (
+            f"sizes: d_model {c['d_model']}, {c['num_heads']} heads, "
+            f"{c['num_layers']}+{c['num_layers']} layers, d_ff {c['d_ff']}, vocab {c['vocab_size']}, "
+            f"batch {c['batch_size']}, "
+            f"lengths {c['min_len']}-{c['max_len']}, dropout {c['dropout']}"
+        ),
+        (
+            f"peak fp32 matmul ({c['matmul_size']}^2 @ {c['matmul_size']}^2, best of {c['matmul_repeats']}): "
+            f"{results['matmul_flop_per_s'] / 1e9:.1f} GFLOP/s"
+        ),
+        "",
+        (
+            f"training: forward + backward + AdamW, median of {c['train_iters']} steps "
+            f"after {c['train_warmup']} warm-up"
+        ),
+        (
+            f"{'':26}{'tgt tok/s':>11}{'src+tgt tok/s':>15}{'step ms':>10}{'params':>12}{'GFLOP/step':>12}"
+            f"{'of peak':>9}"
+        ),
+    ]
+    for name, label in (("ours", "model.Transformer"), ("tutorial", "nn.Transformer tutorial")):
+        r = tr[name]
+        lines.append(
+            f"{label:26}{r['target_tokens_per_s']:>11.0f}{r['all_tokens_per_s']:>15.0f}{r['step_ms']:>10.1f}"
+            f"{r['params']:>12,}{r['gflop_per_step']:>12.2f}{r['matmul_peak_fraction']:>9.1%}"
+        )
+    lines += [
+        f"{'ours / tutorial':26}{tr['ratio']:>10.2f}x   (target >= 1.1x)",
+        "",
+        (
+            f"decoding: {de['steps']} tokens, batch {c['batch_size']}, eval, no_grad, "
+            f"median of {c['decode_iters']}"
+        ),
+        textwrap.fill(results["eos_suppression"], width=110, initial_indent="  ", subsequent_indent="  "),
+        f"{'':26}{'sent/s':>11}",
+        f"{'greedy, KV cache':26}{de['cached_sentences_per_s']:>11.1f}",
+        f"{'greedy, prefix re-run':26}{de['uncached_sentences_per_s']:>11.1f}",
+        (
+            f"{'cache / re-run':26}{de['cache_ratio']:>10.2f}x   (target >= 8x); "
+            f"same tokens: {'yes' if de['outputs_equal'] else 'NO'}"
+        ),
+        f"{'beam ' + str(de['beam_size']) + ', KV cache':26}{de['beam_sentences_per_s']:>11.1f}",
+        f"{'beam / greedy':26}{de['beam_over_greedy']:>10.2f}x",
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny dims and few iterations: a smoke test")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
+    args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda, but torch sees no CUDA device")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cfg = QUICK if args.quick else BenchConfig()
+    results = run(cfg, device)
+    print(report(results))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
