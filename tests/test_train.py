@@ -148,3 +148,27 @@ def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
     assert last["epoch"] == 0  # saved after the first, healthy epoch
     assert all(torch.isfinite(v).all() for v in last["state_dict"].values())
     assert not (run / "checkpoints" / "interrupted.ckpt").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
+    import signal
+    import time
+
+    command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG, "--trainer.max_epochs", "1000",
+               "--attention.every_n_epochs", "0"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    checkpoints = tmp_path / "runs" / "tiny" / "version_0" / "checkpoints"
+    deadline = time.time() + 240
+    while not (checkpoints / "last.ckpt").exists() and time.time() < deadline:  # let it train a little
+        time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    interrupted = checkpoints / "interrupted.ckpt"
+    assert interrupted.is_file(), output[-2000:]
+    state = torch.load(interrupted, map_location="cpu", weights_only=True)
+    assert state["global_step"] > 0
+    resumed = run_cli(tmp_path, "--resume", str(interrupted.parent.parent), "--trainer.max_epochs", str(state["epoch"] + 2))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    final = torch.load(checkpoints / "last.ckpt", map_location="cpu", weights_only=True)
+    assert final["global_step"] > state["global_step"]
