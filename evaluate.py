@@ -5,7 +5,18 @@
     python evaluate.py CKPT --tsv my_test.tsv                                   # source<TAB>reference lines
     python evaluate.py CKPT --average-last 5                                    # average the last 5 checkpoints
     python evaluate.py CKPT --translate "the big dog sees a cat" --attention-out maps/
-    python evaluate.py CKPT --head-importance --prune-heads 4 --alignment
+    python evaluate.py CKPT --head-importance --prune-heads 4 --alignment      # what the heads do (below)
+
+Head analysis, on a split or --tsv file (layers and heads count from 1):
+    --head-importance  silences each attention head on its own (Michel et al. 2019) and reports how much
+                       the teacher-forced loss per target token grows (the head's importance) and how BLEU
+                       and exact match of greedy translations change; prints a table and writes JSON and
+                       layers x heads heatmaps to --analysis-out.
+    --prune-heads K    silences the K least important heads together (K heads, or a fraction of all heads
+                       such as 0.25) and evaluates the model so pruned: the scores are the pruned model's.
+                       Importance is the loss increase, measured on the same data.
+    --alignment        alignment error rate of the best cross-attention head and of the head average,
+                       against the gold word alignments of the toy tasks (toy, copy, reverse).
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -20,6 +31,19 @@ import torch
 from tqdm import tqdm
 
 from data.corpora import CorpusError, read_tsv
+from evaluation.ablation import (
+    AnalysisError,
+    all_heads,
+    check_alignable,
+    cross_attention_alignment,
+    head_mask,
+    importance_paths,
+    measure_head_importance,
+    parse_prune_count,
+    prune_count,
+    pruned_loss,
+    write_importance,
+)
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
 from training.metrics import score_translations, sentence_chrf
@@ -45,15 +69,54 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--average-last", type=int, metavar="K", help="average the weights of the run's last K checkpoints")
     parser.add_argument("--attention-out", metavar="DIR", help="with --translate: write attention PNGs and an HTML head view")
     parser.add_argument("--data-path", help="corpus folder, if it moved since training")
+    parser.add_argument("--test-split", metavar="NAME", help="another test set of the corpus, e.g. test2017 or mscoco2017")
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    heads = parser.add_argument_group("head analysis (see above)")
+    heads.add_argument(
+        "--head-importance", action="store_true",
+        help="loss, BLEU and exact-match change when each head alone is silenced",
+    )
+    heads.add_argument(
+        "--importance-sentences", type=int, default=500, metavar="N",
+        help="decode the first N sentences for the BLEU and exact-match changes (default: 500). They cost "
+             "about 1 + number of heads greedy decodings of these sentences; the loss changes use every "
+             "sentence and cost about 1 + number of heads teacher-forced passes, far less",
+    )
+    heads.add_argument(
+        "--ablation-batch", type=int, default=256, metavar="ROWS",
+        help="sentence copies in one forward pass: each batch runs ROWS // --batch-size ablations at once "
+             "(default: 256)",
+    )
+    heads.add_argument(
+        "--prune-heads", type=_prune_count, metavar="K",
+        help="silence the K least important heads (or a fraction in (0, 1) of all heads) and evaluate so",
+    )
+    heads.add_argument(
+        "--alignment", action="store_true",
+        help="AER of the best cross-attention head and of the head average (toy, copy, reverse data)",
+    )
+    heads.add_argument(
+        "--analysis-out", metavar="DIR",
+        help="folder of the --head-importance files (default: <run>/analysis/<checkpoint name>)",
+    )
     args = parser.parse_args(argv)
     if args.attention_out and args.translate is None:
         parser.error("--attention-out needs --translate")
-    for name in ("beam_size", "batch_size"):
+    for name in ("beam_size", "batch_size", "importance_sentences", "ablation_batch"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    analysing = args.head_importance or args.prune_heads is not None or args.alignment
+    if args.translate is not None and analysing:
+        parser.error("--head-importance, --prune-heads and --alignment analyse a data set, not --translate")
     return args
+
+
+def _prune_count(text: str) -> int | float:
+    try:
+        return parse_prune_count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -87,8 +150,57 @@ def run_translate(args, run, device) -> None:
         for number, (source, ids) in enumerate(zip(sentences, hypotheses), start=1):
             folder = out / f"sentence_{number}"
             check_new(folder, args.overwrite)
-            written = export_attention(model, dm.src_tokenizer, dm.tgt_tokenizer, source, ids, folder)
+            written = export_attention(model, dm.src_tokenizer, dm.tgt_tokenizer, source, ids, folder, overwrite=args.overwrite)
             print(f"wrote {len(written)} files to {folder}", file=sys.stderr)
+
+
+def analysis_directory(args) -> Path:
+    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder."""
+    if args.analysis_out:
+        return Path(args.analysis_out)
+    checkpoint = Path(args.checkpoint)
+    folder = checkpoint.parent
+    run_dir = folder.parent if folder.name == "checkpoints" else folder
+    return run_dir / "analysis" / checkpoint.stem
+
+
+def run_head_analysis(args, run, pairs) -> tuple[dict, list]:
+    """--head-importance and --prune-heads: the importance of every head, and the heads to prune.
+
+    Returns the keys they add to the result, and the heads to silence during the evaluation.
+    """
+    dm, model = run.datamodule, run.module.model
+    total = len(all_heads(model.config))
+    count = 0 if args.prune_heads is None else prune_count(args.prune_heads, total)  # checked before all else
+    paths = None
+    if args.head_importance:
+        name = Path(args.tsv).stem if args.tsv else args.split
+        paths = importance_paths(analysis_directory(args), name)
+        for path in paths.values():
+            check_new(path, args.overwrite)
+    decode = min(args.importance_sentences, len(pairs)) if args.head_importance else 0
+    bar = tqdm(total=len(pairs) + decode, desc="ablating heads", unit="sent", disable=args.quiet,
+               file=sys.stderr)
+    start = time.perf_counter()
+    importance = measure_head_importance(
+        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, decode_sentences=decode,
+        batch_size=args.batch_size, max_rows=args.ablation_batch, max_len=args.max_len, progress=bar.update,
+    )
+    bar.close()
+    added: dict = {}
+    if paths is not None:
+        about = {"checkpoint": args.checkpoint, "data": args.tsv or args.split,
+                 "global_step": run.global_step, "seconds": time.perf_counter() - start}
+        write_importance(importance, paths, about=about)
+        print(importance.table())
+        print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+        added["head_importance"] = str(paths["json"])
+    pruned = []
+    if args.prune_heads is not None:
+        pruned = importance.ranking()[:count]
+        added |= {"pruned_heads": [h.as_dict() for h in pruned], "num_heads": total,
+                  "unpruned_nll_per_token": importance.baseline_loss}
+    return added, pruned
 
 
 def run_evaluation(args, run, device) -> dict:
@@ -96,11 +208,22 @@ def run_evaluation(args, run, device) -> dict:
     pairs = read_tsv(args.tsv) if args.tsv else dm.pairs(args.split)
     if args.output:
         check_new(Path(args.output), args.overwrite)
+    if args.alignment:  # before any long computation
+        check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer)
+    added, pruned = {}, []
+    if args.head_importance or args.prune_heads is not None:
+        added, pruned = run_head_analysis(args, run, pairs)
+    mask = head_mask(model.config, pruned, device=device) if pruned else None
+    if args.prune_heads is not None:
+        added["nll_per_token"] = pruned_loss(
+            model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, pruned, batch_size=args.batch_size
+        )
     bar = tqdm(total=len(pairs), desc="translating", unit="sent", disable=args.quiet, file=sys.stderr)
     start = time.perf_counter()
     hypotheses_ids = translate(
         model, dm.src_tokenizer, dm.tgt_tokenizer, [p.source for p in pairs], beam_size=args.beam_size,
-        length_penalty=args.length_penalty, batch_size=args.batch_size, max_len=args.max_len, progress=bar.update,
+        length_penalty=args.length_penalty, batch_size=args.batch_size, max_len=args.max_len,
+        head_mask=mask, progress=bar.update,
     )
     elapsed = time.perf_counter() - start
     bar.close()
@@ -113,6 +236,11 @@ def run_evaluation(args, run, device) -> dict:
                 line = {"source": pair.source, "reference": pair.target, "hypothesis": hypothesis,
                         "chrf": sentence_chrf(hypothesis, pair.target)}
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    if args.alignment:
+        report = cross_attention_alignment(
+            model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, batch_size=args.batch_size, silenced=pruned
+        )
+        added["alignment"] = report.as_dict()
     return {
         **scores.as_dict(),
         "beam_size": args.beam_size,
@@ -123,6 +251,7 @@ def run_evaluation(args, run, device) -> dict:
         "averaged_checkpoints": args.average_last or 1,
         "global_step": run.global_step,
         "device": str(device),
+        **added,
     }
 
 
@@ -133,6 +262,21 @@ def print_summary(result: dict) -> None:
         f"  {result['sentences_per_second']:.1f} sentences/s on {result['device']}\n"
         f"  sacreBLEU {result['signature']}"
     )
+    if "pruned_heads" in result:
+        pruned = result["pruned_heads"]
+        names = ", ".join(f"{h['kind']} {h['layer']}.{h['head']}" for h in pruned) or "none"
+        print(
+            f"  pruned {len(pruned)} of {result['num_heads']} heads (kind layer.head): {names}\n"
+            f"  NLL per target token {result['nll_per_token']:.4f} "
+            f"(unpruned {result['unpruned_nll_per_token']:.4f})"
+        )
+    if "alignment" in result:
+        best, average = result["alignment"]["best_head"], result["alignment"]["head_average"]
+        print(
+            f"  alignment: best cross-attention head (layer {best['layer']}, head {best['head']}) "
+            f"AER {best['aer']:.3f}, agreement {100 * best['agreement']:.1f}%; "
+            f"head average AER {average['aer']:.3f}, agreement {100 * average['agreement']:.1f}%"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,12 +288,14 @@ def main(argv: list[str] | None = None) -> int:
             paths = last_checkpoints(args.checkpoint, args.average_last)
             state_dict = average_state_dicts(paths)
             print(f"averaging {len(paths)} checkpoints: {', '.join(p.name for p in paths)}", file=sys.stderr)
-        run = load_run(args.checkpoint, state_dict=state_dict, data_path=args.data_path, device=str(device))
+        run = load_run(
+            args.checkpoint, state_dict=state_dict, data_path=args.data_path, test_split=args.test_split, device=str(device)
+        )
         if args.translate is not None:
             run_translate(args, run, device)
             return 0
         result = run_evaluation(args, run, device)
-    except (CheckpointError, CorpusError, OutputExistsError, FileNotFoundError) as error:
+    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print_summary(result)

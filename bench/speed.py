@@ -248,11 +248,22 @@ def timed(fn, device: torch.device):
     return time.perf_counter() - start, result
 
 
+def training_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Each model's loss as its own training code computes it.
+
+    ``model.Transformer`` projects only the non-padding target positions onto the vocabulary (as
+    ``training/module.py`` does); the tutorial model projects every position and ignores padding in the loss.
+    """
+    if isinstance(model, Transformer):
+        keep = batch.tgt_out != PAD
+        return F.cross_entropy(model(batch.src, batch.tgt_in, keep=keep), batch.tgt_out[keep])
+    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
     optimizer.zero_grad(set_to_none=True)
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
-    loss.backward()
+    training_loss(model, batch).backward()
     optimizer.step()
 
 
@@ -261,13 +272,13 @@ def training_flops(model: nn.Module, batch: Batch) -> int:
 
     Counted under the math attention backend, where attention is plain batched matmuls (fused CPU kernels are
     invisible to the counter); the count is that of the model, whichever kernel later runs it. Padding
-    positions count: they are computed. The optimiser step does no matmuls. The count equals the textbook
+    positions count where the model computes them (the tutorial model projects them onto the vocabulary,
+    ``model.Transformer`` does not). The optimiser step does no matmuls. The count equals the textbook
     formula 6 * sum(matmul weights * tokens they apply to) + 12 * B * D * sum(Tq * Tk over attention layers):
     the forward pass does 2 FLOPs per multiply-add, the backward pass twice the forward.
     """
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        logits = model(batch.src, batch.tgt_in)
-        F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
+        training_loss(model, batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 

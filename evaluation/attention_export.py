@@ -22,6 +22,8 @@ def export_attention(
     source: str,
     hypothesis: list[int],
     directory: Path,
+    *,
+    overwrite: bool = False,
 ) -> list[Path]:
     """Write the maps of one translated sentence into ``directory`` (which must not hold them yet).
 
@@ -53,7 +55,7 @@ def export_attention(
     html = directory / "head_view.html"
     write_head_view(
         html, source_tokens=src_tokens, target_tokens=tgt_in_tokens, encoder=per_kind["encoder"],
-        decoder=per_kind["decoder"], cross=per_kind["cross"], title=source,
+        decoder=per_kind["decoder"], cross=per_kind["cross"], title=source, overwrite=overwrite,
     )
     written.append(html)
     return written

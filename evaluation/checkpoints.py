@@ -49,7 +49,12 @@ def _init_arguments(cls: type, saved: dict) -> dict:
 
 
 def load_run(
-    path: str | Path, *, state_dict: dict | None = None, data_path: str | None = None, device: str = "cpu"
+    path: str | Path,
+    *,
+    state_dict: dict | None = None,
+    data_path: str | None = None,
+    test_split: str | None = None,
+    device: str = "cpu",
 ) -> LoadedRun:
     """Rebuild the trained model and its data module from a checkpoint.
 
@@ -65,6 +70,8 @@ def load_run(
     data_args = _init_arguments(TranslationDataModule, checkpoint["datamodule_hyper_parameters"])
     if data_path is not None:
         data_args["path"] = data_path
+    if test_split is not None:
+        data_args["test_split"] = test_split
     datamodule = TranslationDataModule(**data_args)
     datamodule.load_state_dict(checkpoint[TranslationDataModule.__qualname__])
     return LoadedRun(module.to(device).eval(), datamodule, int(checkpoint.get("global_step", 0)))

@@ -16,14 +16,32 @@ from torch import Tensor, nn
 class KVCache:
     """Projected keys and values of one attention module, kept between decoding steps.
 
-    Decoder self-attention appends the new position's key and value at every step (``static=False``).
-    Cross-attention projects the encoder output once, at the first step, and reuses it (``static=True``).
-    The cache is explicit state owned by the caller, never hidden on the module.
+    Decoder self-attention appends the new position's key and value at every step (``static=False``), into a
+    buffer that grows by doubling, so a step copies only the new position. Cross-attention projects the
+    encoder output once, at the first step, and reuses it (``static=True``). The cache is explicit state owned
+    by the caller, never hidden on the module.
     """
 
     static: bool = False
-    key: Tensor | None = None  # (B, H, Tk, Dh)
-    value: Tensor | None = None  # (B, H, Tk, Dh)
+    key: Tensor | None = None  # (B, H, capacity, Dh); positions [0, length) are filled
+    value: Tensor | None = None  # (B, H, capacity, Dh)
+    length: int = 0
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Store new positions (B, H, t, Dh); return every position so far, (B, H, length, Dh) views."""
+        t = key.size(2)
+        if self.key is None or self.length + t > self.key.size(2):
+            capacity = max(2 * (self.length + t), 16)
+            grown_key = key.new_empty(key.size(0), key.size(1), capacity, key.size(3))
+            grown_value = value.new_empty(grown_key.shape)
+            if self.key is not None:
+                grown_key[:, :, : self.length] = self.key[:, :, : self.length]
+                grown_value[:, :, : self.length] = self.value[:, :, : self.length]
+            self.key, self.value = grown_key, grown_value
+        self.key[:, :, self.length : self.length + t] = key
+        self.value[:, :, self.length : self.length + t] = value
+        self.length += t
+        return self.key[:, :, : self.length], self.value[:, :, : self.length]
 
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam search keeps the beams it extends). index: (B',) int64."""
@@ -120,7 +138,8 @@ class MultiHeadAttention(nn.Module):
         w, b = self.in_proj.weight, self.in_proj.bias
         d = self.d_model
         if cache is not None and cache.static and cache.key is not None:
-            return self._split_heads(F.linear(query, w[:d], None if b is None else b[:d])), cache.key, cache.value
+            q = self._split_heads(F.linear(query, w[:d], None if b is None else b[:d]))
+            return q, cache.key[:, :, : cache.length], cache.value[:, :, : cache.length]
 
         if query is key and key is value:
             q, k, v = self.in_proj(query).chunk(3, dim=-1)  # 3 x (B, T, D)
@@ -133,11 +152,10 @@ class MultiHeadAttention(nn.Module):
                 v = F.linear(value, w[2 * d :], None if b is None else b[2 * d :])
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
 
-        if cache is not None:
-            if not cache.static and cache.key is not None:
-                k = torch.cat([cache.key, k], dim=2)  # (B, H, Tk_past + Tk, Dh)
-                v = torch.cat([cache.value, v], dim=2)
-            cache.key, cache.value = k, v
+        if cache is not None and cache.static:
+            cache.key, cache.value, cache.length = k, v, k.size(2)
+        elif cache is not None:
+            k, v = cache.append(k, v)  # (B, H, Tk_past + Tk, Dh)
         return q, k, v
 
     def _split_heads(self, x: Tensor) -> Tensor:

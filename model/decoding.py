@@ -13,11 +13,11 @@ from torch import Tensor
 from model.transformer import EncoderOutput, HeadMask, Transformer
 
 
-def _next_token_log_probs(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
-    """Log-probabilities of the next token, (N, V) → (N, V) float32; padding and BOS are never generated."""
+def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
+    """Logits of the next token, (N, V) → (N, V) float32, with padding and BOS ruled out: never generated."""
     logits = logits.float()
     logits[:, [pad_id, bos_id]] = float("-inf")
-    return logits.log_softmax(dim=-1)
+    return logits
 
 
 def _finish(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
@@ -40,7 +40,7 @@ def _limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
     return limits
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(
     model: Transformer,
     src: Tensor,
@@ -70,7 +70,7 @@ def greedy_search(
     for step in range(1, int(limits.max()) + 1):
         step_in = tokens[:, -1:] if use_cache else tokens
         logits = model.decode(step_in, encoded, cache=cache, head_mask=masks, last_only=True).logits[:, -1]  # (B, V)
-        next_token = _next_token_log_probs(logits, c.pad_id, c.bos_id).argmax(dim=-1).masked_fill(finished, c.pad_id)  # (B,)
+        next_token = _allowed_logits(logits, c.pad_id, c.bos_id).argmax(dim=-1).masked_fill(finished, c.pad_id)  # (B,)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         finished |= (next_token == c.eos_id) | (step >= limits)
         if finished.all():
@@ -92,7 +92,7 @@ def _repeat_beams(encoded: EncoderOutput, beam_size: int) -> EncoderOutput:
     )
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(
     model: Transformer,
     src: Tensor,
@@ -139,7 +139,7 @@ def beam_search(
 
     for step in range(1, steps + 1):
         logits = model.decode(tokens[:, -1:], encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B*K, V)
-        log_probs = _next_token_log_probs(logits, c.pad_id, c.bos_id)
+        log_probs = _allowed_logits(logits, c.pad_id, c.bos_id).log_softmax(dim=-1)
         vocab = log_probs.size(-1)
         candidates = (scores.view(b * k, 1) + log_probs).view(b, k * vocab)  # (B, K*V)
         top_scores, top_ids = candidates.topk(2 * k, dim=1)  # (B, 2K), best first

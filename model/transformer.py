@@ -151,6 +151,27 @@ class SinusoidalPositionalEncoding(nn.Module):
         return x + self.pe[offset : offset + length].to(x.dtype)  # (T, D) broadcast over B
 
 
+class Dropout(nn.Module):
+    """Dropout whose mask costs less on the CPU.
+
+    On the CPU, ``F.dropout`` draws its mask with ``bernoulli_``, about twice as slow as comparing uniform
+    samples with ``p`` (28 ms against 13 ms for a (64, 30, 1024) tensor on a 2-core Xeon); dropout was a
+    quarter of a training step there. On other devices ``F.dropout``'s fused kernel is used.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != "cpu":
+            return F.dropout(x, self.p, training=True)
+        keep = (torch.rand_like(x) >= self.p).to(x.dtype)
+        return x * keep * (1.0 / (1.0 - self.p))
+
+
 class FeedForward(nn.Module):
     """Position-wise feed-forward network (§3.3)."""
 
@@ -158,7 +179,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(d_model, d_ff)
         self.down = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.activation = F.gelu if activation == "gelu" else F.relu
 
     def forward(self, x: Tensor) -> Tensor:
@@ -171,7 +192,7 @@ class Sublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, fn) -> tuple[Tensor, Tensor | None]:
@@ -261,7 +282,7 @@ class Transformer(nn.Module):
             nn.init.normal_(embedding.weight, mean=0.0, std=c.d_model**-0.5)
             nn.init.zeros_(embedding.weight[c.pad_id])
         self.positions = SinusoidalPositionalEncoding(c.d_model, c.max_len)
-        self.embed_dropout = nn.Dropout(c.dropout)
+        self.embed_dropout = Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_decoder_layers))
         # Pre-LN leaves the residual stream unnormalised: normalise it once at the end of each stack.
@@ -298,6 +319,7 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
         last_only: bool = False,
+        keep: Tensor | None = None,
     ) -> DecoderOutput:
         """Run the decoder.
 
@@ -306,6 +328,8 @@ class Transformer(nn.Module):
                 T = 1); earlier positions come from the cache, which is updated in place.
             encoded: the encoder's output for the same batch.
             last_only: compute logits for the last position only (B, 1, V), all that decoding needs.
+            keep: (B, T) boolean; compute logits only where True, returned packed as (N, V). Training keeps
+                the non-padding targets and so skips the vocabulary projection of padding.
         """
         offset = 0 if cache is None else cache.length
         if cache is None:
@@ -332,9 +356,13 @@ class Transformer(nn.Module):
                 cross_maps.append(cross_weights)
         if cache is not None:
             cache.length += tgt_in.size(1)
-        x = self.decoder_norm(x[:, -1:] if last_only else x)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, D)
+        elif keep is not None:
+            x = x[keep]  # (N, D)
+        x = self.decoder_norm(x)
         weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
-        return DecoderOutput(F.linear(x, weight), self_maps, cross_maps)  # logits (B, T, V)
+        return DecoderOutput(F.linear(x, weight), self_maps, cross_maps)  # logits (B, T, V) or (N, V)
 
     def forward(
         self,
@@ -343,6 +371,7 @@ class Transformer(nn.Module):
         return_attention: bool = False,
         *,
         head_mask: HeadMask | None = None,
+        keep: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, AttentionMaps]:
         """Teacher-forced pass.
 
@@ -351,13 +380,14 @@ class Transformer(nn.Module):
             tgt_in: (B, T) decoder input ids (BOS followed by the target shifted right), padded with ``pad_id``.
             return_attention: also return every layer's attention weights (explicit, slower path).
             head_mask: optional per-head multipliers for ablation studies.
+            keep: (B, T) boolean, e.g. ``tgt_out != pad_id``: logits only at these positions, packed as (N, V).
 
         Returns:
-            logits (B, T, V), and with ``return_attention`` an ``AttentionMaps``.
+            logits (B, T, V) (or (N, V) with ``keep``), and with ``return_attention`` an ``AttentionMaps``.
         """
         masks = head_mask if head_mask is not None else HeadMask()
         encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder)
-        out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks)
+        out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=keep)
         if not return_attention:
             return out.logits
         return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)

@@ -45,7 +45,10 @@ def train_tiny(save_dir, *extra: str):
     """Run ``train.py --config configs/tiny.yaml`` in this process, logging under ``save_dir``; the run dir."""
     from training.cli import main
 
-    main(["--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(save_dir), *extra])
+    main([
+        "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(save_dir),
+        "--trainer.default_root_dir", str(save_dir), *extra,
+    ])
     versions = sorted((p for p in (save_dir / "tiny").iterdir()), key=lambda p: p.stat().st_mtime)
     return versions[-1]
 

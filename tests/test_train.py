@@ -17,7 +17,11 @@ LAYERS, HEADS, EPOCHS = 2, 2, 2
 def test_fast_dev_run(tmp_path):
     from training.cli import main
 
-    main(["--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.fast_dev_run", "true"])
+    main([
+        "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
+        "--trainer.default_root_dir", str(tmp_path), "--trainer.fast_dev_run", "true",
+    ])
+    assert not (REPO / "checkpoints").exists()  # everything it wrote went under tmp_path
 
 
 def test_run_directory_holds_config_tokenizers_and_checkpoints(tiny_run):

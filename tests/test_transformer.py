@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from model import HeadMask, Transformer, TransformerConfig
+from model import HeadMask, Transformer
 from tests.conftest import BOS, PAD, random_ids, tiny_config
 
 
@@ -133,3 +133,23 @@ def test_per_sentence_head_masks_match_separate_runs(tiny_model):
     logits = tiny_model(src, tgt_in, head_mask=HeadMask(cross=masks))
     torch.testing.assert_close(logits[0], tiny_model(src, tgt_in)[0])
     torch.testing.assert_close(logits[1], tiny_model(src, tgt_in, head_mask=HeadMask(cross=masks[1]))[1])
+
+
+def test_logits_at_kept_positions_equal_the_full_logits_there(tiny_model):
+    src, tgt_in = batch()
+    keep = torch.tensor([[True, True, False, True, False]] * 3)
+    packed = tiny_model(src, tgt_in, keep=keep)
+    assert packed.shape == (9, 11)
+    torch.testing.assert_close(packed, tiny_model(src, tgt_in)[keep])
+
+
+def test_dropout_keeps_about_1_minus_p_and_rescales():
+    from model.transformer import Dropout
+
+    dropout = Dropout(0.25).train()
+    x = torch.ones(200, 500)
+    y = dropout(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.01
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.75))
+    assert torch.equal(dropout.eval()(x), x)

@@ -124,18 +124,20 @@ class TranslationModule(L.LightningModule):
     # -- training -----------------------------------------------------------------------------------------------
 
     def loss(self, logits: Tensor, tgt_out: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
-        """Cross-entropy of logits (B, T, V) against tgt_out (B, T); padding positions count for nothing."""
+        """Cross-entropy of logits (B, T, V) against tgt_out (B, T), or of packed (N, V) against (N,);
+        padding targets count for nothing."""
         return F.cross_entropy(
-            logits.flatten(0, 1).float(),
-            tgt_out.flatten(),
+            logits.reshape(-1, logits.size(-1)).float(),
+            tgt_out.reshape(-1),
             ignore_index=self.config.pad_id,
             label_smoothing=label_smoothing,
             reduction=reduction,
         )
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        logits = self.model(batch.src, batch.tgt_in)
-        loss = self.loss(logits, batch.tgt_out, self.hparams.label_smoothing)
+        keep = batch.tgt_out != self.config.pad_id  # (B, T): no vocabulary projection for padding
+        logits = self.model(batch.src, batch.tgt_in, keep=keep)  # (N, V)
+        loss = self.loss(logits, batch.tgt_out[keep], self.hparams.label_smoothing)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"training loss is {loss.item()} at step {self.global_step}; stopping. "
@@ -202,8 +204,9 @@ class TranslationModule(L.LightningModule):
         self._reset_validation_state()
 
     def validation_step(self, batch, batch_idx: int) -> None:
-        logits = self.model(batch.src, batch.tgt_in)
-        self._val_nll += float(self.loss(logits, batch.tgt_out, reduction="sum"))
+        keep = batch.tgt_out != self.config.pad_id
+        logits = self.model(batch.src, batch.tgt_in, keep=keep)  # (N, V)
+        self._val_nll += float(self.loss(logits, batch.tgt_out[keep], reduction="sum"))
         self._val_tokens += int((batch.tgt_out != self.config.pad_id).sum())
         limit = self.hparams.decode_max_sentences
         if self._decoding_this_epoch() and (limit is None or len(self._val_decoded) < limit):
