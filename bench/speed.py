@@ -214,12 +214,12 @@ def our_model(cfg: BenchConfig, device: torch.device) -> Transformer:
 
 EOS_SUPPRESSION = (
     "EOS can never win: feature 0 of the final decoder LayerNorm is pinned to 1 (gain 0, bias 1), the EOS "
-    "row of the output projection reads only that feature with weight -1e4, and no other row reads it"
+    "row of the output projection reads only that feature with weight -10000, and no other row reads it"
 )
 
 
 def suppress_eos(model: Transformer) -> None:
-    """Make the EOS logit -1e4 at every position, so that every decoding runs exactly its ``max_len`` steps.
+    """Make the EOS logit -10000 at every position, so that every decoding runs exactly its ``max_len`` steps.
 
     Only weights change: each step does the same work with the same shapes. See ``EOS_SUPPRESSION``.
     """
@@ -231,7 +231,7 @@ def suppress_eos(model: Transformer) -> None:
         model.decoder_norm.bias[0] = 1.0
         model.output_proj.weight[:, 0] = 0.0
         model.output_proj.weight[c.eos_id] = 0.0
-        model.output_proj.weight[c.eos_id, 0] = -1e4
+        model.output_proj.weight[c.eos_id, 0] = -10000
 
 
 def _sync(device: torch.device) -> None:
