@@ -63,7 +63,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
     parser.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default: 0.6)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
-    parser.add_argument("--max-len", type=int, default=None, help="most tokens to generate per sentence")
+    parser.add_argument(
+        "--max-len", type=int, default=None,
+        help="most tokens to generate per sentence (default: the run's decode_max_len, else twice the source length + 10)",
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     parser.add_argument("--output", help="write one JSON line per sentence to this .jsonl file")
     parser.add_argument("--average-last", type=int, metavar="K", help="average the weights of the run's last K checkpoints")
@@ -291,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         run = load_run(
             args.checkpoint, state_dict=state_dict, data_path=args.data_path, test_split=args.test_split, device=str(device)
         )
+        if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
+            args.max_len = run.module.hparams.get("decode_max_len")
         if args.translate is not None:
             run_translate(args, run, device)
             return 0

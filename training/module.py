@@ -55,6 +55,8 @@ class TranslationModule(L.LightningModule):
         decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs (0: never).
         decode_max_sentences: decode at most this many validation sentences (None: all).
         decode_beam_size: beam size for validation decoding (1: greedy).
+        decode_max_len: most tokens to generate per sentence (None: twice the source length plus 10; raise it
+            for tasks whose outputs are much longer than their inputs, such as SCAN). evaluate.py uses it too.
         num_text_samples: source / reference / hypothesis triples shown in TensorBoard at each decoding.
     """
 
@@ -87,6 +89,7 @@ class TranslationModule(L.LightningModule):
         decode_every_n_epochs: int = 1,
         decode_max_sentences: int | None = 1000,
         decode_beam_size: int = 1,
+        decode_max_len: int | None = None,
         num_text_samples: int = 3,
     ) -> None:
         super().__init__()
@@ -151,12 +154,14 @@ class TranslationModule(L.LightningModule):
     def _count_tokens(self, batch) -> None:
         """Log source + target tokens per second (padding excluded), measured over each logging interval."""
         pad = self.config.pad_id
-        self._throughput_tokens += int((batch.src != pad).sum() + (batch.tgt_out != pad).sum())
+        # Counted on the device and read only when logged, so that a GPU is not made to wait every step.
+        self._throughput_tokens = self._throughput_tokens + (batch.src != pad).sum() + (batch.tgt_out != pad).sum()
         now = time.perf_counter()
         if self._throughput_start is None:
             self._throughput_start, self._throughput_tokens = now, 0
         elif (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            self.log("train/tokens_per_s", self._throughput_tokens / max(now - self._throughput_start, 1e-9))
+            tokens = float(self._throughput_tokens)
+            self.log("train/tokens_per_s", tokens / max(now - self._throughput_start, 1e-9))
             self._throughput_start, self._throughput_tokens = now, 0
 
     def on_before_optimizer_step(self, optimizer) -> None:
@@ -210,7 +215,9 @@ class TranslationModule(L.LightningModule):
         self._val_tokens += int((batch.tgt_out != self.config.pad_id).sum())
         limit = self.hparams.decode_max_sentences
         if self._decoding_this_epoch() and (limit is None or len(self._val_decoded) < limit):
-            hypotheses = self.model.generate(batch.src, beam_size=self.hparams.decode_beam_size)
+            hypotheses = self.model.generate(
+                batch.src, max_len=self.hparams.decode_max_len, beam_size=self.hparams.decode_beam_size
+            )
             for index, row in zip(batch.index.tolist(), hypotheses.tolist()):
                 self._val_decoded.append((index, row))
 
