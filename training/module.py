@@ -189,10 +189,13 @@ class TranslationModule(L.LightningModule):
         if self.hparams.schedule == "inverse_sqrt":
             return math.sqrt(max(warmup, 1) / step)
         if self.hparams.schedule == "cosine":
-            total = max(self.trainer.estimated_stepping_batches, warmup + 1)
+            total = max(self._total_steps(), warmup + 1)
             progress = min((step - warmup) / (total - warmup), 1.0)
             return 0.5 * (1.0 + math.cos(math.pi * progress))
         return 1.0
+
+    def _total_steps(self) -> int:
+        return int(self.trainer.estimated_stepping_batches)
 
     # -- validation ---------------------------------------------------------------------------------------------
 
