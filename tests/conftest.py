@@ -66,3 +66,19 @@ def read_events(run_dir):
     accumulator = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
     accumulator.Reload()
     return accumulator
+
+
+def run_evaluate(capsys, *args):
+    """``evaluate.py ARGS`` in this process: (exit code, stdout, stderr)."""
+    import evaluate
+
+    code = evaluate.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def last_json(out):
+    """The JSON object evaluate.py prints as its last line."""
+    import json
+
+    return json.loads(out.strip().splitlines()[-1])

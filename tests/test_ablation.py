@@ -23,17 +23,7 @@ from evaluation.ablation import (
 from evaluation.checkpoints import load_run
 from evaluation.translate import translate
 from model import Transformer
-from tests.conftest import EOS, PAD, random_ids, tiny_config, train_tiny
-
-
-def run(capsys, *args):
-    code = evaluate.main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def last_json(out):
-    return json.loads(out.strip().splitlines()[-1])
+from tests.conftest import EOS, PAD, last_json, random_ids, run_evaluate, tiny_config, train_tiny
 
 
 def batches():
@@ -169,8 +159,8 @@ def test_prune_count_takes_a_number_or_a_fraction_of_heads():
 
 def test_prune_zero_equals_the_plain_evaluation(tiny_run, capsys):
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
-    plain = last_json(run(capsys, checkpoint, "--quiet")[1])
-    code, out, _ = run(capsys, checkpoint, "--prune-heads", "0", "--quiet")
+    plain = last_json(run_evaluate(capsys, checkpoint, "--quiet")[1])
+    code, out, _ = run_evaluate(capsys, checkpoint, "--prune-heads", "0", "--quiet")
     pruned = last_json(out)
     assert code == 0 and pruned["pruned_heads"] == [] and pruned["num_heads"] == 12
     for key in ("bleu", "chrf", "exact_match", "num_sentences"):
@@ -202,7 +192,7 @@ def test_silencing_every_cross_attention_head_changes_loss_and_translations(tiny
 def test_head_importance_writes_a_table_json_and_heatmaps(tiny_run, capsys):
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     args = ["--head-importance", "--importance-sentences", "8", "--prune-heads", "4", "--quiet"]
-    code, out, err = run(capsys, checkpoint, *args)
+    code, out, err = run_evaluate(capsys, checkpoint, *args)
     assert code == 0, err
     folder = tiny_run / "analysis" / "last"  # the default: <run>/analysis/<checkpoint stem>
     result = last_json(out)
@@ -223,12 +213,12 @@ def test_head_importance_writes_a_table_json_and_heatmaps(tiny_run, capsys):
     by_delta = sorted(saved["heads"], key=lambda row: row["delta_nll"])
     assert result["pruned_heads"] == [{k: row[k] for k in ("kind", "layer", "head")} for row in by_delta[:4]]
     # Refuses to overwrite what it wrote.
-    code, _, err = run(capsys, checkpoint, "--head-importance", "--quiet")
+    code, _, err = run_evaluate(capsys, checkpoint, "--head-importance", "--quiet")
     assert code == 1 and "exists" in err and len(err.strip().splitlines()) == 1
 
 
 def test_alignment_reports_the_best_cross_attention_head_and_the_head_average(tiny_run, capsys):
-    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--alignment", "--quiet")
+    code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--alignment", "--quiet")
     assert code == 0
     alignment = last_json(out)["alignment"]
     aer = torch.tensor(alignment["aer"])
@@ -248,7 +238,7 @@ def test_analysis_options_give_one_line_errors(tiny_run, tmp_path, capsys):
         ([checkpoint, "--prune-heads", "13"], "--prune-heads 13: the model has only 12 heads"),
     ]
     for args, message in cases:
-        code, _, err = run(capsys, *args, "--quiet")
+        code, _, err = run_evaluate(capsys, *args, "--quiet")
         assert code == 1 and message in err, err
         assert len(err.strip().splitlines()) == 1, err
     with pytest.raises(SystemExit):
@@ -275,7 +265,7 @@ def reverse_run(tmp_path_factory):
 def test_reverse_task_has_a_cross_attention_head_on_the_anti_diagonal(reverse_run, capsys):
     checkpoint = reverse_run / "checkpoints" / "last.ckpt"
     # Val holds strings of the training lengths; the length split puts longer ones, never seen, in test.
-    code, out, _ = run(capsys, checkpoint, "--split", "val", "--alignment", "--quiet")
+    code, out, _ = run_evaluate(capsys, checkpoint, "--split", "val", "--alignment", "--quiet")
     assert code == 0
     alignment = last_json(out)["alignment"]
     # The best head puts its arg-max on the anti-diagonal for 96% of the target letters (92% when trained from

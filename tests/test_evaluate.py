@@ -6,24 +6,13 @@ from html.parser import HTMLParser
 import pytest
 import torch
 
-import evaluate
 from evaluation.checkpoints import average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
 from model.decoding import beam_search
-from tests.conftest import train_tiny
+from tests.conftest import last_json, run_evaluate, train_tiny
 
 JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
              "signature": str, "sentences_per_second": float}
-
-
-def run(capsys, *args):
-    code = evaluate.main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def last_json(out):
-    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +28,7 @@ def overfit_run(tmp_path_factory):
 
 
 def test_json_summary_keys_and_types(tiny_run, capsys):
-    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--quiet")
+    code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--quiet")
     assert code == 0
     result = last_json(out)
     for key, kind in JSON_KEYS.items():
@@ -51,7 +40,7 @@ def test_json_summary_keys_and_types(tiny_run, capsys):
 
 def test_split_and_output_file(tiny_run, tmp_path, capsys):
     output = tmp_path / "val.jsonl"
-    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--split", "val", "--output", output, "--quiet")
+    code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--split", "val", "--output", output, "--quiet")
     assert code == 0
     lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == last_json(out)["num_sentences"] == 40
@@ -65,7 +54,7 @@ def test_overfitted_model_scores_perfectly_on_its_training_pairs(overfit_run, tm
     tsv = tmp_path / "train.tsv"
     tsv.write_text("".join(f"{p.source}\t{p.target}\n" for p in pairs), encoding="utf-8")
     for beam in (1, 3):
-        code, out, _ = run(capsys, checkpoint, "--tsv", tsv, "--beam-size", beam, "--quiet")
+        code, out, _ = run_evaluate(capsys, checkpoint, "--tsv", tsv, "--beam-size", beam, "--quiet")
         assert code == 0
         result = last_json(out)
         assert result["exact_match"] == 1.0 and result["bleu"] == pytest.approx(100.0)
@@ -75,7 +64,7 @@ def test_overfitted_model_scores_perfectly_on_its_training_pairs(overfit_run, tm
 def test_beam_of_one_is_greedy(tiny_run, tmp_path, capsys):
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     output = tmp_path / "greedy.jsonl"
-    assert run(capsys, checkpoint, "--beam-size", "1", "--output", output, "--quiet")[0] == 0
+    assert run_evaluate(capsys, checkpoint, "--beam-size", "1", "--output", output, "--quiet")[0] == 0
     hypotheses = [json.loads(line)["hypothesis"] for line in output.read_text().splitlines()]
 
     loaded = load_run(checkpoint)
@@ -99,7 +88,7 @@ def test_average_last_equals_the_manual_average(tiny_run, capsys):
         torch.testing.assert_close(averaged[name], (value + states[1]["state_dict"][name]) / 2)
     model = load_run(checkpoint, state_dict=averaged).module
     torch.testing.assert_close(model.state_dict()["model.src_embed.weight"], averaged["model.src_embed.weight"])
-    code, out, err = run(capsys, checkpoint, "--average-last", "2", "--quiet")
+    code, out, err = run_evaluate(capsys, checkpoint, "--average-last", "2", "--quiet")
     assert code == 0 and last_json(out)["averaged_checkpoints"] == 2
     assert "averaging 2 checkpoints" in err
 
@@ -123,7 +112,7 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     out_dir = tmp_path / "maps"
     sentence = load_run(checkpoint).datamodule.pairs("test")[0].source
-    code, out, _ = run(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
+    code, out, _ = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
     assert code == 0 and out.count("\n") == 1  # one translation, possibly empty for this barely trained model
     folder = out_dir / "sentence_1"
     pngs = sorted(folder.glob("*.png"))
@@ -136,16 +125,16 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
     data = json.loads(parser.scripts[0])
     assert all(word in json.dumps(data) for word in sentence.split())
     # Refuses to overwrite what it wrote, unless asked.
-    code, _, err = run(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
+    code, _, err = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
     assert code == 1 and "exists" in err
-    assert run(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir, "--overwrite")[0] == 0
+    assert run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir, "--overwrite")[0] == 0
 
 
 def test_translate_from_stdin(tiny_run, capsys, monkeypatch):
     import io
 
     monkeypatch.setattr("sys.stdin", io.StringIO("the dog saw a cat\n\nevery queen walked\n"))
-    code, out, _ = run(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
+    code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
     assert code == 0 and out.count("\n") == 2  # one line per non-empty input line
 
 
@@ -182,7 +171,7 @@ def test_bad_inputs_give_one_line_errors(tiny_run, tmp_path, capsys):
         ([checkpoint, "--output", existing], "exists.jsonl exists"),
     ]
     for args, message in cases:
-        code, out, err = run(capsys, *args, "--quiet")
+        code, out, err = run_evaluate(capsys, *args, "--quiet")
         assert code == 1, args
         assert message in err, (message, err)
         assert len(err.strip().splitlines()) == 1, err
