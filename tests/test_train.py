@@ -127,6 +127,7 @@ def run_cli(tmp_path, *args):
         (["--model.num_heads", "two"], "model.num_heads"),
         (["--model.d_model", "30", "--model.num_heads", "4"], "d_model (30) must be divisible by num_heads (4)"),
         (["--data.dataset", "klingon"], "data.dataset"),
+        (["--checkpoint.monitor", "val/bleu", "--model.decode_every_n_epochs", "2"], "decode_every_n_epochs 1"),
         (["--data.dataset", "tsv", "--data.path", "missing-folder"], "missing-folder"),
     ],
 )

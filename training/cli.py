@@ -59,6 +59,16 @@ class TrainCLI(LightningCLI):
         for name in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
 
+    def before_instantiate_classes(self) -> None:
+        config = self.config
+        decoded = ("val/bleu", "val/chrf", "val/exact_match")
+        if config.checkpoint.monitor in decoded and config.model.decode_every_n_epochs != 1:
+            # ModelCheckpoint would stop the run at the first epoch without the metric.
+            self.parser.error(
+                f"--checkpoint.monitor {config.checkpoint.monitor} needs --model.decode_every_n_epochs 1 "
+                f"(got {config.model.decode_every_n_epochs}): it is computed only in epochs that decode"
+            )
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
