@@ -143,13 +143,11 @@ def ablation_losses(
         for group in _passes(len(ablations), b, max_rows):
             n = len(group)
             masks = stacked_head_mask(c, [ablations[i] for i in group], b, device=device)
-            logits = model(src.repeat(n, 1), tgt_in.repeat(n, 1), head_mask=masks)  # (n*B, T, V)
-            nll = F.cross_entropy(
-                logits.flatten(0, 1).float(),
-                tgt_out.repeat(n, 1).flatten(),
-                ignore_index=c.pad_id,
-                reduction="none",
-            )  # (n*B*T,), 0 at padding
+            targets = tgt_out.repeat(n, 1)  # (n*B, T)
+            keep = targets != c.pad_id  # no vocabulary projection for padding, as in training
+            logits = model(src.repeat(n, 1), tgt_in.repeat(n, 1), head_mask=masks, keep=keep)  # (N, V)
+            nll = F.cross_entropy(logits.float(), targets[keep], reduction="none")  # (N,)
+            # Every ablation of the group scores the same tokens, in consecutive blocks of equal size.
             totals[group.start : group.stop] += nll.view(n, -1).sum(dim=1).double().cpu()
         tokens += int((tgt_out != c.pad_id).sum())
         if progress is not None:
