@@ -109,10 +109,6 @@ def _passes(count: int, batch_size: int, max_rows: int) -> Iterable[range]:
         yield range(start, min(start + per_pass, count))
 
 
-def _device(model: Transformer) -> torch.device:
-    return next(model.parameters()).device
-
-
 @torch.no_grad()
 def ablation_losses(
     model: Transformer,
@@ -134,7 +130,7 @@ def ablation_losses(
     Returns:
         one NLL (nats per token) per ablation, averaged over all target tokens of all batches.
     """
-    c, device = model.config, _device(model)
+    c, device = model.config, model.device
     totals = torch.zeros(len(ablations), dtype=torch.float64)
     tokens = 0
     for batch in batches:
@@ -175,7 +171,7 @@ def ablation_translations(
     Returns:
         ``[ablation][sentence]`` token ids without EOS and padding, sentences in ``Batch.index`` order.
     """
-    c, device = model.config, _device(model)
+    c, device = model.config, model.device
     found: list[dict[int, list[int]]] = [{} for _ in ablations]
     for batch in batches:
         src, b = batch.src.to(device), batch.src.size(0)
@@ -183,9 +179,9 @@ def ablation_translations(
             n = len(group)
             masks = stacked_head_mask(c, [ablations[i] for i in group], b, device=device)
             tokens = model.generate(src.repeat(n, 1), max_len=max_len, head_mask=masks)  # (n*B, L')
-            for i, rows in zip(group, tokens.view(n, b, -1).tolist()):
-                for index, row in zip(batch.index.tolist(), rows):
-                    found[i][index] = [t for t in row if t not in (c.pad_id, c.eos_id)]
+            for i, rows in zip(group, tokens.view(n, b, -1)):
+                for index, ids in zip(batch.index.tolist(), model.generated_ids(rows)):
+                    found[i][index] = ids
         if progress is not None:
             progress(b)
     return [[by_index[i] for i in range(len(by_index))] for by_index in found]
@@ -460,7 +456,7 @@ def cross_attention_alignment(
     once, N × L × H × T × S floats: fine for the short sentences of the toy tasks.
     """
     check_alignable(pairs, src_tokenizer, tgt_tokenizer)
-    c, device = model.config, _device(model)
+    c, device = model.config, model.device
     mask = head_mask(c, silenced, device=device)
     keep = mask.cross.bool().cpu()  # (L, H)
     if not keep.any():

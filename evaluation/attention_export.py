@@ -31,7 +31,7 @@ def export_attention(
     while generating. Files: ``<kind>_layer<l>_head<h>.png`` for every kind, layer and head, and
     ``head_view.html``. Returns the paths written.
     """
-    device = next(model.parameters()).device
+    device = model.device
     batch = collate([(0, src_tokenizer.encode(source), hypothesis)])
     _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
     src_tokens = src_tokenizer.tokens(batch.src[0].tolist())

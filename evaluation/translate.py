@@ -42,17 +42,16 @@ def translate(
 
     ``progress``, if given, is called with the number of sentences finished after each batch.
     """
-    device = next(model.parameters()).device
+    device = model.device
     encoded = [src_tokenizer.encode(text) for text in sources]
     outputs: list[list[int]] = [[] for _ in sources]
-    special = model.config
     for batch in length_sorted_batches(encoded, None, batch_size):
         tokens = model.generate(
             batch.src.to(device), max_len=max_len, beam_size=beam_size, length_penalty=length_penalty,
             head_mask=head_mask,
         )
-        for index, row in zip(batch.index.tolist(), tokens.tolist()):
-            outputs[index] = [t for t in row if t not in (special.pad_id, special.eos_id)]
+        for index, ids in zip(batch.index.tolist(), model.generated_ids(tokens)):
+            outputs[index] = ids
         if progress is not None:
             progress(len(batch.index))
     return outputs

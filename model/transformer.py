@@ -392,6 +392,16 @@ class Transformer(nn.Module):
             return out.logits
         return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
 
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's weights, where its inputs must be."""
+        return self.tgt_embed.weight.device
+
+    def generated_ids(self, tokens: Tensor) -> list[list[int]]:
+        """Rows of ``generate``'s output (B, L) as token id lists without EOS and padding."""
+        c = self.config
+        return [[t for t in row if t != c.pad_id and t != c.eos_id] for row in tokens.tolist()]
+
     def new_cache(self) -> DecoderCache:
         return DecoderCache.empty(self.config.num_decoder_layers)
 

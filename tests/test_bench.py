@@ -2,11 +2,15 @@
 
 import json
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
 
-from bench.speed import QUICK, TutorialSeq2Seq, main, make_batches
+from bench.speed import BOS, EOS, QUICK, TutorialSeq2Seq, main, make_batches
+
+CORPORA = Path(os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora"))
 
 # The tutorial's own mix of float and boolean masks; pytest applies its own warning filters inside each test.
 pytestmark = pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask:UserWarning")
@@ -56,3 +60,44 @@ def test_tutorial_baseline_is_causal_and_ignores_padding():
 
     padded_src = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], dim=1)
     torch.testing.assert_close(model(padded_src, tgt_in), logits, atol=1e-5, rtol=1e-5)
+
+
+def test_baseline_greedy_decoding_is_the_teacher_forced_argmax_and_batch_independent():
+    from bench.multi30k_baseline import greedy_rerun
+
+    torch.manual_seed(0)
+    model = TutorialSeq2Seq(QUICK).eval()
+    src = make_batches(QUICK, 1, torch.device("cpu"))[0].src[:4]  # (4, S), padded
+    rows = greedy_rerun(model, src)
+    for i, row in enumerate(rows):
+        one = src[i : i + 1, : int((src[i] != 0).sum())]
+        assert greedy_rerun(model, one) == [row]
+        limit = one.size(1) + 5  # the tutorial's: source tokens + 5
+        assert len(row) <= limit
+        prefix = torch.tensor([[BOS, *row]])
+        with torch.no_grad():
+            argmax = model(one, prefix).argmax(-1)[0].tolist()  # (T,)
+        assert row == argmax[: len(row)]  # every chosen token was the most probable one
+        if len(row) < limit:
+            assert argmax[len(row)] == EOS  # it stopped because EOS came next
+
+
+@pytest.mark.skipif(not (CORPORA / "multi30k").is_dir(), reason=f"Multi30k not found in {CORPORA}")
+def test_baseline_quick_run_scores_every_test_split(tmp_path):
+    from bench.multi30k_baseline import main as baseline_main
+
+    threads = torch.get_num_threads()
+    try:
+        baseline_main(
+            ["--quick", "--minutes", "0.02", "--data-path", str(CORPORA / "multi30k"), "--out", str(tmp_path)]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["scores"]) == {"test2016", "test2017", "mscoco2017"}
+    assert results["steps"] >= 1 and results["history"][-1]["steps"] == results["steps"]
+    for split, scores in results["scores"].items():
+        assert scores["sentences"] == 50
+        assert 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100
+        hypotheses = (tmp_path / f"{split}.hyp.en").read_text().splitlines()
+        assert len(hypotheses) == 50

@@ -153,3 +153,10 @@ def test_dropout_keeps_about_1_minus_p_and_rescales():
     assert abs(kept.float().mean().item() - 0.75) < 0.01
     torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.75))
     assert torch.equal(dropout.eval()(x), x)
+
+
+def test_generated_ids_drop_eos_and_padding(tiny_model):
+    eos = tiny_model.config.eos_id
+    tokens = torch.tensor([[5, 6, eos, PAD], [7, eos, PAD, PAD], [8, 9, 10, 11]])
+    assert tiny_model.generated_ids(tokens) == [[5, 6], [7], [8, 9, 10, 11]]
+    assert tiny_model.device == torch.device("cpu")
