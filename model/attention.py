@@ -153,7 +153,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
 
         if cache is not None and cache.static:
-            # Stored contiguous: attention reads these keys at every step, and strided ones cost a copy each time.
+            # Stored contiguous: attention reads them at every decoding step, and strided ones read slower.
             cache.key, cache.value, cache.length = k.contiguous(), v.contiguous(), k.size(2)
         elif cache is not None:
             k, v = cache.append(k, v)  # (B, H, Tk_past + Tk, Dh)
@@ -166,4 +166,3 @@ class MultiHeadAttention(nn.Module):
     def _merge_heads(self, x: Tensor) -> Tensor:
         b, _, t, _ = x.shape
         return x.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)
-
