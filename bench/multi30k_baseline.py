@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import platform
-import random
 import sys
 import time
 from dataclasses import asdict
@@ -40,6 +39,7 @@ from bench.speed import BOS, EOS, PAD, BenchConfig, TutorialSeq2Seq
 from data.batching import Batch, collate
 from data.corpora import read_parallel
 from data.datamodule import TranslationDataModule
+from data.pairs import Pair
 from training.metrics import score_translations
 
 TEST_SPLITS = ("test2016", "test2017", "mscoco2017")
@@ -57,6 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--test-splits", nargs="+", default=list(TEST_SPLITS))
+    p.add_argument("--overwrite", action="store_true", help="replace the results of an earlier run in --out")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument(
         "--quick", action="store_true", help="tiny model, 2000 pairs, seconds: checks that it runs"
@@ -95,14 +96,10 @@ def greedy_rerun(model: TutorialSeq2Seq, src: Tensor) -> list[list[int]]:
         done |= (next_word == EOS) | (t >= limits)
         if bool(done.all()):
             break
-    rows = []
-    for row in ys[:, 1:].tolist():
-        row = [i for i in row if i != PAD]
-        rows.append(row[: row.index(EOS)] if EOS in row else row)
-    return rows
+    return [[i for i in row if i not in (PAD, EOS)] for row in ys[:, 1:].tolist()]  # only PAD follows EOS
 
 
-def translate_split(model: TutorialSeq2Seq, dm: TranslationDataModule, pairs) -> list[str]:
+def translate_split(model: TutorialSeq2Seq, dm: TranslationDataModule, pairs: list[Pair]) -> list[str]:
     hypotheses: list[str] = [""] * len(pairs)
     for batch in dm.dataloader_for_pairs(pairs):
         for i, ids in zip(batch.index.tolist(), greedy_rerun(model, batch.src), strict=True):
@@ -115,8 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    random.seed(args.seed)
     out = Path(args.out)
+    if (out / "results.json").exists() and not args.overwrite:  # checked before the hour of training
+        sys.exit(
+            f"error: {out / 'results.json'} exists; pass --overwrite to replace it, or choose another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
 
     dm = TranslationDataModule(

@@ -10,8 +10,12 @@
 set -euo pipefail
 
 corpora=${1:-../shared/corpora}
+if [ -e results ]; then
+    echo "error: results/ exists (an earlier reproduction?); move it away first" >&2
+    exit 1
+fi
 export OMP_NUM_THREADS=1
-mkdir -p results
+mkdir results
 
 latest_run() {  # the newest version folder of runs/<name>
     ls -d "runs/$1"/version_* | sort -t_ -k2 -n | tail -1

@@ -86,14 +86,14 @@ def test_baseline_greedy_decoding_is_the_teacher_forced_argmax_and_batch_indepen
 def test_baseline_quick_run_scores_every_test_split(tmp_path):
     from bench.multi30k_baseline import main as baseline_main
 
+    argv = ["--quick", "--minutes", "0.02", "--data-path", str(CORPORA / "multi30k"), "--out", str(tmp_path)]
     threads = torch.get_num_threads()
     try:
-        baseline_main(
-            ["--quick", "--minutes", "0.02", "--data-path", str(CORPORA / "multi30k"), "--out", str(tmp_path)]
-        )
+        baseline_main(argv)
     finally:
         torch.set_num_threads(threads)
-    results = json.loads((tmp_path / "results.json").read_text())
+    written = (tmp_path / "results.json").read_text()
+    results = json.loads(written)
     assert set(results["scores"]) == {"test2016", "test2017", "mscoco2017"}
     assert results["steps"] >= 1 and results["history"][-1]["steps"] == results["steps"]
     for split, scores in results["scores"].items():
@@ -101,3 +101,8 @@ def test_baseline_quick_run_scores_every_test_split(tmp_path):
         assert 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100
         hypotheses = (tmp_path / f"{split}.hyp.en").read_text().splitlines()
         assert len(hypotheses) == 50
+
+    # A second run into the same folder stops at once, naming the file, and leaves it as it was.
+    with pytest.raises(SystemExit, match="results.json exists; pass --overwrite"):
+        baseline_main(argv)
+    assert (tmp_path / "results.json").read_text() == written
