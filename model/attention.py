@@ -17,7 +17,8 @@ class KVCache:
     """Projected keys and values of one attention module, kept between decoding steps.
 
     Decoder self-attention appends the new position's key and value at every step (``static=False``), into a
-    buffer that grows by doubling, so a step copies only the new position. Cross-attention projects the
+    buffer of ``reserve`` positions allocated at the first step (decoding knows how many it will need), which
+    grows by doubling if more come, so a step copies only the new position. Cross-attention projects the
     encoder output once, at the first step, and reuses it (``static=True``). The cache is explicit state owned
     by the caller, never hidden on the module.
     """
@@ -26,12 +27,13 @@ class KVCache:
     key: Tensor | None = None  # (B, H, capacity, Dh); positions [0, length) are filled
     value: Tensor | None = None  # (B, H, capacity, Dh)
     length: int = 0
+    reserve: int = 16  # positions to allocate at the first append
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Store new positions (B, H, t, Dh); return every position so far, (B, H, length, Dh) views."""
         t = key.size(2)
         if self.key is None or self.length + t > self.key.size(2):
-            capacity = max(2 * (self.length + t), 16)
+            capacity = max(2 * (self.length + t), self.reserve)
             grown_key = key.new_empty(key.size(0), key.size(1), capacity, key.size(3))
             grown_value = value.new_empty(grown_key.shape)
             if self.key is not None:

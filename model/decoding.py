@@ -66,8 +66,9 @@ def greedy_search(
     tokens = torch.full((src.size(0), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     limits = _limits(max_len, src.size(0), src.device)
-    cache = model.new_cache() if use_cache else None
-    for step in range(1, int(limits.max()) + 1):
+    steps = int(limits.max())
+    cache = model.new_cache(reserve=steps) if use_cache else None  # BOS and every token but the last
+    for step in range(1, steps + 1):
         step_in = tokens[:, -1:] if use_cache else tokens
         logits = model.decode(step_in, encoded, cache=cache, head_mask=masks, last_only=True).logits[:, -1]  # (B, V)
         # max(...).indices: the same first-maximum index as argmax, and about twice as fast on CPU.
@@ -127,9 +128,9 @@ def beam_search(
     masks = head_mask if head_mask is not None else HeadMask()
     encoded = _repeat_beams(model.encode(src, head_mask=masks.encoder), k)
     masks = HeadMask(*(m.repeat_interleave(k, dim=0) if m is not None and m.dim() == 3 else m for m in masks))
-    cache = model.new_cache()
     limits = _limits(max_len, b, device)
     steps = int(limits.max())
+    cache = model.new_cache(reserve=steps)  # BOS and every token but the last
 
     tokens = torch.full((b * k, 1), c.bos_id, dtype=torch.long, device=device)  # (B*K, 1 + steps)
     scores = torch.full((b, k), float("-inf"), device=device)  # live beams' log-probabilities

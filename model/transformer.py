@@ -103,8 +103,9 @@ class DecoderCache:
     length: int = 0  # target positions decoded so far; the next position's index
 
     @classmethod
-    def empty(cls, num_layers: int) -> "DecoderCache":
-        return cls(layers=[(KVCache(static=False), KVCache(static=True)) for _ in range(num_layers)])
+    def empty(cls, num_layers: int, reserve: int = 16) -> "DecoderCache":
+        """A cache with room for ``reserve`` target positions before its buffers must grow."""
+        return cls([(KVCache(static=False, reserve=reserve), KVCache(static=True)) for _ in range(num_layers)])
 
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows in ``index`` (B',), e.g. the beams that survive a beam-search step."""
@@ -402,8 +403,9 @@ class Transformer(nn.Module):
         c = self.config
         return [[t for t in row if t != c.pad_id and t != c.eos_id] for row in tokens.tolist()]
 
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache.empty(self.config.num_decoder_layers)
+    def new_cache(self, reserve: int = 16) -> DecoderCache:
+        """An empty decoding cache with room for ``reserve`` target positions (BOS included)."""
+        return DecoderCache.empty(self.config.num_decoder_layers, reserve)
 
     @torch.no_grad()
     def generate(

@@ -138,13 +138,18 @@ def test_per_sentence_head_mask(attn):
     torch.testing.assert_close(out[1], ablated[1])
 
 
-def test_self_attention_cache_equals_full_causal_pass(attn):
+@pytest.mark.parametrize("reserve", [2, TQ])  # grows on the way / allocated once
+def test_self_attention_cache_equals_full_causal_pass(attn, reserve):
     x = torch.randn(B, TQ, D)
     full, _ = attn(x, x, x, causal_mask(TQ))
-    cache = KVCache()
-    steps = [attn(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in range(TQ)]
+    cache = KVCache(reserve=reserve)
+    steps, buffers = [], set()
+    for t in range(TQ):
+        steps.append(attn(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0])
+        buffers.add(cache.key.data_ptr())
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-6, rtol=1e-5)
     assert cache.length == TQ and cache.key.shape[:2] == (B, H) and cache.key.shape[3] == D // H
+    assert len(buffers) == (1 if reserve >= TQ else 2)  # room for 2 positions, then for 2 * 3
 
 
 def test_cross_attention_cache_projects_memory_once(attn):
