@@ -162,3 +162,17 @@ def test_cross_attention_cache_projects_memory_once(attn):
     second, _ = attn(x[:, 1:2], torch.zeros_like(memory), torch.zeros_like(memory), cache=cache)
     assert cache.key is key
     torch.testing.assert_close(torch.cat([first, second], dim=1), full[:, :2])
+
+
+def test_reordered_cache_decodes_like_a_cache_of_the_reordered_rows(attn):
+    x = torch.randn(3, TQ, D)
+    index = torch.tensor([2, 0, 0])  # rows may be dropped and repeated, as beam search does
+    cache, reference = KVCache(reserve=TQ), KVCache(reserve=TQ)
+    for t in range(2):
+        attn(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)
+        attn(x[index, t : t + 1], x[index, t : t + 1], x[index, t : t + 1], cache=reference)
+    cache.reorder(index)
+    assert cache.key.shape == reference.key.shape  # the capacity is kept
+    for t in range(2, TQ):
+        step = x[index, t : t + 1]
+        torch.testing.assert_close(attn(step, step, step, cache=cache)[0], attn(step, step, step, cache=reference)[0])
