@@ -96,6 +96,8 @@ def test_baseline_quick_run_scores_every_test_split(tmp_path):
     results = json.loads(written)
     assert set(results["scores"]) == {"test2016", "test2017", "mscoco2017"}
     assert results["steps"] >= 1 and results["history"][-1]["steps"] == results["steps"]
+    assert results["batch_size"] == 128 and results["lr"] == 1e-4  # the tutorial's recipe, as it ran
+    assert results["model_sizes"]["d_model"] == 32  # --quick's model
     for split, scores in results["scores"].items():
         assert scores["sentences"] == 50
         assert 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100

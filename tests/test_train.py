@@ -73,6 +73,16 @@ def test_checkpoint_loads_under_weights_only(tiny_run):
     assert checkpoint["optimizer_states"][0]["state"]  # Adam moments were saved
 
 
+def test_bf16_mixed_precision_trains_on_the_cpu(tmp_path):
+    run = train_tiny(tmp_path, "--trainer.precision", "bf16-mixed", "--trainer.max_epochs", "1")
+    events = read_events(run)
+    losses = [s.value for tag in ("train/loss", "val/loss") for s in events.Scalars(tag)]
+    assert losses and all(torch.isfinite(torch.tensor(losses)))
+    assert "precision: bf16-mixed" in (run / "config.yaml").read_text()
+    state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+    assert all(t.dtype == torch.float32 for t in state.values() if t.is_floating_point())  # fp32 master weights
+
+
 def loss_curve(run_dir):
     return {s.step: s.value for s in read_events(run_dir).Scalars("train/loss")}
 
