@@ -46,18 +46,10 @@ class KVCache:
         return self.key[:, :, : self.length], self.value[:, :, : self.length]
 
     def reorder(self, index: Tensor) -> None:
-        """Select batch rows (beam search keeps the beams it extends). index: (B',) int64.
-
-        Only the filled positions are copied; the new buffers keep the old capacity.
-        """
-        if self.key is None:
-            return
-        filled = self.length
-        key = self.key.new_empty(index.size(0), *self.key.shape[1:])  # (B', H, capacity, Dh)
-        value = self.value.new_empty(key.shape)
-        key[:, :, :filled] = self.key[:, :, :filled].index_select(0, index)
-        value[:, :, :filled] = self.value[:, :, :filled].index_select(0, index)
-        self.key, self.value = key, value
+        """Select batch rows (beam search keeps the beams it extends). index: (B',) int64."""
+        if self.key is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
 
 
 class MultiHeadAttention(nn.Module):

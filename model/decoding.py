@@ -179,7 +179,7 @@ def beam_search(
             break
 
         flat_origin = (beam_offset + live_origin).view(-1)  # (B*K,)
-        cache.reorder(flat_origin, cross=False)  # beams stay within their sentence
+        cache.reorder(flat_origin)
         tokens = torch.cat([tokens.index_select(0, flat_origin), live_token.view(-1, 1)], dim=1)
 
     return _finish(finished_tokens[:, 0], c.eos_id, c.pad_id)

@@ -107,17 +107,11 @@ class DecoderCache:
         """A cache with room for ``reserve`` target positions before its buffers must grow."""
         return cls([(KVCache(static=False, reserve=reserve), KVCache(static=True)) for _ in range(num_layers)])
 
-    def reorder(self, index: Tensor, *, cross: bool = True) -> None:
-        """Keep the batch rows in ``index`` (B',), e.g. the beams that survive a beam-search step.
-
-        ``cross=False`` leaves the cross-attention caches as they are, which is right when ``index`` only
-        moves rows among copies of the same source sentence (beam search reorders beams within a sentence,
-        and all of a sentence's beams hold the same encoder keys and values).
-        """
+    def reorder(self, index: Tensor) -> None:
+        """Keep the batch rows in ``index`` (B',), e.g. the beams that survive a beam-search step."""
         for self_cache, cross_cache in self.layers:
             self_cache.reorder(index)
-            if cross:
-                cross_cache.reorder(index)
+            cross_cache.reorder(index)
 
 
 class HeadMask(NamedTuple):
