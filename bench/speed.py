@@ -3,12 +3,13 @@
     python bench/speed.py                   # full size (a few minutes on a CPU)
     python bench/speed.py --quick           # tiny dims, a few iterations: checks that it runs
     python bench/speed.py --threads 4 --device cpu --json speed.json
+    python bench/speed.py --decode-batch-sizes 16 64 256   # also greedy decoding at these batch sizes
 
 Three figures:
 1. training tokens/s of ``model.Transformer`` vs the seq2seq model of PyTorch's tutorial "Language Translation
    with nn.Transformer and torchtext" (``TutorialSeq2Seq`` below), same batches, same optimiser;
-2. greedy decoding sentences/s with the key/value cache vs re-running the decoder over the whole prefix, and
-   beam search relative to greedy;
+2. greedy decoding sentences/s with the key/value cache vs re-running the decoder over the whole prefix, with
+   the FLOPs each does, and beam search relative to greedy;
 3. model FLOP/s in training as a fraction of the machine's measured fp32 matmul FLOP/s.
 
 Shape legend: B batch, S source length, T target length, D model dim, V vocabulary size.
@@ -24,7 +25,7 @@ import sys
 import textwrap
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -321,8 +322,23 @@ def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
     return result
 
 
-def bench_decoding(cfg: BenchConfig, device: torch.device) -> dict:
-    """Greedy decoding with and without the cache, and beam search, all forced to ``decode_steps`` tokens."""
+def decoding_flops(fn) -> int:
+    """Matmul FLOPs of one decoding, counted under the math attention backend (see ``training_flops``)."""
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def bench_decoding(
+    cfg: BenchConfig, device: torch.device, peak: float, *, batch_size: int | None = None, beam: bool = True
+) -> dict:
+    """Greedy decoding with and without the cache, and beam search, all forced to ``decode_steps`` tokens.
+
+    Each greedy decoding's FLOPs are counted too: their ratio is what the cache saves in arithmetic, the
+    speedup it would give if both ran equally close to the machine's peak.
+    """
+    if batch_size is not None:
+        cfg = replace(cfg, batch_size=batch_size)
     model = our_model(cfg, device).eval()
     suppress_eos(model)
     src = make_batches(cfg, 1, device)[0].src
@@ -330,8 +346,9 @@ def bench_decoding(cfg: BenchConfig, device: torch.device) -> dict:
     runs = {
         "cached": lambda: greedy_search(model, src, steps, use_cache=True),
         "uncached": lambda: greedy_search(model, src, steps, use_cache=False),
-        "beam": lambda: model.generate(src, max_len=steps, beam_size=cfg.beam_size),
     }
+    if beam:
+        runs["beam"] = lambda: model.generate(src, max_len=steps, beam_size=cfg.beam_size)
     times = {name: [] for name in runs}
     outputs = {}
     with torch.no_grad():
@@ -340,23 +357,35 @@ def bench_decoding(cfg: BenchConfig, device: torch.device) -> dict:
                 seconds, outputs[name] = timed(fn, device)
                 if i >= cfg.decode_warmup:
                     times[name].append(seconds)
+        flops = {name: decoding_flops(runs[name]) for name in ("cached", "uncached")}
     for name, tokens in outputs.items():
         if tokens.shape != (src.size(0), steps) or bool((tokens == EOS).any()):
             raise RuntimeError(
                 f"{name} decoding did not run exactly {steps} steps: output {tuple(tokens.shape)}"
             )
 
-    per_s = {name: src.size(0) / statistics.median(t) for name, t in times.items()}
-    return {
+    seconds = {name: statistics.median(t) for name, t in times.items()}
+    per_s = {name: src.size(0) / t for name, t in seconds.items()}
+    result = {
+        "batch_size": src.size(0),
         "steps": steps,
         "cached_sentences_per_s": per_s["cached"],
         "uncached_sentences_per_s": per_s["uncached"],
         "cache_ratio": per_s["cached"] / per_s["uncached"],
         "outputs_equal": bool(torch.equal(outputs["cached"], outputs["uncached"])),
-        "beam_size": cfg.beam_size,
-        "beam_sentences_per_s": per_s["beam"],
-        "beam_over_greedy": per_s["beam"] / per_s["cached"],
+        "cached_gflop": flops["cached"] / 1e9,
+        "uncached_gflop": flops["uncached"] / 1e9,
+        "flop_ratio": flops["uncached"] / flops["cached"],
+        "cached_peak_fraction": flops["cached"] / seconds["cached"] / peak,
+        "uncached_peak_fraction": flops["uncached"] / seconds["uncached"] / peak,
     }
+    if beam:
+        result |= {
+            "beam_size": cfg.beam_size,
+            "beam_sentences_per_s": per_s["beam"],
+            "beam_over_greedy": per_s["beam"] / per_s["cached"],
+        }
+    return result
 
 
 def bench_matmul(size: int, repeats: int, device: torch.device) -> float:
@@ -387,8 +416,8 @@ def describe_machine(device: torch.device) -> dict:
     }
 
 
-def run(cfg: BenchConfig, device: torch.device) -> dict:
-    """Every figure of the benchmark, as a dict."""
+def run(cfg: BenchConfig, device: torch.device, decode_batch_sizes: list[int] = ()) -> dict:
+    """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``."""
     peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device)
     training = bench_training(cfg, device)
     for name in ("ours", "tutorial"):
@@ -398,7 +427,10 @@ def run(cfg: BenchConfig, device: torch.device) -> dict:
         "config": asdict(cfg),
         "matmul_flop_per_s": peak,
         "training": training,
-        "decoding": bench_decoding(cfg, device),
+        "decoding": bench_decoding(cfg, device, peak),
+        "decoding_by_batch_size": [
+            bench_decoding(cfg, device, peak, batch_size=size, beam=False) for size in decode_batch_sizes
+        ],
         "eos_suppression": EOS_SUPPRESSION,
     }
 
@@ -443,16 +475,37 @@ def report(results: dict) -> str:
             f"median of {c['decode_iters']}"
         ),
         textwrap.fill(results["eos_suppression"], width=110, initial_indent="  ", subsequent_indent="  "),
-        f"{'':26}{'sent/s':>11}",
-        f"{'greedy, KV cache':26}{de['cached_sentences_per_s']:>11.1f}",
-        f"{'greedy, prefix re-run':26}{de['uncached_sentences_per_s']:>11.1f}",
+        f"{'':26}{'sent/s':>11}{'GFLOP':>9}{'of peak':>9}",
+        (
+            f"{'greedy, KV cache':26}{de['cached_sentences_per_s']:>11.1f}{de['cached_gflop']:>9.2f}"
+            f"{de['cached_peak_fraction']:>9.1%}"
+        ),
+        (
+            f"{'greedy, prefix re-run':26}{de['uncached_sentences_per_s']:>11.1f}{de['uncached_gflop']:>9.2f}"
+            f"{de['uncached_peak_fraction']:>9.1%}"
+        ),
         (
             f"{'cache / re-run':26}{de['cache_ratio']:>10.2f}x   (target >= 8x); "
             f"same tokens: {'yes' if de['outputs_equal'] else 'NO'}"
         ),
+        f"{'  in FLOPs':26}{de['flop_ratio']:>10.2f}x   (the speedup if both ran equally close to peak)",
         f"{'beam ' + str(de['beam_size']) + ', KV cache':26}{de['beam_sentences_per_s']:>11.1f}",
         f"{'beam / greedy':26}{de['beam_over_greedy']:>10.2f}x",
     ]
+    if results["decoding_by_batch_size"]:
+        lines += [
+            "",
+            "greedy decoding by batch size (same model and steps)",
+            f"{'batch':>7}{'cache sent/s':>14}{'re-run sent/s':>15}{'ratio':>8}{'in FLOPs':>10}"
+            f"{'cache of peak':>15}{'re-run of peak':>16}",
+        ]
+        for r in results["decoding_by_batch_size"]:
+            lines.append(
+                f"{r['batch_size']:>7}{r['cached_sentences_per_s']:>14.1f}"
+                f"{r['uncached_sentences_per_s']:>15.1f}"
+                f"{r['cache_ratio']:>7.2f}x{r['flop_ratio']:>9.2f}x{r['cached_peak_fraction']:>15.1%}"
+                f"{r['uncached_peak_fraction']:>16.1%}"
+            )
     return "\n".join(lines)
 
 
@@ -462,7 +515,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--decode-batch-sizes",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="also measure greedy decoding with and without the cache at these batch sizes",
+    )
     args = parser.parse_args(argv)
+    if any(size < 1 for size in args.decode_batch_sizes):
+        parser.error(f"--decode-batch-sizes must be at least 1, got {args.decode_batch_sizes}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -476,7 +539,7 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = QUICK if args.quick else BenchConfig()
-    results = run(cfg, device)
+    results = run(cfg, device, args.decode_batch_sizes)
     print(report(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

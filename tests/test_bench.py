@@ -29,7 +29,8 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
     path = tmp_path / "speed.json"
     threads = torch.get_num_threads()
     try:
-        results = main(["--quick", "--device", "cpu", "--threads", "1", "--json", str(path)])
+        argv = ["--quick", "--device", "cpu", "--threads", "1", "--json", str(path)]
+        results = main([*argv, "--decode-batch-sizes", "2", "5"])
     finally:
         torch.set_num_threads(threads)  # the setting is process-wide
 
@@ -41,6 +42,11 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
         assert math.isfinite(value) and value > 0, f"{name} = {value}"
     # The cached and the re-run decoder produced the same tokens, so the speed comparison compares equal work.
     assert results["decoding"]["outputs_equal"] is True
+    assert results["decoding"]["cached_gflop"] < results["decoding"]["uncached_gflop"]
+    by_size = results["decoding_by_batch_size"]
+    assert [r["batch_size"] for r in by_size] == [2, 5]
+    for r in by_size:
+        assert r["outputs_equal"] is True and r["flop_ratio"] > 1 and r["cache_ratio"] > 0
     assert results["machine"]["threads"] == 1
     assert json.loads(path.read_text())["decoding"]["outputs_equal"] is True
     assert "ours / tutorial" in capsys.readouterr().out

@@ -5,6 +5,8 @@ import math
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from model import Transformer
 from model.decoding import beam_search, greedy_search
@@ -84,6 +86,41 @@ def never_ending(model):
         model.decoder_norm.bias.copy_(8.0 * direction)
         model.output_proj.weight[EOS] = -direction
     return model
+
+
+def matmul_flops(fn) -> int:
+    """Matmul FLOPs (2 per multiply-add) of fn(), attention counted as the math backend's two products."""
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def test_a_cached_step_costs_its_current_length_and_a_rerun_the_whole_prefix(model, src):
+    """The work of both decodings, counted, equals the textbook count for n steps of B sentences.
+
+    Per decoder layer and new position: projections 2D(3D + D) (self) + 2D(D + D) (cross) + 4DF
+    (feed-forward), attention 4Dk over k keys; the vocabulary projection 2DV of the last position only.
+    With the cache, step t runs one position over t self-attention keys, and the encoder output is projected
+    to keys and values once; the re-run computes all t positions over the causal t x t scores, and projects
+    the encoder output again at every step.
+    """
+    model = never_ending(model)
+    c = model.config
+    b, s, n = src.size(0), src.size(1), 9
+    d, f, v = c.d_model, c.d_ff, c.tgt_vocab_size
+    per_position = 2 * d * (3 * d + d) + 2 * d * (d + d) + 4 * d * f  # one decoder layer
+    memory_kv = 2 * s * d * 2 * d  # cross-attention keys and values, per layer and sentence
+    encoder = c.num_encoder_layers * b * (s * (2 * d * (3 * d + d) + 4 * d * f) + 4 * s * s * d)
+    layers, logits = c.num_decoder_layers * b, b * 2 * d * v  # the vocabulary projection of one step
+    cached = encoder + layers * memory_kv + sum(
+        layers * (per_position + 4 * d * t + 4 * d * s) + logits for t in range(1, n + 1)
+    )
+    rerun = encoder + sum(
+        layers * (t * per_position + 4 * d * t * t + memory_kv + 4 * d * t * s) + logits
+        for t in range(1, n + 1)
+    )
+    assert matmul_flops(lambda: greedy_search(model, src, n)) == cached
+    assert matmul_flops(lambda: greedy_search(model, src, n, use_cache=False)) == rerun
 
 
 @pytest.mark.parametrize("max_len", [12, None])  # None: each sentence's limit follows its own length
