@@ -25,6 +25,7 @@ import sys
 import textwrap
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -416,7 +417,7 @@ def describe_machine(device: torch.device) -> dict:
     }
 
 
-def run(cfg: BenchConfig, device: torch.device, decode_batch_sizes: list[int] = ()) -> dict:
+def run(cfg: BenchConfig, device: torch.device, decode_batch_sizes: Sequence[int] = ()) -> dict:
     """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``."""
     peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device)
     training = bench_training(cfg, device)
