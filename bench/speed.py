@@ -1,7 +1,7 @@
 """Speed of the Transformer, measured side by side with the usual alternatives, in one run on one machine.
 
     python bench/speed.py                   # full size (a few minutes on a CPU)
-    python bench/speed.py --quick           # tiny dims, a few iterations: checks that it runs
+    python bench/speed.py --quick           # tiny dims, 1-2 iterations: checks that it runs
     python bench/speed.py --threads 4 --device cpu --json speed.json
     python bench/speed.py --decode-batch-sizes 16 64 256   # also greedy decoding at these batch sizes
 
@@ -323,10 +323,13 @@ def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
     return result
 
 
-def decoding_flops(fn) -> int:
-    """Matmul FLOPs of one decoding, counted under the math attention backend (see ``training_flops``)."""
+def decoding_flops(decode) -> int:
+    """Matmul FLOPs (2 per multiply-add) of one more, untimed call of ``decode()``.
+
+    Counted under the math attention backend, as in ``training_flops``.
+    """
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        fn()
+        decode()
     return counter.get_total_flops()
 
 
@@ -337,6 +340,15 @@ def bench_decoding(
 
     Each greedy decoding's FLOPs are counted too: their ratio is what the cache saves in arithmetic, the
     speedup it would give if both ran equally close to the machine's peak.
+
+    Args:
+        peak: the machine's matmul FLOP/s, for each decoding's share of it.
+        batch_size: sentences per batch instead of ``cfg.batch_size``.
+        beam: also time beam search (the ``beam_*`` entries of the result).
+
+    Raises:
+        RuntimeError: a decoding did not run exactly ``decode_steps`` steps, so the figures would compare
+            unequal work.
     """
     if batch_size is not None:
         cfg = replace(cfg, batch_size=batch_size)
@@ -498,19 +510,20 @@ def report(results: dict) -> str:
             "",
             "greedy decoding by batch size (same model and steps)",
             f"{'batch':>7}{'cache sent/s':>14}{'re-run sent/s':>15}{'ratio':>8}{'in FLOPs':>10}"
-            f"{'cache of peak':>15}{'re-run of peak':>16}",
+            f"{'cache of peak':>15}{'re-run of peak':>16}{'same tokens':>13}",
         ]
         for r in results["decoding_by_batch_size"]:
             lines.append(
                 f"{r['batch_size']:>7}{r['cached_sentences_per_s']:>14.1f}"
                 f"{r['uncached_sentences_per_s']:>15.1f}"
                 f"{r['cache_ratio']:>7.2f}x{r['flop_ratio']:>9.2f}x{r['cached_peak_fraction']:>15.1%}"
-                f"{r['uncached_peak_fraction']:>16.1%}"
+                f"{r['uncached_peak_fraction']:>16.1%}{'yes' if r['outputs_equal'] else 'NO':>13}"
             )
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``sys.argv[1:]`` when ``argv`` is None), checked; errors exit with a usage line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny dims and few iterations: a smoke test")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
