@@ -269,20 +269,28 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch)
     optimizer.step()
 
 
-def training_flops(model: nn.Module, batch: Batch) -> int:
-    """Matmul FLOPs of one forward + backward pass, counted by ``FlopCounterMode``.
+def matmul_flops(fn) -> int:
+    """Matmul FLOPs (2 per multiply-add) of one call of ``fn()``, counted by ``FlopCounterMode``.
 
     Counted under the math attention backend, where attention is plain batched matmuls (fused CPU kernels are
-    invisible to the counter); the count is that of the model, whichever kernel later runs it. Padding
-    positions count where the model computes them (the tutorial model projects them onto the vocabulary,
-    ``model.Transformer`` does not). The optimiser step does no matmuls. The count equals the textbook
-    formula 6 * sum(matmul weights * tokens they apply to) + 12 * B * D * sum(Tq * Tk over attention layers):
-    the forward pass does 2 FLOPs per multiply-add, the backward pass twice the forward.
+    invisible to the counter); the count is that of the model, whichever kernel later runs it.
     """
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        training_loss(model, batch).backward()
-    model.zero_grad(set_to_none=True)
+        fn()
     return counter.get_total_flops()
+
+
+def training_flops(model: nn.Module, batch: Batch) -> int:
+    """Matmul FLOPs of one forward + backward pass.
+
+    Padding positions count where the model computes them (the tutorial model projects them onto the
+    vocabulary, ``model.Transformer`` does not). The optimiser step does no matmuls. The count equals the
+    textbook formula 6 * sum(matmul weights * tokens they apply to) + 12 * B * D * sum(Tq * Tk over attention
+    layers): the forward pass does 2 FLOPs per multiply-add, the backward pass twice the forward.
+    """
+    flops = matmul_flops(lambda: training_loss(model, batch).backward())
+    model.zero_grad(set_to_none=True)
+    return flops
 
 
 def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
@@ -323,16 +331,6 @@ def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
     return result
 
 
-def decoding_flops(decode) -> int:
-    """Matmul FLOPs (2 per multiply-add) of one more, untimed call of ``decode()``.
-
-    Counted under the math attention backend, as in ``training_flops``.
-    """
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        decode()
-    return counter.get_total_flops()
-
-
 def bench_decoding(
     cfg: BenchConfig, device: torch.device, peak: float, *, batch_size: int | None = None, beam: bool = True
 ) -> dict:
@@ -370,7 +368,7 @@ def bench_decoding(
                 seconds, outputs[name] = timed(fn, device)
                 if i >= cfg.decode_warmup:
                     times[name].append(seconds)
-        flops = {name: decoding_flops(runs[name]) for name in ("cached", "uncached")}
+        flops = {name: matmul_flops(runs[name]) for name in ("cached", "uncached")}  # one more run each
     for name, tokens in outputs.items():
         if tokens.shape != (src.size(0), steps) or bool((tokens == EOS).any()):
             raise RuntimeError(

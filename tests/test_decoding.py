@@ -5,9 +5,8 @@ import math
 
 import pytest
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 
+from bench.speed import matmul_flops
 from model import Transformer
 from model.decoding import beam_search, greedy_search
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
@@ -86,13 +85,6 @@ def never_ending(model):
         model.decoder_norm.bias.copy_(8.0 * direction)
         model.output_proj.weight[EOS] = -direction
     return model
-
-
-def matmul_flops(fn) -> int:
-    """Matmul FLOPs (2 per multiply-add) of fn(), attention counted as the math backend's two products."""
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        fn()
-    return counter.get_total_flops()
 
 
 def test_a_cached_step_costs_its_current_length_and_a_rerun_the_whole_prefix(model, src):
