@@ -433,15 +433,18 @@ def run(cfg: BenchConfig, device: torch.device, decode_batch_sizes: Sequence[int
     training = bench_training(cfg, device)
     for name in ("ours", "tutorial"):
         training[name]["matmul_peak_fraction"] = training[name]["flop_per_s"] / peak
+    decoding = bench_decoding(cfg, device, peak)
+    by_batch_size = [  # the default batch size was just measured
+        decoding if size == cfg.batch_size else bench_decoding(cfg, device, peak, batch_size=size, beam=False)
+        for size in decode_batch_sizes
+    ]
     return {
         "machine": describe_machine(device),
         "config": asdict(cfg),
         "matmul_flop_per_s": peak,
         "training": training,
-        "decoding": bench_decoding(cfg, device, peak),
-        "decoding_by_batch_size": [
-            bench_decoding(cfg, device, peak, batch_size=size, beam=False) for size in decode_batch_sizes
-        ],
+        "decoding": decoding,
+        "decoding_by_batch_size": by_batch_size,
         "eos_suppression": EOS_SUPPRESSION,
     }
 
