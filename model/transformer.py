@@ -422,8 +422,8 @@ class Transformer(nn.Module):
         Args:
             src: (B, S) source ids, padded with ``pad_id``.
             max_len: most tokens to generate per sentence (EOS included). Default: twice the sentence's source
-                length (without padding) plus 10. Always capped so that positions stay within the model's
-                ``max_len``.
+                length (without padding) plus 10. Always capped at the model's ``max_len``: the decoder reads BOS
+                and every generated token but the last, at positions 0 .. max_len - 1.
             beam_size: 1 decodes greedily; more runs batched beam search.
             length_penalty: GNMT length-penalty exponent alpha (Wu et al. 2016), beam search only.
 
@@ -436,7 +436,7 @@ class Transformer(nn.Module):
             raise ValueError(f"max_len must be at least 1, got {max_len}")
         if max_len is None:  # per sentence, from its own length, so a sentence decodes alike in any batch
             max_len = 2 * (src != self.config.pad_id).sum(dim=1) + 10  # (B,)
-        limits = torch.as_tensor(max_len, device=src.device).clamp(max=self.config.max_len - 1)
+        limits = torch.as_tensor(max_len, device=src.device).clamp(max=self.config.max_len)
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
         if beam_size == 1:

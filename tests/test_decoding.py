@@ -179,13 +179,72 @@ def test_beam_search_never_scores_below_greedy(model, src):
         assert sequence_score(model, s, b) >= sequence_score(model, s, g) - 1e-5
 
 
-def test_early_stop_when_every_sentence_finishes():
+def test_early_stop_when_every_sentence_finishes(monkeypatch):
     model = Transformer(tiny_config(tie_output_embedding=False)).eval()
     with torch.no_grad():  # the decoder's output is always the same vector, and only EOS scores against it
         model.decoder_norm.weight.zero_()
         model.decoder_norm.bias.fill_(1.0)
         model.output_proj.weight.zero_()
         model.output_proj.weight[EOS] = 1.0
+    steps = []
+    decode = model.decode
+    monkeypatch.setattr(model, "decode", lambda *args, **kwargs: steps.append(1) or decode(*args, **kwargs))
     src = random_ids(3, 5, 13)
     assert model.generate(src, max_len=50).tolist() == [[EOS]] * 3
-    assert model.generate(src, max_len=50, beam_size=3).tolist() == [[EOS]] * 3
+    assert len(steps) == 1  # greedy: every sentence ended at step 1
+    steps.clear()
+    assert model.generate(src, max_len=50, beam_size=3, length_penalty=0.0).tolist() == [[EOS]] * 3
+    # Beam search needs 3 finished hypotheses: EOS at step 1, then the EOS extensions of the 3 runners-up at
+    # step 2, which no live beam (two non-EOS tokens, each about e^-16 likely) can beat any more.
+    assert len(steps) == 2
+
+
+def test_generation_is_capped_at_the_models_max_len():
+    """BOS takes position 0, so max_len positions feed exactly max_len generated tokens."""
+    model = Transformer(tiny_config(tie_output_embedding=False, max_len=8)).eval()
+    with torch.no_grad():
+        model.output_proj.weight[EOS] = 0.0
+        model.decoder_norm.weight[0] = 0.0  # feature 0 is always 1, and EOS reads only it, with weight -100
+        model.decoder_norm.bias[0] = 1.0
+        model.output_proj.weight[:, 0] = 0.0
+        model.output_proj.weight[EOS, 0] = -100.0
+    src = random_ids(2, 5, 13)
+    for beam_size in (1, 3):
+        out = model.generate(src, max_len=1000, beam_size=beam_size)
+        assert out.shape == (2, 8) and not (out == EOS).any() and not (out == PAD).any()
+
+
+def plain_beam_search(model, sentence, max_len, beam_size, alpha):
+    """The beam search of ``beam_search``'s docstring for one sentence, with lists and full re-runs, no cache."""
+    def penalty(n):
+        return ((5 + n) / 6) ** alpha
+
+    live, finished = [([], 0.0)], []  # (tokens, log-probability); (length-normalised score, tokens)
+    for step in range(1, max_len + 1):
+        candidates = []
+        for tokens, score in live:
+            logits = model(sentence[None], torch.tensor([[BOS, *tokens]]))[0, -1]
+            logits[[PAD, BOS]] = -math.inf
+            log_probs = logits.log_softmax(-1).tolist()
+            candidates += [(tokens + [t], score + lp) for t, lp in enumerate(log_probs) if lp > -math.inf]
+        candidates = sorted(candidates, key=lambda c: -c[1])[: 2 * beam_size]
+        for tokens, score in candidates[:beam_size]:
+            if tokens[-1] == EOS or step == max_len:
+                finished.append((score / penalty(step), tokens))
+        finished = sorted(finished, key=lambda f: -f[0])[:beam_size]
+        live = [c for c in candidates if c[0][-1] != EOS][:beam_size]
+        if len(finished) == beam_size and live[0][1] / penalty(max_len) <= finished[-1][0]:
+            break
+    return finished[0][1]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 2.0])
+def test_batched_beam_search_equals_a_plain_one_sentence_at_a_time(model, src, alpha):
+    """Batching, the cache and its reordering, the stopping rule and the length penalty, against plain lists.
+
+    With alpha 2 the third sentence's best hypothesis is found only after 3 hypotheses have finished: stopping
+    as soon as there are 3 would return another.
+    """
+    found = rows_of(beam_search(model, src, 10, beam_size=3, length_penalty=alpha))
+    expected = [plain_beam_search(model, s[s != PAD], 10, 3, alpha) for s in src]
+    assert found == expected
