@@ -96,6 +96,35 @@ def test_fully_masked_rows_are_finite_and_zero(attn, need_weights):
         assert torch.isfinite(weights).all() and torch.all(weights[1] == 0)
 
 
+def test_rows_without_keys_stay_finite_with_a_kernel_that_gives_nan(attn, monkeypatch):
+    """Some attention kernels return NaN for a query with no key to attend; the module must not pass it on."""
+
+    def textbook_attention(q, k, v, attn_mask=None, dropout_p=0.0):
+        scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5
+        return scores.masked_fill(~attn_mask, float("-inf")).softmax(-1) @ v  # 0/0 = NaN on empty rows
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", textbook_attention)
+    x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
+    out, _ = attn(x, memory, memory, key_padding([7, 0], TK))
+    torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
+    torch.testing.assert_close(out[0], attn(x, memory, memory, key_padding([7, 0], TK), need_weights=True)[0][0])
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_attention_dropout_is_unbiased_and_only_in_training(need_weights):
+    """Dropout on the attention weights: outputs vary in training, average to the eval output, and the returned
+    weights are the undropped ones (rows still sum to 1)."""
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(D, H, dropout=0.5)
+    x = torch.randn(1, TQ, D).expand(20000, TQ, D)  # one sentence, 20000 independent dropout draws
+    expected, _ = attn.eval()(x[:1], x[:1], x[:1])
+    out, weights = attn.train()(x, x, x, need_weights=need_weights)
+    assert (out - expected).abs().amax() > 0.1
+    torch.testing.assert_close(out.mean(0, keepdim=True), expected, atol=0.02, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(20000, H, TQ))
+
+
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_bf16_autocast_forward_and_backward_are_finite(need_weights):
     torch.manual_seed(0)

@@ -160,3 +160,58 @@ def test_generated_ids_drop_eos_and_padding(tiny_model):
     tokens = torch.tensor([[5, 6, eos, PAD], [7, eos, PAD, PAD], [8, 9, 10, 11]])
     assert tiny_model.generated_ids(tokens) == [[5, 6], [7], [8, 9, 10, 11]]
     assert tiny_model.device == torch.device("cpu")
+
+
+def test_sinusoidal_encoding_literal():
+    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)); here D = 4."""
+    from model.transformer import SinusoidalPositionalEncoding
+
+    encoding = SinusoidalPositionalEncoding(4, max_len=3)
+    angles = torch.tensor([[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]])  # pos / 10000^(2i/4) for i = 0, 1
+    expected = torch.stack([angles[:, 0].sin(), angles[:, 0].cos(), angles[:, 1].sin(), angles[:, 1].cos()], 1)
+    torch.testing.assert_close(encoding(torch.zeros(1, 3, 4))[0], expected)
+    torch.testing.assert_close(encoding(torch.zeros(1, 1, 4), offset=2)[0], expected[2:])
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_sublayer_arrangement_and_residual_dropout(norm_first):
+    """Pre-LN: x + dropout(f(norm(x))); post-LN (§3.1): norm(x + dropout(f(x))). Dropout is on the branch only."""
+    from model.transformer import Sublayer
+
+    torch.manual_seed(0)
+    sublayer = Sublayer(8, dropout=0.5, norm_first=norm_first).eval()
+    x = torch.randn(2, 3, 8) * 3 + 1
+
+    def double(h):
+        return 2 * h, None
+
+    out, _ = sublayer(x, double)
+    norm = torch.nn.functional.layer_norm
+    expected = x + 2 * norm(x, (8,)) if norm_first else norm(3 * x, (8,))
+    torch.testing.assert_close(out, expected)
+
+    if norm_first:  # in training, each element of the branch is dropped (0) or kept and doubled
+        branch = sublayer.train()(x, double)[0] - x
+        kept = 2 * 2 * norm(x, (8,))
+        dropped = branch.abs() < 1e-6
+        assert 0 < dropped.sum() < dropped.numel()
+        torch.testing.assert_close(branch[~dropped], kept[~dropped])
+
+
+def test_pre_ln_stacks_end_normalised(tiny_model):
+    """Pre-LN leaves the residual stream unnormalised, so each stack ends with a LayerNorm (gain 1, bias 0 here)."""
+    src, _ = batch()
+    memory = tiny_model.encode(src).memory
+    torch.testing.assert_close(memory.mean(-1), torch.zeros(memory.shape[:2]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(memory.var(-1, unbiased=False), torch.ones(memory.shape[:2]), atol=1e-3, rtol=0)
+
+
+def test_padding_embeddings_start_at_zero_and_source_padding_is_never_trained(tiny_model):
+    for embedding in (tiny_model.src_embed, tiny_model.tgt_embed):
+        assert torch.all(embedding.weight[PAD] == 0) and embedding.weight[BOS].abs().sum() > 0
+    src, tgt_in = batch()
+    src[:, -2:] = PAD
+    tiny_model.train()
+    tiny_model(src, tgt_in).sum().backward()
+    # The tied target table is also the output projection, whose padding row the softmax does train.
+    assert torch.all(tiny_model.src_embed.weight.grad[PAD] == 0)
