@@ -118,6 +118,32 @@ def test_an_example_over_the_budget_gets_a_batch_of_its_own():
     assert batches == [[0, 2, 3], [1]]
 
 
+def test_a_batch_that_exactly_fills_the_budget_is_kept_whole():
+    assert list(TokenBucketBatchSampler([5, 5, 5], max_tokens=10, shuffle=False)) == [[0, 1], [2]]
+
+
+def test_examples_all_over_the_budget_get_one_batch_each_and_no_empty_batch():
+    assert list(TokenBucketBatchSampler([20, 30], max_tokens=10, shuffle=False)) == [[0], [1]]
+
+
+def test_examples_are_shuffled_before_they_are_cut_into_chunks():
+    # Equal lengths and a budget of 4: each chunk of 4 becomes one batch, so a batch shows its chunk.
+    batches = epoch_batches(TokenBucketBatchSampler([1] * 16, max_tokens=4, chunk_size=4, seed=0))
+    assert sorted(len(b) for b in batches) == [4, 4, 4, 4]
+    assert sorted(map(sorted, batches)) != [list(range(i, i + 4)) for i in range(0, 16, 4)]
+
+
+def test_a_batch_never_mixes_chunks():
+    batches = epoch_batches(TokenBucketBatchSampler([1] * 8, max_tokens=100, chunk_size=1, seed=0))
+    assert sorted(batches) == [[i] for i in range(8)]
+
+
+def test_batches_of_one_sorted_chunk_come_in_shuffled_order():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0, chunk_size=len(LENGTHS))
+    longest = [max(LENGTHS[i] for i in b) for b in epoch_batches(sampler)]
+    assert longest != sorted(longest)
+
+
 def test_lightning_finds_set_epoch_on_batch_sampler_sampler():
     sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200)
     sampler.sampler.set_epoch(7)
@@ -144,6 +170,34 @@ def test_distributed_ranks_get_equal_shares(drop_last):
         assert set(seen) == set(range(len(LENGTHS)))  # complete
 
 
+@pytest.mark.parametrize(
+    ("drop_last", "expected"),
+    [
+        # Four batches over three ranks: wrap around to the first batches, or drop the fourth.
+        (False, [[[0], [3]], [[1], [0]], [[2], [1]]]),
+        (True, [[[0]], [[1]], [[2]]]),
+    ],
+)
+def test_distributed_shares_on_a_literal_example(drop_last, expected):
+    ranks = [
+        list(
+            TokenBucketBatchSampler(
+                [1, 1, 1, 1], max_tokens=1, shuffle=False, num_replicas=3, rank=r, drop_last=drop_last
+            )
+        )
+        for r in range(3)
+    ]
+    assert ranks == expected
+
+
+def test_fewer_batches_than_ranks_still_give_every_rank_a_batch():
+    ranks = [
+        list(TokenBucketBatchSampler([1, 1], max_tokens=2, shuffle=False, num_replicas=3, rank=r))
+        for r in range(3)
+    ]
+    assert ranks == [[[0, 1]], [[0, 1]], [[0, 1]]]
+
+
 def test_rank_outside_the_world_is_an_error():
     with pytest.raises(ValueError, match=r"rank must be in \[0, 2\), got rank=2"):
         len(TokenBucketBatchSampler(LENGTHS, max_tokens=200, num_replicas=2, rank=2))
@@ -165,6 +219,13 @@ def test_resume_mid_epoch_skips_the_batches_already_yielded():
     assert list(resumed) == full  # the next iteration is a whole epoch again
 
 
+def test_resuming_then_moving_to_the_next_epoch_yields_that_whole_epoch():
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    resumed = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    resumed.load_state_dict({"epoch": 2, "yielded": 3})
+    assert epoch_batches(resumed, 3) == epoch_batches(sampler, 3)
+
+
 def test_an_abandoned_iteration_does_not_shorten_the_next():
     sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
     full = list(sampler)
@@ -177,8 +238,9 @@ def test_an_abandoned_iteration_does_not_shorten_the_next():
     [
         ({"max_tokens": 0}, "max_tokens must be >= 1, got 0"),
         ({"max_tokens": 10, "chunk_size": 0}, "chunk_size must be >= 1, got 0"),
+        ({"max_tokens": 10, "lengths": [3, 0, 2]}, "every length must be >= 1, got min 0"),
     ],
 )
 def test_bad_sampler_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        TokenBucketBatchSampler(LENGTHS, **kwargs)
+        TokenBucketBatchSampler(**{"lengths": LENGTHS, **kwargs})

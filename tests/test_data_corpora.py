@@ -53,6 +53,11 @@ def test_utf8_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
     assert read_lines(write(tmp_path / "bom.txt", b"\xef\xbb\xbfhello\n")) == ["hello"]
 
 
+def test_read_lines_splits_on_newlines_only_and_drops_the_carriage_return_of_crlf(tmp_path):
+    path = write(tmp_path / "a.txt", b"one \r\ntwo\rthree\r\n\r\n")
+    assert read_lines(path) == ["one ", "two\rthree"]
+
+
 # --- Bad input: one clear message naming the file and line --------------------------------------------------
 
 
@@ -117,6 +122,10 @@ def test_bad_scan_lines_and_bad_gzip(tmp_path):
     assert error_of(read_scan, path) == f"{path}:2: SCAN line must look like 'IN: <command> OUT: <actions>'"
     path = write(tmp_path / "tasks2.txt", b"IN: OUT: I_JUMP\n")
     assert error_of(read_scan, path) == f"{path}:1: SCAN line has an empty command side"
+    path = write(tmp_path / "tasks3.txt", b"IN: jump OUT: I_JUMP\nIN: walk OUT:\n")
+    assert error_of(read_scan, path) == f"{path}:2: SCAN line has an empty action side"
+    path = write(tmp_path / "tasks4.txt", b"IN: jump OUT: I_JUMP\nXX: walk OUT: I_WALK\n")
+    assert error_of(read_scan, path) == f"{path}:2: SCAN line must look like 'IN: <command> OUT: <actions>'"
     path = write(tmp_path / "tasks.txt.gz", b"not gzip at all")
     assert error_of(read_scan, path).startswith(f"{path}: cannot read file: ")
 
@@ -144,6 +153,8 @@ def test_filter_by_length_with_given_lengths_keeps_any_items():
     assert filter_by_length(["x", "y", "z"], max_len=5, lengths=[6, 5, 7]) == (["y"], 2)
     with pytest.raises(ValueError, match="got 2 lengths for 3 items"):
         filter_by_length(["x", "y", "z"], max_len=5, lengths=[1, 2])
+    with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
+        filter_by_length(["x"], max_len=0, lengths=[1])
 
 
 # --- The real corpora, when present -------------------------------------------------------------------------

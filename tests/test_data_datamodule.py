@@ -1,5 +1,6 @@
 """The data module: lazy tokenizers, batches that map back to their pairs, save/restore, the real corpora."""
 
+import gzip
 import logging
 import os
 from pathlib import Path
@@ -23,6 +24,20 @@ SMALL = {"toy_train_size": 400, "toy_val_size": 40, "toy_test_size": 40}
 
 def small(**kwargs) -> TranslationDataModule:
     return TranslationDataModule(**{**SMALL, "max_tokens": 256, **kwargs})
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = ("\n".join(lines) + "\n").encode()
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+
+
+def tsv_folder(folder: Path, train: list[str]) -> str:
+    """A tsv corpus folder with the given training lines and two-line val and test files."""
+    write_lines(folder / "train.tsv", train)
+    for split in ("val", "test"):
+        write_lines(folder / f"{split}.tsv", [f"ein {split}\ta {split}", f"zwei {split}\ttwo {split}"])
+    return str(folder)
 
 
 def test_ids_and_vocab_sizes_work_right_after_init():
@@ -97,6 +112,38 @@ def test_long_training_pairs_are_dropped_and_counted(caplog):
     assert len(dm.pairs("val")) == SMALL["toy_val_size"]  # evaluation keeps every pair
 
 
+def test_a_pair_is_as_long_as_its_longer_side(tmp_path):
+    # Padded lengths (source + EOS, BOS + target): 2, 6 (long source), 6 (long target), 3.
+    train = ["a\tb", "a b c d e\tf", "g\th i j k l", "m n\to p"]
+    dm = TranslationDataModule(
+        dataset="tsv", path=tsv_folder(tmp_path, train), tokenizer="word", max_train_len=5, max_tokens=256
+    )
+    assert dm.pairs("train") == [Pair("a", "b"), Pair("m n", "o p")]
+
+
+def test_train_batches_index_the_pairs_left_after_filtering():
+    dm = small(max_train_len=10)
+    pairs = dm.pairs("train")
+    assert len(pairs) < SMALL["toy_train_size"]
+    seen = []
+    for batch in dm.train_dataloader():
+        for row, index in enumerate(batch.index.tolist()):
+            assert dm.src_tokenizer.decode(batch.src[row].tolist()) == pairs[index].source
+            assert dm.tgt_tokenizer.decode(batch.tgt_out[row].tolist()) == pairs[index].target
+            seen.append(index)
+    assert sorted(seen) == list(range(len(pairs)))
+
+
+def test_long_eval_pairs_are_kept_with_a_warning():
+    dm = small(max_train_len=10)
+    too_long = sum(len(p.source.split()) + 1 > 10 for p in dm.pairs("val"))
+    assert too_long > 0
+    message = f"{too_long} val pairs are longer than max_train_len=10 tokens; they are kept."
+    with pytest.warns(UserWarning, match=message):
+        loader = dm.val_dataloader()
+    assert sum(b.index.numel() for b in loader) == SMALL["toy_val_size"]
+
+
 def test_state_dict_restores_the_tokenizers_without_retraining(monkeypatch, tmp_path):
     trained = small(dataset="reverse")
     state = trained.state_dict()
@@ -120,10 +167,35 @@ def test_state_dict_restores_the_tokenizers_without_retraining(monkeypatch, tmp_
         assert restored.src_tokenizer.decode(batch.src[0].tolist()) == source
 
 
+def test_restored_tokenizers_keep_source_and_target_apart(tmp_path):
+    trained = small()
+    assert trained.src_tokenizer.to_json() != trained.tgt_tokenizer.to_json()
+    trained.save_tokenizers(tmp_path)
+    from_state, from_files = small(seed=5), small(seed=5)
+    from_state.load_state_dict(trained.state_dict())
+    from_files.load_tokenizers(tmp_path)
+    for restored in (from_state, from_files):
+        assert restored.src_tokenizer.to_json() == trained.src_tokenizer.to_json()
+        assert restored.tgt_tokenizer.to_json() == trained.tgt_tokenizer.to_json()
+
+
+def test_new_tokenizers_replace_the_splits_encoded_with_the_old_ones():
+    dm = small()
+    list(dm.val_dataloader())  # encodes val with the tokenizers trained on this data
+    dm.load_state_dict(small(seed=5).state_dict())
+    assert dm.src_tokenizer.encode("the cat slept") != small().src_tokenizer.encode("the cat slept")
+    for batch in dm.val_dataloader():
+        for row, index in enumerate(batch.index.tolist()):
+            assert dm.src_tokenizer.decode(batch.src[row].tolist()) == dm.pairs("val")[index].source
+
+
 def test_shared_vocab_uses_one_tokenizer_for_both_sides():
     dm = small(dataset="copy", shared_vocab=True)
     assert dm.src_tokenizer is dm.tgt_tokenizer
     assert dm.src_vocab_size == 26 + len(SPECIALS.tokens)
+    dm = small(shared_vocab=True)  # toy: the two sides have no word in common
+    words = {w for p in dm.pairs("train") for w in f"{p.source} {p.target}".split()}
+    assert dm.src_vocab_size == dm.tgt_vocab_size == len(words) + len(SPECIALS.tokens)
 
 
 def test_dataloader_for_pairs_indexes_the_given_pairs():
@@ -132,6 +204,24 @@ def test_dataloader_for_pairs_indexes_the_given_pairs():
     batches = list(dm.dataloader_for_pairs(pairs))
     rows = {i: (b.src[r], b.tgt_out[r]) for b in batches for r, i in enumerate(b.index.tolist())}
     assert [dm.tgt_tokenizer.decode(rows[i][1].tolist()) for i in range(2)] == [p.target for p in pairs]
+
+
+def test_dataloader_for_pairs_batches_like_the_eval_loader():
+    dm = small(eval_max_tokens=1024)
+    from_pairs = [b.index.tolist() for b in dm.dataloader_for_pairs(dm.pairs("val"))]
+    assert from_pairs == [b.index.tolist() for b in dm.val_dataloader()]
+
+
+def test_seed_alone_changes_the_order_of_training_batches(tmp_path):
+    folder = tsv_folder(tmp_path, [f"satz {i}\tsentence {i}" for i in range(40)])
+
+    def order(seed: int) -> list[list[int]]:
+        dm = TranslationDataModule(
+            dataset="tsv", path=folder, tokenizer="word", max_train_len=4, max_tokens=12, seed=seed
+        )
+        return [b.index.tolist() for b in dm.train_dataloader()]
+
+    assert order(1) == order(1) != order(2)
 
 
 def test_tsv_dataset_reads_the_folder(tmp_path):
@@ -145,6 +235,44 @@ def test_tsv_dataset_reads_the_folder(tmp_path):
     assert other.pairs("test")[1] == Pair("ein satz 1 extra", "a sentence 1 extra")
 
 
+def test_multi30k_dataset_reads_either_direction_and_test_means_test2016(tmp_path):
+    for name in ("train", "val", "test2016", "test2017"):
+        write_lines(tmp_path / f"{name}.de", [f"ein {name} satz", f"zwei {name} saetze"])
+        write_lines(tmp_path / f"{name}.en", [f"one {name} sentence", f"two {name} sentences"])
+    de_en = TranslationDataModule(dataset="multi30k", path=str(tmp_path))
+    assert de_en.tokenizer_kind == "bpe"
+    assert de_en.pairs("test")[1] == Pair("zwei test2016 saetze", "two test2016 sentences")
+    en_de = TranslationDataModule(
+        dataset="multi30k", path=str(tmp_path), source_lang="en", target_lang="de", test_split="test2017"
+    )
+    assert en_de.pairs("val")[0] == Pair("one val sentence", "ein val satz")
+    assert en_de.pairs("test")[0] == Pair("one test2017 sentence", "ein test2017 satz")
+
+
+def scan_folder(folder: Path, n_train: int) -> str:
+    """A SCAN folder with the simple split: a plain training file and a gzipped test file."""
+    train = [f"IN: jump {i} OUT: I_JUMP" for i in range(n_train)]
+    write_lines(folder / "simple_split" / "tasks_train_simple.txt", train)
+    write_lines(folder / "simple_split" / "tasks_test_simple.txt.gz", ["IN: walk OUT: I_WALK"])
+    return str(folder)
+
+
+def test_scan_holds_out_5_percent_of_train_as_val_chosen_by_the_seed(tmp_path):
+    folder = scan_folder(tmp_path, 40)
+    dm = TranslationDataModule(dataset="scan", path=folder, seed=1)
+    assert dm.tokenizer_kind == "word"
+    train, val = dm.pairs("train"), dm.pairs("val")
+    assert (len(train), len(val), dm.pairs("test")) == (38, 2, [Pair("walk", "I_WALK")])
+    assert sorted(p.source for p in train + val) == sorted(f"jump {i}" for i in range(40))
+    assert val == TranslationDataModule(dataset="scan", path=folder, seed=1).pairs("val")
+    assert val != TranslationDataModule(dataset="scan", path=folder, seed=2).pairs("val")
+
+
+def test_scan_holds_out_at_least_one_pair(tmp_path):
+    dm = TranslationDataModule(dataset="scan", path=scan_folder(tmp_path, 9))  # 5% of 9 rounds to 0
+    assert (len(dm.pairs("train")), len(dm.pairs("val"))) == (8, 1)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -156,11 +284,21 @@ def test_tsv_dataset_reads_the_folder(tmp_path):
             "max_tokens=64 and eval_max_tokens=None must be >= max_train_len=128",
         ),
         ({"num_workers": -1}, "num_workers must be >= 0, got -1"),
+        ({"max_train_len": 1}, r"max_train_len must be >= 2 \(a token plus BOS/EOS\), got 1"),
+        (
+            {"eval_max_tokens": 64, "max_train_len": 128},
+            "max_tokens=4096 and eval_max_tokens=64 must be >= max_train_len=128",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TranslationDataModule(**kwargs)
+
+
+def test_batch_budgets_equal_to_max_train_len_are_enough():
+    dm = TranslationDataModule(max_train_len=128, max_tokens=128, eval_max_tokens=128)
+    assert (dm.max_tokens, dm.eval_max_tokens) == (128, 128)
 
 
 def test_unknown_split_and_missing_corpus_are_named(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from data.toy import MAX_WORDS, MIN_WORDS, make_toy_splits, translate
+from data.toy import MAX_WORDS, MIN_WORDS, NUMERALS, make_toy_splits, translate
 
 SMALL = {"train_size": 2000, "val_size": 200, "test_size": 200}
 
@@ -64,6 +64,7 @@ def test_clauses_keep_their_order_around_a_conjunction():
         ("the cat slept the dog", "expected a conjunction or the end of the sentence at word 3"),
         ("the cat saw", "expected a noun phrase at word 3, found the end of the sentence"),
         ("the big slept", "expected a noun at word 2, found 'slept'"),
+        ("some two birds sang", "expected a noun at word 1, found 'two'"),  # only the, these take numerals
     ],
 )
 def test_translate_rejects_sentences_outside_the_language(source, message):
@@ -92,6 +93,17 @@ def test_default_sentences_span_3_to_25_words_over_a_few_hundred_words(default_s
     source_vocab = {w for p in pairs for w in p.source.split()}
     target_vocab = {w for p in pairs for w in p.target.split()}
     assert 150 <= len(source_vocab) <= 400 and 150 <= len(target_vocab) <= 400
+
+
+def test_train_and_val_share_one_distribution_even_when_the_sentences_nearly_run_out():
+    # 4000 distinct 3-word sentences are most of those the generator makes, so the last ones drawn are of
+    # the rarer kinds (a bare numeral is one); the pool is shuffled before it is cut, so val is not left them.
+    splits = make_toy_splits(train_size=3000, val_size=1000, test_size=0, split="length", max_train_words=3)
+
+    def bare_numeral_share(pairs):
+        return sum(p.source.split()[0] in NUMERALS for p in pairs) / len(pairs)
+
+    assert abs(bare_numeral_share(splits["train"]) - bare_numeral_share(splits["val"])) < 0.06
 
 
 def test_every_pair_is_its_own_translation_with_a_permutation_alignment(default_splits):
@@ -138,6 +150,12 @@ def test_copy_and_reverse_carry_identity_and_anti_diagonal_alignments(split):
         assert pair.target.split() == words[::-1]
         assert pair.alignment == tuple((n - 1 - j, j) for j in range(n))
     assert {p.source for p in copy["train"]}.isdisjoint(p.source for p in copy["test"])
+
+
+def test_copy_strings_span_3_to_25_letters():
+    splits = make_toy_splits(task="copy", **SMALL)
+    lengths = {len(p.source.split()) for split in splits.values() for p in split}
+    assert lengths == set(range(MIN_WORDS, MAX_WORDS + 1))
 
 
 @pytest.mark.parametrize(
