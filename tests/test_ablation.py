@@ -8,12 +8,16 @@ import torch.nn.functional as F
 
 import evaluate
 from data.batching import collate
+from data.pairs import Pair
+from data.tokenizer import Tokenizer
 from evaluation.ablation import (
     AnalysisError,
     Head,
+    HeadImportance,
     ablation_losses,
     ablation_translations,
     all_heads,
+    cross_attention_alignment,
     head_mask,
     parse_prune_count,
     prune_count,
@@ -24,6 +28,7 @@ from evaluation.checkpoints import load_run
 from evaluation.translate import translate
 from model import Transformer
 from tests.conftest import EOS, PAD, last_json, random_ids, run_evaluate, tiny_config, train_tiny
+from training.metrics import TranslationScores
 
 
 def batches():
@@ -131,6 +136,15 @@ def test_batched_ablation_translations_equal_decoding_each_head_alone():
     assert all(found[i] != found[0] for i in (1, 2, 3))  # each of these ablations changes a translation
 
 
+def test_ablation_translations_come_back_in_sentence_order_whatever_the_batch_order():
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(tie_output_embedding=False)).eval()
+    ablations = [(), (all_heads(model.config)[0],)]
+    in_order = ablation_translations(model, batches(), ablations)
+    assert ablation_translations(model, batches()[::-1], ablations) == in_order  # indices 3, 4, 5 come first
+    assert len({tuple(ids) for ids in in_order[0]}) > 1  # the sentences differ, so a shuffle would show
+
+
 def test_a_head_whose_output_is_already_zero_is_worth_nothing(tiny_model):
     dh = tiny_model.config.d_model // tiny_model.config.num_heads
     with torch.no_grad():  # cut decoder layer 1, head 3 off from the residual stream
@@ -140,6 +154,29 @@ def test_a_head_whose_output_is_already_zero_is_worth_nothing(tiny_model):
     delta = {head: loss - losses[0] for head, loss in zip(heads, losses[1:])}
     assert delta.pop(Head("decoder", 0, 3)) == pytest.approx(0.0, abs=1e-6)
     assert min(abs(d) for d in delta.values()) > 1e-5
+
+
+# -- the importance report -----------------------------------------------------------------------------------
+
+
+def scores(bleu, exact_match):
+    return TranslationScores(bleu, chrf=2 * bleu, exact_match=exact_match, num_sentences=4, signature="s")
+
+
+def test_importance_is_the_loss_increase_and_rank_one_is_the_most_important_head():
+    config = tiny_config(num_heads=2, num_encoder_layers=1, num_decoder_layers=2)
+    heads = all_heads(config)  # encoder (1, 2), decoder (2, 2), cross (2, 2): 10 heads
+    deltas = [0.5, -0.25, 0.125, 0.0, 2.0, 0.0625, 1.0, 0.03125, 0.25, 0.375]  # exact in binary
+    per_head = [scores(40.0 - i, 0.25) for i in range(10)]
+    importance = HeadImportance(heads, 1.0, [1.0 + d for d in deltas], 8, scores(40.0, 0.5), per_head)
+    assert importance.delta_loss() == deltas
+    ranking = importance.ranking()  # least important first
+    assert (ranking[0], ranking[-1]) == (Head("encoder", 0, 1), Head("decoder", 1, 0))
+    assert importance.matrix("decoder", deltas).tolist() == [[0.125, 0.0], [2.0, 0.0625]]  # rows: layers
+    rows = importance.rows()
+    assert [row["rank"] for row in rows] == [3, 10, 6, 9, 1, 7, 2, 8, 5, 4]
+    assert (rows[4]["kind"], rows[4]["layer"], rows[4]["head"]) == ("decoder", 2, 1)  # counted from 1
+    assert (rows[3]["delta_bleu"], rows[3]["delta_chrf"], rows[3]["delta_exact_match"]) == (-3.0, -6.0, -0.25)
 
 
 # -- pruning -------------------------------------------------------------------------------------------------
@@ -155,6 +192,12 @@ def test_prune_count_takes_a_number_or_a_fraction_of_heads():
         prune_count(13, 12)
     with pytest.raises(SystemExit):
         evaluate.parse_args(["x.ckpt", "--prune-heads", "1.5"])
+
+
+def test_prune_count_rounds_a_fraction_to_the_nearest_head_and_allows_every_head():
+    assert prune_count(0.3, 12) == 4  # 3.6 heads
+    assert prune_count(0.2, 12) == 2  # 2.4 heads
+    assert prune_count(12, 12) == 12
 
 
 def test_prune_zero_equals_the_plain_evaluation(tiny_run, capsys):
@@ -273,3 +316,25 @@ def test_reverse_task_has_a_cross_attention_head_on_the_anti_diagonal(reverse_ru
     # 3 to 6 letters the anti-diagonal cell is often also the middle or a neighbour. 85% is clear of both.
     assert alignment["best_head"]["agreement"] >= 0.85, alignment
     assert alignment["best_head"]["aer"] <= 0.15, alignment
+
+
+def test_alignment_best_head_and_head_average_leave_silenced_heads_out():
+    words = ["a b c d", "b c a", "d a c b e", "c e"]
+    reverse = [tuple((len(w.split()) - 1 - j, j) for j in range(len(w.split()))) for w in words]  # gold links
+    pairs = [Pair(w, " ".join(reversed(w.split())), links) for w, links in zip(words, reverse)]
+    tokenizer = Tokenizer.train(words)
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(
+        src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size, num_heads=2,
+    )).eval()
+    cross = [h for h in all_heads(model.config) if h.kind == "cross"]  # 2 layers x 2 heads
+    kept_aer = []
+    for kept in cross:
+        report = cross_attention_alignment(
+            model, tokenizer, tokenizer, pairs, silenced=[h for h in cross if h != kept]
+        )
+        assert report.best == kept  # the only head left
+        aer = float(report.aer[kept.layer, kept.head])
+        assert report.average_aer == pytest.approx(aer)  # the average of one head is that head
+        kept_aer.append((aer, float(report.aer.min())))
+    assert any(lowest < aer for aer, lowest in kept_aer)  # a silenced head would have been the best one

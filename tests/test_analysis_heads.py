@@ -199,3 +199,22 @@ def test_summarize_uses_source_and_target_masks_by_kind():
     assert summary["cross"]["diagonal"].item() == pytest.approx(0.25)
     with pytest.raises(ValueError, match="unknown attention kind 'self'"):
         summarize({"self": [cross]})
+
+
+def test_offset_share_pairs_query_and_key_masks_at_their_own_positions():
+    # Queries 1 and 2 on the previous key, query 3 on itself. Only queries 0..2 are real (keys 0..3 all are):
+    # the pairs (query 1, key 0) and (query 2, key 1) count, (query 3, key 2) does not.
+    weights = as_map([1, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1])
+    query_valid = torch.tensor([[True, True, True, False]])
+    key_valid = torch.tensor([[True, True, True, True]])
+    assert offset_share(weights, -1, query_valid, key_valid).tolist() == [1.0]
+    assert offset_share(weights, -1).item() == pytest.approx(2 / 3)
+
+
+def test_summarize_scores_alignment_on_real_source_tokens_only():
+    # Target 0 puts its largest weight on the padded source position 2; masked, its arg-max is source 0.
+    cross = as_map([0.3, 0.0, 0.7], [0.0, 1.0, 0.0])
+    src_valid, tgt_valid = torch.tensor([[True, True, False]]), torch.tensor([[True, True]])
+    summary = summarize({"cross": [cross]}, src_valid=src_valid, tgt_valid=tgt_valid, gold=[{(0, 0), (1, 1)}])
+    assert summary["cross"]["agreement"].tolist() == [[1.0]]
+    assert summary["cross"]["aer"].tolist() == [[0.0]]

@@ -157,3 +157,22 @@ def test_head_view_rejects_maps_that_do_not_match_the_tokens(tmp_path):
             cross=[softmax_maps(2, 7, 4)],
         )
     assert not (tmp_path / "bad.html").exists()
+
+
+def test_heatmap_and_grid_colours_span_zero_to_one_whatever_the_weights():
+    faint = torch.full((4, 7), 0.1)  # a map far from the colour range's ends
+    assert attention_heatmap(faint, TARGET, SOURCE).axes[0].images[0].get_clim() == (0.0, 1.0)
+    grid = attention_grid([faint.expand(2, 4, 7)], TARGET, SOURCE)
+    assert {ax.images[0].get_clim() for ax in grid.axes[:2]} == {(0.0, 1.0)}
+
+
+def test_head_view_rounds_weights_to_four_decimals(tmp_path):
+    cross = torch.tensor([[[0.123456, 0.876544]]])  # (H, T, S) = (1, 1, 2)
+    page = _Page()
+    page.feed(
+        write_head_view(
+            tmp_path / "view.html", source_tokens=["a", "b"], target_tokens=["x"], encoder=None, decoder=None,
+            cross=[cross],
+        ).read_text(encoding="utf-8")
+    )
+    assert json.loads(page.json)["kinds"]["cross"]["layers"] == [[[[0.1235, 0.8765]]]]

@@ -6,10 +6,15 @@ from html.parser import HTMLParser
 import pytest
 import torch
 
-from evaluation.checkpoints import average_state_dicts, last_checkpoints, load_run
+from data.batching import collate
+from data.tokenizer import Tokenizer
+from evaluation import attention_export
+from evaluation.attention_export import export_attention
+from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
+from model import Transformer
 from model.decoding import beam_search
-from tests.conftest import last_json, run_evaluate, train_tiny
+from tests.conftest import last_json, run_evaluate, tiny_config, train_tiny
 
 JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
              "signature": str, "sentences_per_second": float}
@@ -91,6 +96,31 @@ def test_average_last_equals_the_manual_average(tiny_run, capsys):
     code, out, err = run_evaluate(capsys, checkpoint, "--average-last", "2", "--quiet")
     assert code == 0 and last_json(out)["averaged_checkpoints"] == 2
     assert "averaging 2 checkpoints" in err
+
+
+def fake_checkpoint(path, step, weight):
+    """A file with just the keys ``read_checkpoint`` requires, holding one weight matrix."""
+    torch.save(
+        {"state_dict": {"w": weight}, "hyper_parameters": {}, "datamodule_hyper_parameters": {},
+         "TranslationDataModule": {}, "global_step": step},
+        path,
+    )
+    return path
+
+
+def test_average_of_k_checkpoints_is_their_elementwise_mean(tmp_path):
+    paths = [fake_checkpoint(tmp_path / f"{v}.ckpt", v, torch.tensor([[v, -2 * v]])) for v in (1.0, 2.0, 6.0)]
+    averaged = average_state_dicts(paths)
+    assert averaged["w"].tolist() == [[3.0, -6.0]] and averaged["w"].dtype == torch.float32
+
+
+def test_last_checkpoints_are_the_k_highest_distinct_steps_and_never_fewer(tmp_path):
+    fake_checkpoint(tmp_path / "epoch0-step10.ckpt", 10, torch.zeros(1))
+    fake_checkpoint(tmp_path / "epoch1-step20.ckpt", 20, torch.ones(1))
+    last = fake_checkpoint(tmp_path / "last.ckpt", 20, torch.ones(1))  # the same step as epoch 1
+    assert last_checkpoints(last, 2) == [tmp_path / "epoch1-step20.ckpt", tmp_path / "epoch0-step10.ckpt"]
+    with pytest.raises(CheckpointError, match="--average-last 3: .* only 2 different steps"):
+        last_checkpoints(last, 3)
 
 
 class _Collect(HTMLParser):
@@ -176,3 +206,40 @@ def test_bad_inputs_give_one_line_errors(tiny_run, tmp_path, capsys):
         assert message in err, (message, err)
         assert len(err.strip().splitlines()) == 1, err
     assert existing.read_text() == "keep me\n"
+
+
+def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkeypatch):
+    src_tok, tgt_tok = Tokenizer.train(["a b c"]), Tokenizer.train(["x y z"])
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(
+        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, num_heads=2,
+        num_encoder_layers=1, num_decoder_layers=1,
+    )).eval()
+    drawn = {}
+    draw = attention_export.attention_heatmap
+
+    def recording(weights, rows, cols, title):
+        drawn[title] = (weights, rows, cols)
+        return draw(weights, rows, cols, title)
+
+    monkeypatch.setattr(attention_export, "attention_heatmap", recording)
+    hypothesis = tgt_tok.encode("z x")
+    written = export_attention(model, src_tok, tgt_tok, "b a", hypothesis, tmp_path)
+    assert len(written) == 3 * 2 + 1
+
+    batch = collate([(0, src_tok.encode("b a"), hypothesis)])
+    with torch.no_grad():
+        _, maps = model(batch.src, batch.tgt_in, return_attention=True)
+    source, target_in, target_out = ["b", "a", "</s>"], ["<s>", "z", "x"], ["z", "x", "</s>"]
+    axes = {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
+    for kind, layers in zip(("encoder", "decoder", "cross"), maps):
+        for head in (1, 2):
+            weights, rows, cols = drawn[f"{kind} layer 1 head {head}"]
+            assert (rows, cols) == axes[kind]
+            torch.testing.assert_close(weights, layers[0][0, head - 1])
+    parser = _Collect()
+    parser.feed((tmp_path / "head_view.html").read_text(encoding="utf-8"))
+    data = json.loads(parser.scripts[0])
+    assert (data["source"], data["target"]) == (source, target_in)  # the decoder's input positions
+    decoder = torch.tensor(data["kinds"]["decoder"]["layers"][0])  # (H, T, T) of layer 1
+    torch.testing.assert_close(decoder, maps.decoder[0][0], atol=5e-5, rtol=0)

@@ -1,10 +1,19 @@
-"""The training system's pieces that need no Trainer: learning-rate schedules and the loss."""
+"""The training system: learning-rate schedules, loss, optimiser, translation scores, validation, seeding.
+
+Most tests need no Trainer; the few that do run a CPU Trainer for a handful of batches of a tiny copy task.
+"""
 
 import math
+from types import SimpleNamespace
 
+import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 
+from data.batching import collate
+from data.datamodule import TranslationDataModule
+from training.metrics import score_translations
 from training.module import TranslationModule
 
 
@@ -50,3 +59,170 @@ def test_loss_ignores_padding_and_accepts_packed_logits():
 def test_bad_settings_name_the_setting(overrides, message):
     with pytest.raises(ValueError, match=message):
         module(**overrides)
+
+
+def test_optimizer_decays_matrices_only_and_uses_adam_beta2():
+    m = module(weight_decay=0.05, adam_beta2=0.97)
+    optimizer = m.configure_optimizers()["optimizer"]
+    decay, no_decay = optimizer.param_groups
+    assert decay["weight_decay"] == 0.05 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(m.parameters()))
+    assert optimizer.defaults["betas"] == (0.9, 0.97)
+
+
+def attach(m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False):
+    """Give ``m`` the few Trainer attributes its hooks read, and record what it logs."""
+    m._trainer = SimpleNamespace(
+        global_step=global_step, log_every_n_steps=log_every_n_steps, current_epoch=current_epoch,
+        sanity_checking=sanity_checking,
+    )
+    m.logged = {}
+    m.log = lambda name, value, **kwargs: m.logged.__setitem__(name, value)
+    m.optimizers = lambda: SimpleNamespace(param_groups=[{"lr": 0.5}])
+    return m
+
+
+def padded_batch():
+    return collate([(0, [5, 6, 7, 8], [4, 5, 6]), (1, [9, 10], [7])])  # padding on both sides of row 1
+
+
+def test_training_loss_is_the_label_smoothed_mean_over_real_target_tokens():
+    torch.manual_seed(0)
+    m = attach(module(label_smoothing=0.1))
+    batch = padded_batch()
+    loss = m.training_step(batch, 0)
+    logits = m.model(batch.src, batch.tgt_in)  # (B, T, V)
+    expected = F.cross_entropy(
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0, label_smoothing=0.1
+    )  # mean over the 6 non-pad targets
+    torch.testing.assert_close(loss, expected)
+    unsmoothed = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0)
+    assert not torch.allclose(loss, unsmoothed)
+
+
+def test_tokens_per_second_counts_source_and_target_tokens_without_padding(monkeypatch):
+    clock = iter([10.0, 12.0])
+    monkeypatch.setattr("training.module.time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    m = attach(module(), log_every_n_steps=1)
+    batch = padded_batch()
+    m._count_tokens(batch)  # starts the clock
+    m._count_tokens(batch)
+    # src: 5 + 3 tokens with EOS, tgt_out: 4 + 2; the padded batch holds 10 + 8 positions. Over 2 seconds:
+    assert m.logged["train/tokens_per_s"] == (8 + 6) / 2
+
+
+def test_dropout_seed_follows_the_training_step():
+    m = module()
+    m._base_seed = 100
+    draws = []
+    for step in (3, 4):
+        attach(m, global_step=step).on_train_batch_start(None, 0)
+        draws.append(torch.rand(3))
+    for step, drawn in zip((3, 4), draws):
+        torch.manual_seed(100 + step)
+        assert torch.equal(drawn, torch.rand(3))
+
+
+def test_decoding_runs_every_nth_epoch_counted_from_one_and_never_in_the_sanity_check():
+    m = module(decode_every_n_epochs=2)
+    assert [attach(m, current_epoch=e)._decoding_this_epoch() for e in range(4)] == [False, True, False, True]
+    assert not attach(m, current_epoch=1, sanity_checking=True)._decoding_this_epoch()
+    assert not attach(module(decode_every_n_epochs=0), current_epoch=1)._decoding_this_epoch()
+
+
+# -- with a Trainer, on the copy task ------------------------------------------------------------------------
+
+
+def copy_task():
+    """Copy data with one vocabulary for both sides, so that echoing the source is a perfect translation."""
+    return TranslationDataModule(
+        dataset="copy", shared_vocab=True, toy_train_size=40, toy_val_size=12, toy_test_size=2,
+        max_train_len=32, max_tokens=128, eval_max_tokens=64,
+    )
+
+
+def copy_module(dm, **overrides):
+    torch.manual_seed(0)
+    return module(src_vocab_size=dm.src_vocab_size, tgt_vocab_size=dm.tgt_vocab_size, **overrides)
+
+
+def cpu_trainer(**overrides):
+    settings = {"accelerator": "cpu", "devices": 1, "logger": False, "enable_checkpointing": False,
+                "enable_progress_bar": False, "enable_model_summary": False}
+    return L.Trainer(**{**settings, **overrides})
+
+
+def test_learning_rate_follows_the_schedule_at_every_optimizer_step():
+    dm = copy_task()
+    m = copy_module(dm, lr=0.01, warmup_steps=10)
+    trainer = cpu_trainer(max_steps=3, limit_val_batches=0)
+    trainer.fit(m, datamodule=dm)
+    assert trainer.global_step == 3
+    # The schedule at optimiser step 3: warm-up, 4 / 10 of the peak.
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.01 * 4 / 10)
+
+
+def test_validation_loss_is_the_unsmoothed_nll_per_target_token():
+    dm = copy_task()
+    m = copy_module(dm, label_smoothing=0.1, decode_every_n_epochs=0)
+    metrics = cpu_trainer().validate(m, datamodule=dm, verbose=False)[0]
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for batch in dm.val_dataloader():
+            logits = m.model(batch.src, batch.tgt_in)  # (B, T, V)
+            flat = logits.flatten(0, 1), batch.tgt_out.flatten()
+            total += F.cross_entropy(*flat, ignore_index=0, reduction="sum")
+            tokens += int((batch.tgt_out != 0).sum())
+    assert metrics["val/loss"] == pytest.approx(total.item() / tokens, rel=1e-5)
+    assert metrics["val/ppl"] == pytest.approx(math.exp(total.item() / tokens), rel=1e-5)
+
+
+def test_validation_scores_every_sentence_against_its_own_reference_in_corpus_order():
+    dm = copy_task()
+    m = copy_module(dm, decode_max_sentences=None)
+    m.model.generate = lambda src, **kwargs: src  # echo the source: a perfect copy, EOS and padding included
+    metrics = cpu_trainer().validate(m, datamodule=dm, verbose=False)[0]
+    pairs = dm.pairs("val")
+    assert [len(b.index) for b in dm.val_dataloader()] != [len(pairs)]  # several batches, sorted by length
+    assert m.last_decoded == [(i, pair.target) for i, pair in enumerate(pairs)]
+    assert (metrics["val/bleu"], metrics["val/chrf"], metrics["val/exact_match"]) == (100.0, 100.0, 1.0)
+
+
+def test_validation_decodes_the_first_decode_max_sentences_of_the_split_whatever_the_batch_order():
+    dm = copy_task()
+    m = copy_module(dm, decode_max_sentences=5)
+    m.model.generate = lambda src, **kwargs: src
+    metrics = cpu_trainer().validate(m, datamodule=dm, verbose=False)[0]
+    first_batches = [i for b in list(dm.val_dataloader())[:2] for i in b.index.tolist()]
+    assert sorted(first_batches)[:5] != [0, 1, 2, 3, 4]  # batches sorted by length do not start with them
+    assert [i for i, _ in m.last_decoded] == [0, 1, 2, 3, 4]
+    assert (metrics["val/bleu"], metrics["val/exact_match"]) == (100.0, 1.0)
+
+
+# -- translation scores --------------------------------------------------------------------------------------
+
+
+HYPOTHESES = ["the cat sat on the mat", "a dog", "every  queen walked "]
+REFERENCES = ["the cat sat on a mat", "the dog barked", "every queen walked"]
+
+
+def test_bleu_and_chrf_are_corpus_scores_not_sentence_averages():
+    import sacrebleu
+
+    scores = score_translations(HYPOTHESES, REFERENCES)
+    assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score)
+    assert scores.chrf == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score)  # not chrF++
+    sentence_bleu = [sacrebleu.sentence_bleu(h, [r]).score for h, r in zip(HYPOTHESES, REFERENCES)]
+    assert scores.bleu != pytest.approx(sum(sentence_bleu) / 3)
+    assert scores.num_sentences == 3
+
+
+def test_exact_match_ignores_spacing_only():
+    assert score_translations(HYPOTHESES, REFERENCES).exact_match == pytest.approx(1 / 3)  # the third one
+
+
+def test_bleu_tokenizes_detokenized_text_with_13a():
+    scores = score_translations(["the cat sat on the big mat."], ["the cat sat on the big mat ."])
+    assert scores.bleu == pytest.approx(100.0)
+    assert "tok:13a" in scores.signature

@@ -1,13 +1,22 @@
-"""train.py end to end with the tiny config: logs, attention images, checkpoints, resume, DDP, errors."""
+"""train.py end to end with the tiny config: logs, attention images, checkpoints, resume, DDP, errors; and the
+attention logger and the command line's helpers on hand-made inputs."""
 
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from analysis.heads import summarize
+from data.batching import collate
+from data.pairs import Pair
+from data.tokenizer import Tokenizer
 from tests.conftest import REPO, TINY_CONFIG, read_events, train_tiny
+from training import attention_logging
+from training.attention_logging import AttentionLogger
+from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import TranslationModule
 
 # The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence, 2 epochs with a validation each.
@@ -191,3 +200,132 @@ def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     final = torch.load(checkpoints / "last.ckpt", map_location="cpu", weights_only=True)
     assert final["global_step"] > state["global_step"]
+
+
+def test_best_checkpoint_is_the_epoch_of_lowest_validation_loss(tiny_run):
+    losses = [s.value for s in read_events(tiny_run).Scalars("val/loss")]  # one per epoch
+    assert len(set(losses)) == EPOCHS
+    (best,) = (tiny_run / "checkpoints").glob("best-*.ckpt")
+    assert best.name.startswith(f"best-epoch{losses.index(min(losses))}-")
+
+
+def test_resume_takes_the_newer_of_last_and_interrupted(tmp_path):
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    last, interrupted = checkpoints / "last.ckpt", checkpoints / "interrupted.ckpt"
+    for path, mtime in ((last, 1000), (interrupted, 2000)):
+        path.write_bytes(b"")
+        os.utime(path, (mtime, mtime))
+    assert find_resume_checkpoint(str(tmp_path / "run")) == (interrupted, tmp_path / "run")
+    os.utime(last, (3000, 3000))
+    assert find_resume_checkpoint(str(tmp_path / "run")) == (last, tmp_path / "run")
+    assert find_resume_checkpoint(str(interrupted)) == (interrupted, tmp_path / "run")
+
+
+def test_resume_option_is_taken_out_of_the_arguments_in_both_spellings():
+    assert _pop_resume(["--a", "1", "--resume", "runs/x", "--b"]) == (["--a", "1", "--b"], "runs/x")
+    assert _pop_resume(["--resume=runs/x=y", "--b"]) == (["--b"], "runs/x=y")
+    assert _pop_resume(["--b"]) == (["--b"], None)
+
+
+# -- the attention logger on hand-made sentences -------------------------------------------------------------
+
+# Source and target lengths differ, so that source padding and target padding fall on different positions.
+PAIRS = [
+    Pair("a b c d e", "x y z", ((0, 0), (2, 1), (4, 2))),
+    Pair("a b", "x y z w", ((0, 0), (1, 1), (1, 2), (0, 3))),
+    Pair("c d e", "z w", ((2, 0), (1, 1))),
+]
+
+
+@pytest.fixture(scope="module")
+def hand_made():
+    """A stand-in for the data module serving PAIRS, and an untrained module (2 layers, 2 heads) to match."""
+    src = Tokenizer.train([p.source for p in PAIRS])
+    tgt = Tokenizer.train([p.target for p in PAIRS])
+    datamodule = SimpleNamespace(pairs=lambda split: PAIRS, src_tokenizer=src, tgt_tokenizer=tgt)
+    torch.manual_seed(0)
+    module = TranslationModule(
+        src_vocab_size=src.vocab_size, tgt_vocab_size=tgt.vocab_size, d_model=16, num_heads=2,
+        num_encoder_layers=2, num_decoder_layers=2, d_ff=32,
+    ).eval()
+    return datamodule, module
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Tag -> what would be drawn: (weights, row tokens, column tokens), or the layers × heads values."""
+    drawn = {}
+    monkeypatch.setattr(attention_logging, "attention_heatmap", lambda w, rows, cols, title: (w, rows, cols))
+    monkeypatch.setattr(attention_logging, "attention_grid", lambda w, rows, cols, title: (w, rows, cols))
+    monkeypatch.setattr(attention_logging, "layer_head_matrix", lambda values, title, **kwargs: values)
+    monkeypatch.setattr(attention_logging, "figure_to_array", lambda figure: figure)
+    experiment = SimpleNamespace(add_image=lambda tag, image, step, dataformats: drawn.update({tag: image}))
+    return experiment, drawn
+
+
+def test_attention_probes_are_the_first_short_validation_sentences(hand_made):
+    datamodule, _ = hand_made
+    logger = AttentionLogger(num_sentences=1, max_tokens=4, stats_sentences=2)
+    logger._prepare(datamodule)
+    assert [i for i, _, _ in logger._probes] == [2]  # the others need 6 and 5 positions
+    assert [i for i, _, _ in logger._stats_items] == [0, 1]
+    logger = AttentionLogger(num_sentences=2, max_tokens=3)
+    logger._prepare(datamodule)
+    assert [i for i, _, _ in logger._probes] == [0, 1]  # none is short enough: the first ones
+
+
+def test_attention_is_logged_every_nth_epoch_counted_from_one_and_never_in_the_sanity_check():
+    def trainer(epoch, sanity=False):
+        return SimpleNamespace(current_epoch=epoch, sanity_checking=sanity)
+
+    every_second = AttentionLogger(every_n_epochs=2)
+    assert [every_second._due(trainer(e)) for e in range(4)] == [False, True, False, True]
+    assert not AttentionLogger(every_n_epochs=1)._due(trainer(0, sanity=True))
+    assert not AttentionLogger(every_n_epochs=0)._due(trainer(0))
+
+
+def test_attention_images_per_layer_and_head_have_generated_tokens_on_the_rows(hand_made, recorded):
+    datamodule, module = hand_made
+    experiment, drawn = recorded
+    logger = AttentionLogger(num_sentences=1, max_tokens=4)
+    logger._prepare(datamodule)  # the probe: "c d e" -> "z w"
+    probe = logger._probes[0]
+    logger._log_sentence(experiment, module.model, probe, datamodule, module.config, 1, 0, module.device)
+    batch = collate([logger._probes[0]])
+    _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
+    source, target_in, target_out = ["c", "d", "e", "</s>"], ["<s>", "z", "w"], ["z", "w", "</s>"]
+    axes = {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
+    for kind, layers in zip(("encoder", "decoder", "cross"), maps):
+        assert drawn[f"attention_overview/{kind}/sentence_1"][1:] == axes[kind]
+        for layer in (1, 2):
+            for head in (1, 2):
+                weights, rows, cols = drawn[f"attention_{kind}/sentence_1/layer_{layer}/head_{head}"]
+                assert (rows, cols) == axes[kind]
+                torch.testing.assert_close(weights, layers[layer - 1][0, head - 1])
+    assert len(drawn) == 3 * (1 + 2 * 2)
+
+
+def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_made, recorded, monkeypatch):
+    datamodule, module = hand_made
+    experiment, drawn = recorded
+    logged = {}
+    monkeypatch.setattr(module, "log", lambda name, value, **kwargs: logged.__setitem__(name, value))
+    logger = AttentionLogger(num_sentences=1, stats_sentences=3)
+    logger._prepare(datamodule)
+    logger._log_head_statistics(experiment, module.model, module.config, 0, module)
+
+    batch = collate(logger._stats_items)
+    _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
+    maps = dict(zip(("encoder", "decoder", "cross"), maps))
+    gold = [set(p.alignment) for p in PAIRS]
+    expected = summarize(maps, src_valid=batch.src != 0, tgt_valid=batch.tgt_out != 0, gold=gold)
+    for kind, named in expected.items():
+        for name, values in named.items():
+            torch.testing.assert_close(drawn[f"heads/{kind}_{name}"], values)
+    agreement, aer = expected["cross"]["agreement"], expected["cross"]["aer"]
+    assert logged["heads/best_alignment"] == agreement.max().item() > agreement.mean().item()
+    assert logged["heads/best_aer"] == aer.min().item() < aer.max().item()
+    # Without the source mask, target positions facing source padding would count on the cross diagonal.
+    unmasked = summarize({"cross": maps["cross"]}, tgt_valid=batch.tgt_out != 0)
+    assert not torch.allclose(unmasked["cross"]["diagonal"], expected["cross"]["diagonal"])

@@ -53,7 +53,7 @@ class TranslationModule(L.LightningModule):
         adam_beta2: AdamW's second-moment decay (0.98 in the paper).
         label_smoothing: label smoothing of the training loss (0.1 in the paper, §5.4).
         decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs (0: never).
-        decode_max_sentences: decode at most this many validation sentences (None: all).
+        decode_max_sentences: decode only the first N validation sentences, in corpus order (None: all).
         decode_beam_size: beam size for validation decoding (1: greedy).
         decode_max_len: most tokens to generate per sentence (None: twice the source length plus 10; raise it
             for tasks whose outputs are much longer than their inputs, such as SCAN). evaluate.py uses it too.
@@ -217,11 +217,13 @@ class TranslationModule(L.LightningModule):
         self._val_nll += float(self.loss(logits, batch.tgt_out[keep], reduction="sum"))
         self._val_tokens += int((batch.tgt_out != self.config.pad_id).sum())
         limit = self.hparams.decode_max_sentences
-        if self._decoding_this_epoch() and (limit is None or len(self._val_decoded) < limit):
+        # The first sentences of the split, not the first batches: the loader sorts by length.
+        chosen = batch.index < limit if limit is not None else torch.ones_like(batch.index, dtype=torch.bool)
+        if self._decoding_this_epoch() and bool(chosen.any()):
             hypotheses = self.model.generate(
-                batch.src, max_len=self.hparams.decode_max_len, beam_size=self.hparams.decode_beam_size
-            )
-            for index, row in zip(batch.index.tolist(), hypotheses.tolist()):
+                batch.src[chosen], max_len=self.hparams.decode_max_len, beam_size=self.hparams.decode_beam_size
+            )  # (chosen rows, L)
+            for index, row in zip(batch.index[chosen].tolist(), hypotheses.tolist()):
                 self._val_decoded.append((index, row))
 
     def on_validation_epoch_end(self) -> None:
