@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from bench.speed import matmul_flops
+from bench.speed import matmul_flops, suppress_eos
 from model import Transformer
 from model.decoding import beam_search, greedy_search
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
@@ -202,12 +202,7 @@ def test_early_stop_when_every_sentence_finishes(monkeypatch):
 def test_generation_is_capped_at_the_models_max_len():
     """BOS takes position 0, so max_len positions feed exactly max_len generated tokens."""
     model = Transformer(tiny_config(tie_output_embedding=False, max_len=8)).eval()
-    with torch.no_grad():
-        model.output_proj.weight[EOS] = 0.0
-        model.decoder_norm.weight[0] = 0.0  # feature 0 is always 1, and EOS reads only it, with weight -100
-        model.decoder_norm.bias[0] = 1.0
-        model.output_proj.weight[:, 0] = 0.0
-        model.output_proj.weight[EOS, 0] = -100.0
+    suppress_eos(model)
     src = random_ids(2, 5, 13)
     for beam_size in (1, 3):
         out = model.generate(src, max_len=1000, beam_size=beam_size)
