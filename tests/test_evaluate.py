@@ -14,7 +14,7 @@ from evaluation.checkpoints import CheckpointError, average_state_dicts, last_ch
 from evaluation.translate import translate
 from model import Transformer
 from model.decoding import beam_search
-from tests.conftest import last_json, run_evaluate, tiny_config, train_tiny
+from tests.conftest import attention_axes, last_json, run_evaluate, tiny_config, train_tiny
 
 JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
              "signature": str, "sentences_per_second": float}
@@ -231,7 +231,7 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkey
     with torch.no_grad():
         _, maps = model(batch.src, batch.tgt_in, return_attention=True)
     source, target_in, target_out = ["b", "a", "</s>"], ["<s>", "z", "x"], ["z", "x", "</s>"]
-    axes = {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
+    axes = attention_axes(source, target_in, target_out)
     for kind, layers in zip(("encoder", "decoder", "cross"), maps):
         for head in (1, 2):
             weights, rows, cols = drawn[f"{kind} layer 1 head {head}"]

@@ -13,7 +13,7 @@ from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from tests.conftest import REPO, TINY_CONFIG, read_events, train_tiny
+from tests.conftest import REPO, TINY_CONFIG, attention_axes, read_events, train_tiny
 from training import attention_logging
 from training.attention_logging import AttentionLogger
 from training.cli import _pop_resume, find_resume_checkpoint
@@ -295,7 +295,7 @@ def test_attention_images_per_layer_and_head_have_generated_tokens_on_the_rows(h
     batch = collate([logger._probes[0]])
     _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
     source, target_in, target_out = ["c", "d", "e", "</s>"], ["<s>", "z", "w"], ["z", "w", "</s>"]
-    axes = {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
+    axes = attention_axes(source, target_in, target_out)
     for kind, layers in zip(("encoder", "decoder", "cross"), maps):
         assert drawn[f"attention_overview/{kind}/sentence_1"][1:] == axes[kind]
         for layer in (1, 2):
