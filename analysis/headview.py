@@ -19,14 +19,9 @@ from pathlib import Path
 
 from torch import Tensor
 
-DECIMALS = 4  # weights are rounded in the file to keep it small
+from analysis.axes import KIND_LABELS, KINDS, attention_axes
 
-# kind -> (label, query side, key side)
-KINDS = {
-    "encoder": ("encoder self-attention", "source", "source"),
-    "decoder": ("decoder self-attention", "target", "target"),
-    "cross": ("cross-attention", "target", "source"),
-}
+DECIMALS = 4  # weights are rounded in the file to keep it small
 
 
 def _layers_to_lists(
@@ -57,33 +52,36 @@ def _layers_to_lists(
 def head_view_data(
     *,
     source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
+    target_in_tokens: Sequence[str],
+    target_out_tokens: Sequence[str],
     encoder: Sequence[Tensor] | None,
     decoder: Sequence[Tensor] | None,
     cross: Sequence[Tensor] | None,
 ) -> dict:
-    """The JSON-ready data of a head view.
+    """The JSON-ready data of a head view; rows and columns are labelled as in every view
+    (``analysis.axes.attention_axes``).
 
     Returns:
-        {"source": [S] tokens, "target": [T] tokens, "kinds": {kind: entry}} with one entry per kind given:
-        {"label": str, "queries": [Tq] tokens, "keys": [Tk] tokens, "layers": [L][H][Tq][Tk] weights}.
+        {"source": [S] tokens, "target": [T] generated tokens, "kinds": {kind: entry}} with one entry per kind
+        given: {"label": str, "queries": [Tq] tokens, "keys": [Tk] tokens, "layers": [L][H][Tq][Tk] weights}.
     """
-    tokens = {"source": [str(t) for t in source_tokens], "target": [str(t) for t in target_tokens]}
+    axes = attention_axes(
+        [str(t) for t in source_tokens], [str(t) for t in target_in_tokens], [str(t) for t in target_out_tokens]
+    )
     kinds = {}
-    for kind, layers in (("encoder", encoder), ("decoder", decoder), ("cross", cross)):
+    for kind, layers in zip(KINDS, (encoder, decoder, cross)):
         if layers is None:
             continue
-        label, query_side, key_side = KINDS[kind]
-        queries, keys = tokens[query_side], tokens[key_side]
+        queries, keys = axes[kind]
         kinds[kind] = {
-            "label": label,
+            "label": KIND_LABELS[kind],
             "queries": queries,
             "keys": keys,
             "layers": _layers_to_lists(kind, layers, queries, keys),
         }
     if not kinds:
         raise ValueError("encoder, decoder and cross are all None; there is nothing to show")
-    return {**tokens, "kinds": kinds}
+    return {"source": axes["encoder"][0], "target": axes["cross"][0], "kinds": kinds}
 
 
 def _script_json(data: dict) -> str:
@@ -113,7 +111,8 @@ def write_head_view(
     path: str | Path,
     *,
     source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
+    target_in_tokens: Sequence[str],
+    target_out_tokens: Sequence[str],
     encoder: Sequence[Tensor] | None,
     decoder: Sequence[Tensor] | None,
     cross: Sequence[Tensor] | None,
@@ -125,7 +124,8 @@ def write_head_view(
     Args:
         path: the .html file to write; its folder is created if missing.
         source_tokens: the S source tokens.
-        target_tokens: the T target tokens (the decoder's input positions).
+        target_in_tokens: the T tokens the decoder reads (``<s>`` first): the columns of decoder maps.
+        target_out_tokens: the T tokens it generates (``</s>`` last): the rows of decoder and cross maps.
         encoder: per layer, (H, S, S) encoder self-attention, or None to leave it out.
         decoder: per layer, (H, T, T) decoder self-attention, or None.
         cross: per layer, (H, T, S) cross-attention, or None.
@@ -141,7 +141,8 @@ def write_head_view(
     path = Path(path)
     data = head_view_data(
         source_tokens=source_tokens,
-        target_tokens=target_tokens,
+        target_in_tokens=target_in_tokens,
+        target_out_tokens=target_out_tokens,
         encoder=encoder,
         decoder=decoder,
         cross=cross,

@@ -3,18 +3,14 @@
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import torch
 
 from analysis.headview import write_head_view
 from analysis.plots import attention_heatmap
-from data.batching import collate
 from data.tokenizer import Tokenizer
+from evaluation.attention_maps import sentence_attention
 from model import Transformer
 
-KINDS = ("encoder", "decoder", "cross")
 
-
-@torch.no_grad()
 def export_attention(
     model: Transformer,
     src_tokenizer: Tokenizer,
@@ -29,21 +25,13 @@ def export_attention(
 
     The model reads the source and, teacher-forced, its own hypothesis, so the maps are exactly those it used
     while generating. Files: ``<kind>_layer<l>_head<h>.png`` for every kind, layer and head, and
-    ``head_view.html``. Returns the paths written.
+    ``head_view.html``; both label rows and columns as ``analysis.axes`` says. Returns the paths written.
     """
-    device = model.device
-    batch = collate([(0, src_tokenizer.encode(source), hypothesis)])
-    _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
-    src_tokens = src_tokenizer.tokens(batch.src[0].tolist())
-    tgt_in_tokens = tgt_tokenizer.tokens(batch.tgt_in[0].tolist())
-    tgt_out_tokens = tgt_tokenizer.tokens(batch.tgt_out[0].tolist())
-    axes = {"encoder": (src_tokens, src_tokens), "decoder": (tgt_out_tokens, tgt_in_tokens),
-            "cross": (tgt_out_tokens, src_tokens)}
-    per_kind = {kind: [w[0].float().cpu() for w in layers] for kind, layers in zip(KINDS, maps)}
-
+    attention = sentence_attention(model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis)
+    axes = attention.axes
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for kind, layers in per_kind.items():
+    for kind, layers in attention.maps.items():
         rows, cols = axes[kind]
         for layer, heads in enumerate(layers, start=1):
             for head, weights in enumerate(heads, start=1):
@@ -54,8 +42,8 @@ def export_attention(
                 written.append(path)
     html = directory / "head_view.html"
     write_head_view(
-        html, source_tokens=src_tokens, target_tokens=tgt_in_tokens, encoder=per_kind["encoder"],
-        decoder=per_kind["decoder"], cross=per_kind["cross"], title=source, overwrite=overwrite,
+        html, source_tokens=attention.source, target_in_tokens=attention.target_in,
+        target_out_tokens=attention.target_out, title=source, overwrite=overwrite, **attention.maps,
     )
     written.append(html)
     return written

@@ -30,12 +30,6 @@ def tiny_model() -> Transformer:
     return Transformer(tiny_config()).eval()
 
 
-def attention_axes(source: list[str], target_in: list[str], target_out: list[str]) -> dict:
-    """Per attention kind, the tokens that should label a map's (rows, columns): rows of decoder and cross maps
-    are the tokens generated there, columns of decoder maps the tokens the decoder reads."""
-    return {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
-
-
 def random_ids(batch: int, length: int, vocab: int, *, generator=None) -> torch.Tensor:
     """Ids of ordinary tokens (no pad, bos or eos), shape (batch, length)."""
     return torch.randint(3, vocab, (batch, length), generator=generator)

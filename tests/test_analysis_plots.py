@@ -15,6 +15,7 @@ from analysis.plots import attention_grid, attention_heatmap, figure_to_array, l
 
 SOURCE = ["<s>", "a", "<b>", "&amp;", '"q"', "</script>", "</s>"]  # S = 7, every kind of HTML trouble
 TARGET = ["<s>", "x", "y'", "</s>"]  # T = 4
+TARGET_IN, TARGET_OUT = ["<s>", "x", "y'", "z"], ["x", "y'", "z", "</s>"]  # what the decoder reads / generates
 
 
 def softmax_maps(*shape: int) -> torch.Tensor:
@@ -108,7 +109,8 @@ def write_example(path, **kwargs):
     return write_head_view(
         path,
         source_tokens=SOURCE,
-        target_tokens=TARGET,
+        target_in_tokens=TARGET_IN,
+        target_out_tokens=TARGET_OUT,
         encoder=[softmax_maps(2, 7, 7)] * 3,  # L = 3, H = 2
         decoder=[softmax_maps(2, 4, 4)] * 3,
         cross=[softmax_maps(2, 4, 7)] * 3,
@@ -127,11 +129,12 @@ def test_head_view_escapes_tokens_and_embeds_nested_json(tmp_path):
     page.feed(document)
     page.close()
     assert page.title == "<demo> & 'x'"
-    assert page.tokens == SOURCE + TARGET
+    assert page.tokens == SOURCE + TARGET_OUT
     data = json.loads(page.json)
-    assert (data["source"], data["target"]) == (SOURCE, TARGET)
+    assert (data["source"], data["target"]) == (SOURCE, TARGET_OUT)
     shapes = {kind: (data["kinds"][kind]["queries"], data["kinds"][kind]["keys"]) for kind in data["kinds"]}
-    assert shapes == {"encoder": (SOURCE, SOURCE), "decoder": (TARGET, TARGET), "cross": (TARGET, SOURCE)}
+    # Rows of decoder and cross maps are the generated tokens, decoder columns the tokens read (analysis.axes).
+    assert shapes == {"encoder": (SOURCE, SOURCE), "decoder": (TARGET_OUT, TARGET_IN), "cross": (TARGET_OUT, SOURCE)}
     cross = data["kinds"]["cross"]["layers"]  # [L][H][T][S]
     assert (len(cross), len(cross[0]), len(cross[0][0]), len(cross[0][0][0])) == (3, 2, 4, 7)
     assert torch.allclose(torch.tensor(cross[0]), softmax_maps(2, 4, 7), atol=5e-5)
@@ -151,7 +154,8 @@ def test_head_view_rejects_maps_that_do_not_match_the_tokens(tmp_path):
         write_head_view(
             tmp_path / "bad.html",
             source_tokens=SOURCE,
-            target_tokens=TARGET,
+            target_in_tokens=TARGET_IN,
+            target_out_tokens=TARGET_OUT,
             encoder=None,
             decoder=None,
             cross=[softmax_maps(2, 7, 4)],
@@ -171,7 +175,8 @@ def test_head_view_rounds_weights_to_four_decimals(tmp_path):
     page = _Page()
     page.feed(
         write_head_view(
-            tmp_path / "view.html", source_tokens=["a", "b"], target_tokens=["x"], encoder=None, decoder=None,
+            tmp_path / "view.html", source_tokens=["a", "b"], target_in_tokens=["<s>"],
+            target_out_tokens=["x"], encoder=None, decoder=None,
             cross=[cross],
         ).read_text(encoding="utf-8")
     )

@@ -14,7 +14,8 @@ from evaluation.checkpoints import CheckpointError, average_state_dicts, last_ch
 from evaluation.translate import translate
 from model import Transformer
 from model.decoding import beam_search
-from tests.conftest import attention_axes, last_json, run_evaluate, tiny_config, train_tiny
+from analysis.axes import attention_axes
+from tests.conftest import last_json, run_evaluate, tiny_config, train_tiny
 
 JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
              "signature": str, "sentences_per_second": float}
@@ -240,6 +241,8 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkey
     parser = _Collect()
     parser.feed((tmp_path / "head_view.html").read_text(encoding="utf-8"))
     data = json.loads(parser.scripts[0])
-    assert (data["source"], data["target"]) == (source, target_in)  # the decoder's input positions
+    assert (data["source"], data["target"]) == (source, target_out)  # the generated tokens
+    for kind in ("encoder", "decoder", "cross"):  # labelled as the PNGs are
+        assert (data["kinds"][kind]["queries"], data["kinds"][kind]["keys"]) == axes[kind]
     decoder = torch.tensor(data["kinds"]["decoder"]["layers"][0])  # (H, T, T) of layer 1
     torch.testing.assert_close(decoder, maps.decoder[0][0], atol=5e-5, rtol=0)

@@ -1,11 +1,13 @@
 """train.py end to end with the tiny config: logs, attention images, checkpoints, resume, DDP, errors; and the
 attention logger and the command line's helpers on hand-made inputs."""
 
+import json
 import os
 import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,8 +15,11 @@ from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from tests.conftest import REPO, TINY_CONFIG, attention_axes, read_events, train_tiny
+from analysis.axes import attention_axes
+from tests.conftest import REPO, TINY_CONFIG, read_events, train_tiny
 from training import attention_logging
+from evaluation.attention_maps import sentence_attention
+from tensorboard.util import tensor_util
 from training.attention_logging import AttentionLogger
 from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import TranslationModule
@@ -260,7 +265,13 @@ def recorded(monkeypatch):
     monkeypatch.setattr(attention_logging, "attention_grid", lambda w, rows, cols, title: (w, rows, cols))
     monkeypatch.setattr(attention_logging, "layer_head_matrix", lambda values, title, **kwargs: values)
     monkeypatch.setattr(attention_logging, "figure_to_array", lambda figure: figure)
-    experiment = SimpleNamespace(add_image=lambda tag, image, step, dataformats: drawn.update({tag: image}))
+    summaries = {}  # tag -> what the ATTENTION tab would read
+    writer = SimpleNamespace(add_summary=lambda summary, step: summaries.update(
+        {value.tag: value for value in summary.value}))
+    experiment = SimpleNamespace(
+        add_image=lambda tag, image, step, dataformats: drawn.update({tag: image}), file_writer=writer,
+        summaries=summaries,
+    )
     return experiment, drawn
 
 
@@ -288,10 +299,11 @@ def test_attention_is_logged_every_nth_epoch_counted_from_one_and_never_in_the_s
 def test_attention_images_per_layer_and_head_have_generated_tokens_on_the_rows(hand_made, recorded):
     datamodule, module = hand_made
     experiment, drawn = recorded
-    logger = AttentionLogger(num_sentences=1, max_tokens=4)
+    logger = AttentionLogger(num_sentences=1, max_tokens=4, per_head=True)
     logger._prepare(datamodule)  # the probe: "c d e" -> "z w"
-    probe = logger._probes[0]
-    logger._log_sentence(experiment, module.model, probe, datamodule, module.config, 1, 0, module.device)
+    _, src_ids, tgt_ids = logger._probes[0]
+    attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+    logger._log_images(experiment, attention, 1, 0)
     batch = collate([logger._probes[0]])
     _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
     source, target_in, target_out = ["c", "d", "e", "</s>"], ["<s>", "z", "w"], ["z", "w", "</s>"]
@@ -329,3 +341,64 @@ def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_m
     # Without the source mask, target positions facing source padding would count on the cross diagonal.
     unmasked = summarize({"cross": maps["cross"]}, tgt_valid=batch.tgt_out != 0)
     assert not torch.allclose(unmasked["cross"]["diagonal"], expected["cross"]["diagonal"])
+
+
+def _decoded(summary_value):
+    return tensor_util.make_ndarray(summary_value.tensor)
+
+
+def test_attention_tensors_hold_every_head_in_float16_with_tokens_and_gold_cells(hand_made, recorded):
+    datamodule, module = hand_made
+    experiment, _ = recorded
+    logger = AttentionLogger(num_sentences=2, num_images=0, max_tokens=6)
+    logger._prepare(datamodule)
+    for number, (index, src_ids, tgt_ids) in enumerate(logger._probes):
+        attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+        logger._log_tensors(experiment, attention, PAIRS[index], number, 7, 10**6)
+    summaries = experiment.summaries
+    assert sorted(summaries) == sorted(
+        f"attention/sentence_{n}/{part}" for n in (0, 1) for part in ("text", "encoder", "decoder", "cross")
+    )
+    assert {v.metadata.plugin_data.plugin_name for v in summaries.values()} == {"attention"}
+    text = json.loads(_decoded(summaries["attention/sentence_1/text"]).item())  # PAIRS[1]: "a b" -> "x y z w"
+    assert text == {
+        "source": "a b", "target": "x y z w", "source_tokens": ["a", "b", "</s>"],
+        "target_in": ["<s>", "x", "y", "z", "w"], "target_out": ["x", "y", "z", "w", "</s>"],
+        "gold": [[0, 0], [1, 1], [2, 1], [3, 0]],  # [row, column]: target word t generated at row t
+    }
+    batch = collate([logger._probes[1]])
+    _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
+    for kind, layers in zip(("encoder", "decoder", "cross"), maps):
+        logged = _decoded(summaries[f"attention/sentence_1/{kind}"])
+        assert logged.dtype == np.float16 and logged.shape == (2, 2, *layers[0].shape[2:])  # (L, H, Tq, Tk)
+        expected = torch.stack([layer[0] for layer in layers])
+        torch.testing.assert_close(torch.from_numpy(logged.astype(np.float32)), expected, atol=1e-3, rtol=0)
+
+
+def test_attention_tensors_stay_within_the_byte_budget(hand_made, recorded):
+    datamodule, module = hand_made
+    experiment, _ = recorded
+    logger = AttentionLogger(num_sentences=3, max_tokens=10)
+    logger._prepare(datamodule)
+    index, src_ids, tgt_ids = logger._probes[0]  # "a b c d e" -> "x y z": S = 6, T = 4
+    attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+    size = 2 * 2 * (6 * 6 + 4 * 4 + 4 * 6) * 2  # L * H * (encoder + decoder + cross cells) * 2 bytes
+    assert logger._log_tensors(experiment, attention, PAIRS[index], 0, 0, size) == size
+    with pytest.warns(UserWarning, match=r"probe sentence 1 would take 608 bytes, more than the 607 left"):
+        assert logger._log_tensors(experiment, attention, PAIRS[index], 1, 0, size - 1) == 0
+    assert not any(tag.startswith("attention/sentence_1/") for tag in experiment.summaries)
+
+
+def test_tiny_run_logs_attention_tensors_of_every_probe_at_every_validation(tiny_run):
+    events = read_events(tiny_run)
+    tensors = set(events.Tags()["tensors"])
+    for number in (0, 1):
+        for part in ("text", "encoder", "decoder", "cross"):
+            assert len(events.Tensors(f"attention/sentence_{number}/{part}")) == EPOCHS
+    assert {"attention/statistics/cross/agreement", "attention/statistics/encoder/next"} <= tensors
+    size = sum(
+        len(event.tensor_proto.SerializeToString())
+        for tag in tensors if tag.startswith("attention/")
+        for event in events.Tensors(tag)[-1:]
+    )
+    assert size < 50_000  # bytes per validation for the tiny model (the default run's is measured in the README)

@@ -1,58 +1,76 @@
-"""TensorBoard pictures of every attention head, and numbers about what each head does.
+"""Every attention head, logged to TensorBoard during validation: for the ATTENTION tab, and as pictures.
 
-At every N-th validation, for a few validation sentences fixed at the start of training, the model is run once
-through its weight-returning attention path (ordinary training steps stay on the fused kernel) and logs:
+At every N-th validation, a few validation sentences fixed at the start of training go through the model's
+weight-returning attention path (ordinary training steps stay on the fused kernel), and it logs:
 
-- ``attention_<kind>/sentence_<i>/layer_<l>/head_<h>``: one heatmap per layer and head, tokens on the axes;
-- ``attention_overview/<kind>/sentence_<i>``: the layers × heads grid of the same maps;
-- ``heads/<kind>_<statistic>``: a layers × heads heatmap of each head statistic over a larger set of validation
-  sentences (entropy, attended distance, share on the diagonal / previous / next token, and on data with gold
-  word alignments the agreement and alignment error rate of each cross-attention head);
+- for the ATTENTION tab (``tensorboard_plugin``): the raw weights of every kind, layer and head of each probe
+  sentence (float16) with its tokens, and the head statistics as tensors; a few hundred kB per validation;
+- ``attention_overview/<kind>/sentence_<i>`` (IMAGES): the layers × heads grid of the first probes' maps;
+- ``attention_<kind>/sentence_<i>/layer_<l>/head_<h>`` (IMAGES, with ``per_head``): one heatmap per head;
+- ``heads/<kind>_<statistic>`` (IMAGES): a layers × heads heatmap of each head statistic over a larger set of
+  validation sentences (entropy, attended distance, share on the diagonal / previous / next token, and on data
+  with gold word alignments the agreement and alignment error rate of each cross-attention head);
 - scalars ``heads/best_alignment`` and ``heads/best_aer`` (the best cross-attention head's figures).
 
-Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``.
-Rows (queries) of decoder and cross maps are labelled with the token being *generated* at that position; the
-columns of decoder maps show the tokens it can see (BOS and the tokens before it).
+Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``; rows
+and columns are labelled as ``analysis.axes`` says.
 """
 
+import warnings
+
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
+from analysis.axes import KINDS
 from analysis.heads import summarize
 from analysis.plots import attention_grid, attention_heatmap, figure_to_array, layer_head_matrix
 from data.batching import collate
+from evaluation.attention_maps import SentenceAttention, sentence_attention
+from tensorboard_plugin.metadata import sentence_tag, statistic_tag
+from tensorboard_plugin.summary import json_summary, tensor_summary
 
-KINDS = ("encoder", "decoder", "cross")
+BOUNDED_STATISTICS = ("diagonal", "previous", "next", "agreement", "aer")  # shares in [0, 1]
 
 
 class AttentionLogger(L.Callback):
-    """Logs per-head attention maps and head statistics to TensorBoard during validation.
+    """Logs per-head attention weights, pictures and head statistics to TensorBoard during validation.
 
     Args:
         every_n_epochs: log at every N-th validation (0 turns logging off).
-        num_sentences: fixed validation sentences whose maps are drawn.
-        max_tokens: pick drawn sentences no longer than this (in tokens), so that labels stay legible.
-        per_head: draw one heatmap per layer and head (else only the layers × heads overview).
+        num_sentences: probe sentences whose weights the ATTENTION tab shows.
+        num_images: of those, how many are also drawn as IMAGES (the layers × heads overview of each kind).
+        max_tokens: pick probe sentences no longer than this (in tokens), so that labels stay legible.
+        per_head: also draw one image per layer and head (the ATTENTION tab shows them without it).
         stats_sentences: validation sentences over which the head statistics are averaged (0: none).
+        max_bytes: most bytes of attention weights logged per validation; probe sentences beyond it are left
+            out (with a warning), so that long sentences and big models keep the event file bounded.
     """
 
     def __init__(
         self,
         every_n_epochs: int = 1,
-        num_sentences: int = 2,
+        num_sentences: int = 4,
+        num_images: int = 2,
         max_tokens: int = 16,
-        per_head: bool = True,
+        per_head: bool = False,
         stats_sentences: int = 200,
+        max_bytes: int = 1_000_000,
     ) -> None:
         super().__init__()
+        if min(every_n_epochs, num_sentences, num_images, stats_sentences) < 0 or max_tokens < 1:
+            raise ValueError("attention logging counts must be non-negative and max_tokens positive")
         self.every_n_epochs = every_n_epochs
         self.num_sentences = num_sentences
+        self.num_images = num_images
         self.max_tokens = max_tokens
         self.per_head = per_head
         self.stats_sentences = stats_sentences
+        self.max_bytes = max_bytes
         self._probes: list | None = None
         self._stats_items: list | None = None
+        self._warned_budget = False
 
     def _prepare(self, datamodule) -> None:
         """Choose the probe sentences once; they stay fixed so that the step slider shows the same maps."""
@@ -60,7 +78,7 @@ class AttentionLogger(L.Callback):
         src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
         items = [(i, src_tok.encode(p.source), tgt_tok.encode(p.target)) for i, p in enumerate(pairs)]
         short = [item for item in items if max(len(item[1]), len(item[2])) + 1 <= self.max_tokens]
-        self._probes = (short or items)[: self.num_sentences]
+        self._probes = (short or items)[: max(self.num_sentences, self.num_images)]
         self._stats_items = items[: self.stats_sentences]
         self._pairs = pairs
 
@@ -76,29 +94,54 @@ class AttentionLogger(L.Callback):
         datamodule = trainer.datamodule
         if self._probes is None:
             self._prepare(datamodule)
-        special = pl_module.config
         step = trainer.global_step
         model = pl_module.model
-        with torch.no_grad(), torch.autocast(pl_module.device.type, enabled=False):
-            for number, item in enumerate(self._probes, start=1):
-                self._log_sentence(experiment, model, item, datamodule, special, number, step, pl_module.device)
+        with torch.no_grad():
+            budget = self.max_bytes
+            for number, (index, src_ids, tgt_ids) in enumerate(self._probes):
+                attention = sentence_attention(
+                    model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
+                )
+                if number < self.num_sentences:
+                    budget -= self._log_tensors(experiment, attention, self._pairs[index], number, step, budget)
+                if number < self.num_images:
+                    self._log_images(experiment, attention, number + 1, step)
             if self._stats_items:
-                self._log_head_statistics(experiment, model, special, step, pl_module)
+                self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
 
-    def _log_sentence(self, experiment, model, item, datamodule, special, number, step, device) -> None:
-        batch = collate([item], pad_id=special.pad_id, bos_id=special.bos_id, eos_id=special.eos_id)
-        _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
-        src_tokens = datamodule.src_tokenizer.tokens(batch.src[0].tolist())
-        tgt_in_tokens = datamodule.tgt_tokenizer.tokens(batch.tgt_in[0].tolist())
-        tgt_out_tokens = datamodule.tgt_tokenizer.tokens(batch.tgt_out[0].tolist())
-        axes = {  # kind -> (row tokens, column tokens)
-            "encoder": (src_tokens, src_tokens),
-            "decoder": (tgt_out_tokens, tgt_in_tokens),
-            "cross": (tgt_out_tokens, src_tokens),
+    def _log_tensors(self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int) -> int:
+        """Write one probe's weights for the ATTENTION tab if they fit in the budget; the bytes written."""
+        arrays = {kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in attention.maps.items()}
+        size = sum(array.nbytes for array in arrays.values())  # (L, H, Tq, Tk) each
+        if size > budget:
+            if not self._warned_budget:
+                warnings.warn(
+                    f"attention logging: probe sentence {number} would take {size} bytes, more than the "
+                    f"{budget} left of --attention.max_bytes {self.max_bytes}; it and later probes are not logged",
+                    stacklevel=2,
+                )
+                self._warned_budget = True
+            return 0
+        writer = _file_writer(experiment)
+        if writer is None:
+            return 0
+        text = {
+            "source": pair.source,
+            "target": pair.target,
+            "source_tokens": attention.source,
+            "target_in": attention.target_in,
+            "target_out": attention.target_out,
+            "gold": _gold_cells(pair, attention),
         }
-        for kind, layers in zip(KINDS, maps):
+        writer.add_summary(json_summary(sentence_tag(number, "text"), text), step)
+        for kind, array in arrays.items():
+            writer.add_summary(tensor_summary(sentence_tag(number, kind), array), step)
+        return size
+
+    def _log_images(self, experiment, attention: SentenceAttention, number: int, step: int) -> None:
+        axes = attention.axes
+        for kind, per_layer in attention.maps.items():
             rows, cols = axes[kind]
-            per_layer = [weights[0].float().cpu() for weights in layers]  # per layer (H, Tq, Tk)
             title = f"{kind} attention, sentence {number}, step {step}"
             image = figure_to_array(attention_grid(per_layer, rows, cols, title))
             experiment.add_image(f"attention_overview/{kind}/sentence_{number}", image, step, dataformats="HWC")
@@ -114,7 +157,8 @@ class AttentionLogger(L.Callback):
         items = self._stats_items
         batch = collate(items, pad_id=special.pad_id, bos_id=special.bos_id, eos_id=special.eos_id)
         device = pl_module.device
-        _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
+        with torch.autocast(device.type, enabled=False):
+            _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
         gold = [self._pairs[i].alignment for i, _, _ in items]
         has_gold = all(links is not None for links in gold)
         stats = summarize(
@@ -123,9 +167,13 @@ class AttentionLogger(L.Callback):
             tgt_valid=batch.tgt_out != special.pad_id,
             gold=[set(links) for links in gold] if has_gold else None,
         )
+        writer = _file_writer(experiment)
         for kind, named in stats.items():
             for name, values in named.items():
-                bounded = name in ("diagonal", "previous", "next", "agreement", "aer")
+                if writer is not None:
+                    summary = tensor_summary(statistic_tag(kind, name), values.numpy().astype(np.float32))
+                    writer.add_summary(summary, step)
+                bounded = name in BOUNDED_STATISTICS
                 figure = layer_head_matrix(
                     values, f"{kind}: {name} per head, step {step}", vmin=0.0 if bounded else None,
                     vmax=1.0 if bounded else None,
@@ -134,3 +182,23 @@ class AttentionLogger(L.Callback):
         if has_gold:
             pl_module.log("heads/best_alignment", stats["cross"]["agreement"].max().item(), rank_zero_only=True)
             pl_module.log("heads/best_aer", stats["cross"]["aer"].min().item(), rank_zero_only=True)
+
+
+def _file_writer(experiment):
+    """The ``SummaryWriter``'s event-file writer, or None for loggers without one (e.g. ``fast_dev_run``'s)."""
+    writer = getattr(experiment, "file_writer", None)
+    return writer if hasattr(writer, "add_summary") else None
+
+
+def _gold_cells(pair, attention: SentenceAttention) -> list[list[int]] | None:
+    """The pair's gold links as [row, column] cells of its cross-attention map, when its tokens are its words.
+
+    Links are word positions (``data.pairs.Pair``); they are cells only where every word is one token, as on
+    the built-in toy tasks, whose alignments the head statistics use the same way.
+    """
+    words_are_tokens = (
+        len(attention.source) == len(pair.source.split()) + 1 and len(attention.target_out) == len(pair.target.split()) + 1
+    )
+    if pair.alignment is None or not words_are_tokens:
+        return None
+    return [[target, source] for source, target in pair.alignment]
