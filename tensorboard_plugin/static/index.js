@@ -72,6 +72,7 @@ const state = {
   compareRun: "",
   sort: {}, // kind -> {key, dir: 1 | -1}
   translating: false,
+  translateError: "", // the last failed translation's message, shown until the next try or edit
   playing: null,
 };
 
@@ -226,7 +227,9 @@ function buildSkeleton() {
     onchange: () => { state.gold = ui.gold.checked; draw(); }});
   ui.goldLabel = h("label", {class: "ctl", title: "outline the gold word alignment on cross-attention maps"},
     ui.gold, h("span", {class: "gold-key"}), "gold links");
-  ui.input = h("input", {id: "translate-input", type: "text", maxlength: "200", spellcheck: "false",
+  // No maxlength: the backend's own message says what is too long.
+  ui.input = h("input", {id: "translate-input", type: "text", spellcheck: "false",
+    oninput: () => { state.translateError = ""; },
     onkeydown: (e) => { if (e.key === "Enter") { e.preventDefault(); translate(); } }});
   ui.beam = h("select", {id: "translate-beam", title: "beam size (1 = greedy)"},
     [1, 2, 3, 4, 5, 6, 7, 8].map((b) => h("option", {value: String(b)}, String(b))));
@@ -403,6 +406,7 @@ async function translate() {
     showMessage("Type a sentence to translate first.");
     return;
   }
+  state.translateError = "";
   state.translating = true;
   ui.translateButton.disabled = true;
   ui.translateButton.textContent = "Translating…";
@@ -414,15 +418,14 @@ async function translate() {
     state.compareStep = "";
     state.compareRun = "";
     if (state.playing) togglePlay();
-    showMessage("");
   } catch (e) {
-    showMessage(`Translate: ${e.message}`);
+    state.translateError = `Your sentence: ${e.message}`;
   } finally {
     state.translating = false;
     ui.translateButton.textContent = "Translate";
     syncControls();
   }
-  draw();
+  await draw();
 }
 
 function drawBanner() {
@@ -480,7 +483,7 @@ async function draw() {
   if (token !== drawToken) return; // a newer draw started while this one waited
   ui.loading.classList.remove("on");
   const errors = [data, stats, other].filter((x) => x && x.error).map((x) => x.error);
-  showMessage(errors.join(" · "));
+  showMessage([state.translateError, ...errors].filter(Boolean).join(" · "));
   drawBanner();
   if (data.error) return;
   const statsKind = stats && !stats.error ? stats : null;
@@ -528,10 +531,12 @@ function drawGrid(data, stats) {
   const best = bestHead(stats);
   if (best) {
     ui.best.style.display = "";
-    ui.best.replaceChildren("★ Best-aligned head: ",
+    ui.best.replaceChildren(...[
+      "★ Best-aligned head: ",
       h("button", {id: "best-head", onclick: () => openHead(best)}, headName(best)),
       ` · agreement ${fmt(best.value)}${stats.kinds[state.kind].aer ? ` · AER ${fmt(best.aer)}` : ""}`,
-      stats.step !== data.step ? h("span", {class: "note"}, ` (step ${stats.step})`) : null);
+      stats.step !== data.step ? h("span", {class: "note"}, ` (step ${stats.step})`) : null,
+    ].filter(Boolean));
   } else {
     ui.best.style.display = "none";
   }
@@ -600,6 +605,11 @@ function defaultSort(stats) {
   return {key: "layer", dir: 1};
 }
 
+// The statistics present, in a fixed reading order (unknown ones last).
+function statKeys(kindStats) {
+  return STAT_ORDER.filter((k) => kindStats[k]).concat(Object.keys(kindStats).filter((k) => !STAT_ORDER.includes(k)));
+}
+
 function drawStats(stats) {
   const kindStats = stats && stats.kinds[state.kind];
   if (!kindStats) {
@@ -609,7 +619,7 @@ function drawStats(stats) {
   }
   ui.statsTitle.replaceChildren("Head statistics",
     h("span", {class: "sub"}, `${KIND_BUTTON[state.kind].toLowerCase()} · validation set at step ${stats.step}`));
-  const keys = STAT_ORDER.filter((k) => kindStats[k]).concat(Object.keys(kindStats).filter((k) => !STAT_ORDER.includes(k)));
+  const keys = statKeys(kindStats);
   const sort = state.sort[state.kind] || defaultSort(stats);
   const L = kindStats[keys[0]].length;
   const H = kindStats[keys[0]][0].length;
@@ -668,7 +678,7 @@ function drawDetail(data, stats, other) {
     ? h("span", {class: "note", title: "head statistics are measured on validation sentences at a logged step"},
       `validation, step ${stats.step}:`) : null;
   const chips = kindStats
-    ? Object.keys(kindStats).map((k) => h("span", {class: "chip", title: (stats.descriptions || {})[k] || k},
+    ? statKeys(kindStats).map((k) => h("span", {class: "chip", title: (stats.descriptions || {})[k] || k},
       h("span", {}, `${k} `), fmt(kindStats[k][layer][head])))
     : [];
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
