@@ -48,6 +48,7 @@ const KIND_HELP = {
 const LOWER_IS_BETTER = new Set(["entropy", "distance", "aer"]);
 const STAT_ORDER = ["entropy", "distance", "diagonal", "previous", "next", "agreement", "aer"];
 const LINES_WIDTH = 300;
+const RUNS_POLL_MS = 30_000;
 const SHORT = {entropy: "entropy", distance: "dist", diagonal: "diag", previous: "prev", next: "next",
   agreement: "agr", aer: "AER"};
 
@@ -163,7 +164,7 @@ function textWidth(text, px) {
 // Entry point
 
 export async function render() {
-  document.head.append(h("style", {}, CSS));
+  if (!document.getElementById("attention-style")) document.head.append(h("style", {id: "attention-style"}, CSS));
   document.body.replaceChildren();
   ui.app = h("div", {id: "app"});
   ui.tooltip = h("div", {class: "tooltip"});
@@ -178,6 +179,14 @@ export async function render() {
   }
   if (!runs.length) {
     ui.app.replaceChildren(emptyState());
+    // Training may start later: look again, and draw the tab once a run has attention data.
+    const timer = setInterval(async () => {
+      const again = await fetchJSON("./runs").then((r) => r.runs || []).catch(() => []);
+      if (again.length) {
+        clearInterval(timer);
+        render();
+      }
+    }, RUNS_POLL_MS);
     return;
   }
   state.runs = runs;
@@ -189,6 +198,29 @@ export async function render() {
   window.addEventListener("resize", debounce(() => draw(), 150));
   await draw();
   prefetchSteps();
+  setInterval(pollRuns, RUNS_POLL_MS);
+}
+
+// While a run trains, new validations add steps: look again now and then, and follow the newest step if the
+// slider was on the last one.
+async function pollRuns() {
+  if (document.hidden || state.playing) return;
+  let runs;
+  try {
+    runs = (await fetchJSON("./runs")).runs || [];
+  } catch (e) {
+    return; // the next look may work; a failing backend shows its errors on the next draw
+  }
+  if (!runs.length || JSON.stringify(runs) === JSON.stringify(state.runs)) return;
+  const wasLast = state.stepIndex === state.run.steps.length - 1;
+  const step = currentStep();
+  state.runs = runs;
+  state.run = runByName(state.run.run) || runs[0];
+  const steps = state.run.steps;
+  state.stepIndex = wasLast ? steps.length - 1 : Math.max(0, steps.indexOf(nearest(steps, step)));
+  ui.runSelect.replaceChildren(...runs.map((r) => h("option", {value: r.run}, r.run)));
+  syncControls();
+  draw();
 }
 
 function emptyState() {
@@ -197,8 +229,8 @@ function emptyState() {
     {class: "empty", id: "empty"},
     h("h1", {}, "No attention data yet"),
     h("p", {}, "None of the runs in this log directory has logged attention maps."),
-    h("p", {}, "Train with ", h("code", {}, "python train.py"), "; attention is logged at each validation. ",
-      "Then reload this tab."),
+    h("p", {}, "Train with ", h("code", {}, "python train.py"), "; attention is logged at each validation."),
+    h("p", {}, "This tab looks for new data every 30 seconds."),
   );
 }
 
@@ -556,7 +588,7 @@ function drawGrid(data, stats) {
     nodes.push(h("span", {class: "axis"}, `L${layer + 1}`));
     for (let head = 0; head < H; head++) {
       const canvas = h("canvas");
-      drawMatrix(canvas, kd.weights[layer][head], w, hgt, {gold: scale >= 4 ? gold : null});
+      drawMatrix(canvas, kd.weights[layer][head], w, hgt, {gold: scale >= 8 ? gold : null});
       const me = {layer, head};
       const overlayIndex = state.overlay.findIndex((o) => sameHead(o, me));
       const cell = h("div", {
@@ -603,6 +635,12 @@ function defaultSort(stats) {
   const kindStats = stats && stats.kinds[state.kind];
   if (kindStats && kindStats.agreement) return {key: "agreement", dir: -1};
   return {key: "layer", dir: 1};
+}
+
+// Hovering a table row outlines its head in the grid.
+function peek({layer, head}, on) {
+  const cell = ui.grid.querySelector(`.head-cell[data-layer="${layer}"][data-head="${head}"]`);
+  if (cell) cell.classList.toggle("peek", on);
 }
 
 // The statistics present, in a fixed reading order (unknown ones last).
@@ -653,6 +691,8 @@ function drawStats(stats) {
     const tr = h("tr", {
       "data-layer": String(it.layer), "data-head": String(it.head),
       onclick: (e) => (e.shiftKey || e.ctrlKey || e.metaKey ? toggleOverlay(it) : openHead(it)),
+      onmouseenter: () => peek(it, true),
+      onmouseleave: () => peek(it, false),
     }, h("td", {}, `L${it.layer + 1}`), h("td", {}, `H${it.head + 1}`),
     keys.map((k) => {
       const v = kindStats[k][it.layer][it.head];
@@ -682,10 +722,13 @@ function drawDetail(data, stats, other) {
       h("span", {}, `${k} `), fmt(kindStats[k][layer][head])))
     : [];
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
+  const trend = h("span", {class: "trend"});
   const top = h("div", {class: "detail-head"},
     h("h2", {}, `${KIND_TITLE[state.kind]} · ${headName(state.head)}`),
     h("span", {class: "note"}, where),
-    h("div", {class: "chips"}, statsNote, chips));
+    h("div", {class: "chips"}, statsNote, chips),
+    trend);
+  if (kindStats) drawTrend(trend, trendKey(kindStats), stats.step);
 
   // Compare controls
   const cmpRunValue = state.compareRun;
@@ -718,9 +761,10 @@ function drawDetail(data, stats, other) {
   const colsN = kd.cols.length;
   const maxTokens = Math.max(rowsN, colsN);
   const guessFont = maxTokens > 30 ? 11 : 12;
-  const labelW = Math.ceil(Math.min(120, Math.max(...kd.rows.map((t) => textWidth(t, guessFont))) + 14));
-  const labelH = Math.ceil(Math.min(120, Math.max(...kd.cols.map((t) => textWidth(t, guessFont))) + 12));
-  const availW = comparing ? (width - 2 * labelW - 30) / 2 : width - LINES_WIDTH - labelW - 30;
+  // Room for the widest token in bold (a lit token is bold), up to 120 px; longer ones end in an ellipsis.
+  const labelW = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.rows.map((t) => textWidth(t, guessFont + 1))) + 14));
+  const labelH = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.cols.map((t) => textWidth(t, guessFont + 1))) + 12));
+  const availW = comparing ? (width - 2 * labelW - 30) / 2 : width - LINES_WIDTH - labelW - 34;
   const topOffset = ui.detail.getBoundingClientRect().top + 110;
   const availH = Math.max(240, window.innerHeight - topOffset - labelH - 24);
   const cell = Math.max(9, Math.min(46, Math.floor(Math.min(availW / colsN, availH / rowsN))));
@@ -761,6 +805,65 @@ function drawDetail(data, stats, other) {
   ui.detail.dataset.mode = state.mode;
   wireFocus(body);
   applyFocus();
+}
+
+// The statistic followed over training in the detail header: agreement where there is one, else the sorted one.
+function trendKey(kindStats) {
+  if (kindStats.agreement) return "agreement";
+  const sortKey = (state.sort[state.kind] || {}).key;
+  return kindStats[sortKey] ? sortKey : "entropy" in kindStats ? "entropy" : Object.keys(kindStats)[0];
+}
+
+// A small line of the open head's statistic at every step with statistics; the dot marks the step shown, a
+// click on the line moves the slider there.
+async function drawTrend(node, key, shownStep) {
+  const run = state.run;
+  const steps = run.statistics_steps || [];
+  if (steps.length < 2 || !key) return;
+  const {layer, head} = state.head;
+  const kind = state.kind;
+  const all = await Promise.all(steps.map((s) => cached(statisticsUrl(run.run, s)).catch(() => null)));
+  if (!node.isConnected) return; // redrawn meanwhile
+  const points = steps.map((s, k) => [s, all[k]?.kinds?.[kind]?.[key]?.[layer]?.[head]])
+    .filter(([, v]) => typeof v === "number");
+  if (points.length < 2) return;
+  const [W, H, pad] = [150, 30, 3];
+  const xs = points.map(([s]) => s);
+  const vs = points.map(([, v]) => v);
+  const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  const lo = Math.min(...vs);
+  const hi = Math.max(...vs);
+  const X = (s) => pad + ((s - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
+  const Y = (v) => H - pad - ((v - lo) / (hi - lo || 1)) * (H - 2 * pad);
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.setAttribute("class", "trend-svg");
+  const line = document.createElementNS(NS, "polyline");
+  line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
+  svg.append(line);
+  const current = points.find(([s]) => s === shownStep);
+  if (current) {
+    const dot = document.createElementNS(NS, "circle");
+    dot.setAttribute("cx", X(current[0]));
+    dot.setAttribute("cy", Y(current[1]));
+    dot.setAttribute("r", 3);
+    svg.append(dot);
+  }
+  svg.addEventListener("click", (e) => {
+    if (state.mode !== "probe") return;
+    const r = svg.getBoundingClientRect();
+    const s = x0 + ((e.clientX - r.left - pad) / (W - 2 * pad)) * (x1 - x0);
+    const step = nearest(state.run.steps, s);
+    state.stepIndex = state.run.steps.indexOf(step);
+    ui.slider.value = String(state.stepIndex);
+    updateStepLabel();
+    draw();
+  });
+  node.title = `${key} of ${headName(state.head)} at every logged step (${fmt(vs[0])} → ${fmt(vs[vs.length - 1])}); `
+    + "click to go to a step";
+  node.replaceChildren(h("span", {class: "note"}, `${key} over training`), svg);
 }
 
 function matrixPanel(kd, matrix, gold, cell, font, labelW, labelH, caption) {

@@ -54,6 +54,7 @@ h2 .sub { font-weight: 400; color: var(--muted); margin-left: 6px; }
              display: flex; flex-direction: column; align-items: center; }
 .head-cell:hover { border-color: #adb5bd; }
 .head-cell.selected { border-color: var(--ink); }
+.head-cell.peek { border-color: var(--accent); }
 .head-cell canvas { display: block; box-shadow: 0 0 0 1px #e9ecef; }
 .head-cell .cap { font-size: 10px; color: var(--muted); height: 13px; line-height: 13px; font-variant-numeric: tabular-nums; }
 .head-cell .badge { position: absolute; top: -7px; right: -7px; background: var(--gold); color: #fff; font-size: 10px;
@@ -79,6 +80,10 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .chips { display: flex; gap: 6px; flex-wrap: wrap; }
 .chip { background: var(--soft); border-radius: 10px; padding: 1px 8px; font-size: 12px; font-variant-numeric: tabular-nums; }
 .chip span { color: var(--muted); }
+.trend { display: inline-flex; align-items: center; gap: 6px; }
+.trend-svg { cursor: pointer; background: #f8f9fa; border-radius: 3px; }
+.trend-svg polyline { fill: none; stroke: var(--accent); stroke-width: 1.5; }
+.trend-svg circle { fill: var(--gold); }
 .detail-tools { display: flex; align-items: center; gap: 14px; margin: 6px 0 8px; color: var(--muted); flex-wrap: wrap; }
 .detail-tools select { padding: 2px 4px; border: 1px solid #ced4da; border-radius: 4px; background: #fff; }
 .detail-body { display: flex; gap: 22px; align-items: flex-start; flex-wrap: wrap; }
@@ -96,7 +101,7 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
         box-shadow: 0 0 0 1px #fff; }
 .band.highlight { display: block; }
 .axis-name { position: absolute; font-size: 11px; color: var(--muted); }
-.lines-panel { flex: 0 0 auto; }
+.lines-panel { flex: 0 0 300px; width: 300px; }
 .lines-svg { display: block; }
 .lines-svg .lv-head { font-size: 11px; fill: #868e96; }
 .lines-svg .lv-hit { fill: transparent; }
