@@ -194,6 +194,16 @@ def test_hovering_a_token_lights_its_row_and_column_and_its_lines(tab):
     hover.move_to_element(css(driver, "#grid")[0]).perform()
     wait(driver, lambda: not highlighted(driver), "leaving the token did not clear the highlight")
 
+    # Decoder: the token generated at row i is read at column i + 1, and that is the column that lights up.
+    css(driver, "#kind-decoder")[0].click()
+    wait(driver, lambda: css(driver, '#detail[data-kind="decoder"]'), "the decoder never showed")
+    hover.move_to_element(css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]).perform()
+    expected = {("token", "row", i), ("token", "col", i + 1), ("band", "row", i), ("band", "col", i + 1)}
+    wait(driver, lambda: highlighted(driver) == expected, f"hovering decoder row {i} lit {highlighted(driver)}")
+    rows, cols = data["kinds"]["decoder"]["rows"], data["kinds"]["decoder"]["cols"]
+    assert cols[i + 1] == rows[i]
+    assert {t.get_attribute("textContent") for t in css(driver, "#detail .token.highlight")} == {rows[i]}
+
     # Cross-attention: a target word lights only its row; in the lines view a query shows only its own lines.
     css(driver, "#kind-cross")[0].click()
     wait(driver, lambda: css(driver, '#detail[data-kind="cross"]'), "the cross-attention never showed")

@@ -18,9 +18,11 @@
 //
 // What gets the class `highlight`: hovering a token sets a focus, a set R of lit rows and a set C of lit columns
 // (clicking the token pins it until clicked again).
-//   * matrix token `.token[data-axis][data-index=i]` in #detail: in encoder and decoder maps position i is both
-//     query i and key i, so R = C = {i} whichever axis was hovered; in cross maps R = {i} for a row token and
-//     C = {i} for a column token.
+//   * matrix token `.token[data-axis][data-index=i]` in #detail: in self-attention maps a token is both a query
+//     and a key, so its row and its column light up: encoder, row or column i: R = C = {i}; decoder (rows are
+//     the tokens generated, columns the tokens read, so the token generated at i is read at i + 1): row i gives
+//     R = {i}, C = {i + 1}, column j gives C = {j}, R = {j - 1} (no column for the last row, "</s>", and no
+//     row for column 0, "<s>"). In cross maps R = {i} for a row token and C = {i} for a column token.
 //   * lines-view token `.lv-token[data-side="query"|"key"][data-index=i]`: R = {i} (query) or C = {i} (key).
 // Then exactly these carry `highlight`: in every `.matrix` of #detail, `.token[data-axis="row"]` and
 // `.band[data-axis="row"]` with data-index in R, `.token[data-axis="col"]` and `.band[data-axis="col"]` with
@@ -564,10 +566,10 @@ function drawGrid(data, stats) {
   if (best) {
     ui.best.style.display = "";
     ui.best.replaceChildren(...[
-      "★ Best-aligned head: ",
+      "★ Best-aligned: ",
       h("button", {id: "best-head", onclick: () => openHead(best)}, headName(best)),
       ` · agreement ${fmt(best.value)}${stats.kinds[state.kind].aer ? ` · AER ${fmt(best.aer)}` : ""}`,
-      stats.step !== data.step ? h("span", {class: "note"}, ` (step ${stats.step})`) : null,
+      stats.step !== data.step ? h("span", {class: "note"}, ` · step ${stats.step}`) : null,
     ].filter(Boolean));
   } else {
     ui.best.style.display = "none";
@@ -803,6 +805,8 @@ function drawDetail(data, stats, other) {
   ui.detail.dataset.layer = String(layer);
   ui.detail.dataset.head = String(head);
   ui.detail.dataset.mode = state.mode;
+  ui.selfShift = state.kind === "cross" ? null : selfShift(kd.rows, kd.cols);
+  ui.shape = [kd.rows.length, kd.cols.length];
   wireFocus(body);
   applyFocus();
 }
@@ -932,14 +936,25 @@ function focusFromNode(node) {
   return {axis: node.dataset.side === "query" ? "row" : "col", index: Number(node.dataset.index), source: "lines"};
 }
 
+// In a self-attention map, the column of row i's token: i (encoder: rows and columns are the same tokens) or
+// i + 1 (decoder: the token generated at i is read at i + 1); null when the labels do not line up either way.
+function selfShift(rows, cols) {
+  const same = (a, b) => a.length === b.length && a.every((t, k) => t === b[k]);
+  if (same(rows, cols)) return 0;
+  if (rows.length === cols.length && same(rows.slice(0, -1), cols.slice(1))) return 1;
+  return null;
+}
+
 function litSets(focus) {
   if (!focus) return null;
   const rows = new Set();
   const cols = new Set();
-  const selfAttention = state.kind !== "cross";
-  if (focus.source === "matrix" && selfAttention) {
-    rows.add(focus.index);
-    cols.add(focus.index);
+  const shift = ui.selfShift;
+  if (focus.source === "matrix" && shift !== null) {
+    const row = focus.axis === "row" ? focus.index : focus.index - shift;
+    const col = focus.axis === "col" ? focus.index : focus.index + shift;
+    if (row >= 0 && row < ui.shape[0]) rows.add(row);
+    if (col >= 0 && col < ui.shape[1]) cols.add(col);
   } else if (focus.axis === "row") {
     rows.add(focus.index);
   } else {
