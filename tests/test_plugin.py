@@ -1,0 +1,265 @@
+"""The ATTENTION tab's backend: its HTTP routes over the events of a real tiny training run.
+
+The plugin runs inside TensorBoard's own WSGI application and data provider, driven by werkzeug's test client,
+so the routes, the reading of the logged summaries and the error handling are those a browser gets.
+"""
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from importlib.metadata import entry_points
+
+import pytest
+import torch
+import werkzeug.test
+from tensorboard.backend import application
+from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+from tensorboard.plugins import base_plugin
+
+from analysis.heads import summarize
+from data.batching import collate
+from evaluation.attention_maps import sentence_attention
+from evaluation.checkpoints import load_run
+from evaluation.translate import translate
+from tensorboard_plugin.metadata import PLUGIN_NAME
+from tensorboard_plugin.plugin import AttentionPlugin
+from tests.conftest import REPO
+
+LAYERS, HEADS = 2, 2  # configs/tiny.yaml
+ROUTE = f"/data/plugin/{PLUGIN_NAME}"
+
+
+def serve(logdir):
+    """A werkzeug client of TensorBoard's application with only this plugin, reading ``logdir``."""
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={PLUGIN_NAME: 0})
+    multiplexer.AddRunsFromDirectory(str(logdir))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
+    context = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=multiplexer)
+    plugin = AttentionPlugin(context)
+    return werkzeug.test.Client(application.TensorBoardWSGI([plugin])), plugin
+
+
+@pytest.fixture(scope="module")
+def board(tiny_run):
+    """(client, plugin, run name, the run's last checkpoint loaded)."""
+    logdir = tiny_run.parent.parent
+    client, plugin = serve(logdir)
+    return client, plugin, tiny_run.relative_to(logdir).as_posix(), load_run(tiny_run / "checkpoints" / "last.ckpt")
+
+
+def get(client, path, status=200):
+    response = client.get(ROUTE + path)
+    assert response.status_code == status, response.get_data(as_text=True)
+    return json.loads(response.get_data(as_text=True))
+
+
+def describe(board):
+    client, _, run, _ = board
+    (described,) = get(client, "/runs")["runs"]
+    assert described["run"] == run
+    return described
+
+
+def test_runs_lists_steps_probe_sentences_and_shapes(board):
+    _, _, _, loaded = board
+    described = describe(board)
+    assert described["steps"] == described["statistics_steps"] == [6, 12]  # one validation per epoch
+    val = loaded.datamodule.pairs("val")
+    assert [s["id"] for s in described["sentences"]] == [0, 1]
+    # The probes are the first validation sentences short enough for the tiny config's max_tokens (12).
+    probes = [p for p in val if max(len(p.source.split()), len(p.target.split())) + 1 <= 12][:2]
+    assert [(s["source"], s["target"]) for s in described["sentences"]] == [(p.source, p.target) for p in probes]
+    assert described["num_layers"] == {"encoder": LAYERS, "decoder": LAYERS, "cross": LAYERS}
+    assert described["num_heads"] == HEADS
+    assert described["has_gold"] and described["can_translate"] and described["translate_note"] is None
+
+
+def test_a_map_equals_the_models_return_attention_for_that_sentence(board):
+    client, _, run, loaded = board
+    sentence = describe(board)["sentences"][1]
+    # The last validation (step 12) ran the weights that last.ckpt holds.
+    answer = get(client, f"/attention?run={run}&step=12&sentence=1")
+    assert (answer["source"], answer["target"]) == (sentence["source"], sentence["target"])
+    src_tok, tgt_tok = loaded.datamodule.src_tokenizer, loaded.datamodule.tgt_tokenizer
+    batch = collate([(0, src_tok.encode(sentence["source"]), tgt_tok.encode(sentence["target"]))])
+    with torch.no_grad():
+        _, maps = loaded.module.model(batch.src, batch.tgt_in, return_attention=True)
+    source = src_tok.tokens(batch.src[0].tolist())
+    target_in, target_out = tgt_tok.tokens(batch.tgt_in[0].tolist()), tgt_tok.tokens(batch.tgt_out[0].tolist())
+    axes = {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
+    for kind, layers in zip(("encoder", "decoder", "cross"), maps):
+        entry = answer["kinds"][kind]
+        assert (entry["rows"], entry["cols"]) == axes[kind]
+        logged = torch.tensor(entry["weights"])  # (L, H, Tq, Tk)
+        assert logged.shape == (LAYERS, HEADS, len(axes[kind][0]), len(axes[kind][1]))
+        torch.testing.assert_close(logged, torch.stack([w[0] for w in layers]), atol=1e-3, rtol=0)  # float16
+    one = get(client, f"/attention?run={run}&step=12&sentence=1&kind=cross&layer=1&head=0")
+    assert (one["rows"], one["cols"]) == axes["cross"]
+    torch.testing.assert_close(torch.tensor(one["weights"]), maps.cross[1][0, 0], atol=1e-3, rtol=0)
+    # Gold links as [row, column] cells of the cross map: target word t is generated at row t.
+    words = {(s, t) for s, t in next(p.alignment for p in loaded.datamodule.pairs("val")
+                                      if p.source == sentence["source"])}
+    assert {(col, row) for row, col in answer["gold"]} == words
+    assert one["gold"] == answer["gold"]
+
+
+def test_steps_differ_as_the_model_learns(board):
+    client, _, run, _ = board
+    early = get(client, f"/attention?run={run}&step=6&sentence=0&kind=cross&layer=1&head=1")
+    late = get(client, f"/attention?run={run}&step=12&sentence=0&kind=cross&layer=1&head=1")
+    assert early["rows"] == late["rows"] and early["weights"] != late["weights"]
+
+
+def test_statistics_equal_the_head_statistics_of_the_checkpoint(board):
+    client, _, run, loaded = board
+    answer = get(client, f"/statistics?run={run}&step=12")
+    datamodule = loaded.datamodule
+    pairs = datamodule.pairs("val")[:20]  # the tiny config's stats_sentences
+    items = [(i, datamodule.src_tokenizer.encode(p.source), datamodule.tgt_tokenizer.encode(p.target))
+             for i, p in enumerate(pairs)]
+    batch = collate(items)
+    with torch.no_grad():
+        _, maps = loaded.module.model(batch.src, batch.tgt_in, return_attention=True)
+    expected = summarize(
+        dict(zip(("encoder", "decoder", "cross"), maps)), src_valid=batch.src != 0, tgt_valid=batch.tgt_out != 0,
+        gold=[set(p.alignment) for p in pairs],
+    )
+    assert list(answer["kinds"]) == ["encoder", "decoder", "cross"]
+    for kind, named in expected.items():
+        assert set(answer["kinds"][kind]) == set(named)
+        for name, values in named.items():
+            torch.testing.assert_close(torch.tensor(answer["kinds"][kind][name]), values, atol=2e-4, rtol=0)
+    assert {"agreement", "aer", "entropy"} <= set(answer["descriptions"])
+
+
+def test_translate_your_sentence_gives_the_translation_and_every_head(board):
+    client, _, run, loaded = board
+    model, datamodule = loaded.module.model, loaded.datamodule
+    text = datamodule.pairs("test")[0].source
+    for beam in (1, 3):
+        answer = get(client, f"/translate?run={run}&text={text.replace(' ', '%20')}&beam={beam}")
+        ids = translate(model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, [text], beam_size=beam)[0]
+        assert answer["translation"] == datamodule.tgt_tokenizer.decode(ids)
+        assert (answer["checkpoint"], answer["step"], answer["beam"]) == ("last.ckpt", 12, beam)
+        expected = sentence_attention(model, datamodule.src_tokenizer, datamodule.tgt_tokenizer,
+                                      datamodule.src_tokenizer.encode(text), ids)
+        for kind, layers in expected.maps.items():
+            assert (answer["kinds"][kind]["rows"], answer["kinds"][kind]["cols"]) == expected.axes[kind]
+            torch.testing.assert_close(torch.tensor(answer["kinds"][kind]["weights"]), torch.stack(layers),
+                                       atol=1e-4, rtol=0)
+
+
+def test_translating_writes_nothing_to_the_run_folder(board, tiny_run):
+    client, _, run, _ = board
+    before = {p: p.stat().st_mtime_ns for p in tiny_run.rglob("*")}
+    get(client, f"/translate?run={run}&text=the%20dog%20saw%20a%20cat")
+    assert {p: p.stat().st_mtime_ns for p in tiny_run.rglob("*")} == before
+
+
+@pytest.mark.parametrize(
+    "path, status, message",
+    [
+        ("/attention?run=nope&step=12&sentence=0", 404, "unknown run 'nope'"),
+        ("/attention?run={run}&step=7&sentence=0", 404, "no attention of sentence 0 at step 7 (logged steps: 6, 12)"),
+        ("/attention?run={run}&step=twelve&sentence=0", 400, "'step' must be an integer, got 'twelve'"),
+        ("/attention?run={run}&sentence=0", 400, "missing query parameter 'step'"),
+        ("/attention?run={run}&step=12&sentence=5", 404, "no probe sentence 5"),
+        ("/attention?run={run}&step=12&sentence=0&kind=self&layer=0&head=0", 400, "unknown kind 'self'"),
+        ("/attention?run={run}&step=12&sentence=0&kind=cross&layer=2&head=0", 400, "layer 2 is out of range"),
+        ("/attention?run={run}&step=12&sentence=0&kind=cross&layer=0&head=-1", 400, "head -1 is out of range"),
+        ("/attention?run={run}&step=12&sentence=0&kind=cross", 400, "missing query parameter 'layer'"),
+        ("/statistics?run={run}&step=3", 404, "no head statistics at step 3"),
+        ("/translate?run={run}&text=%20%20", 400, "the sentence is empty"),
+        ("/translate?run={run}&text=" + "dog%20" * 60, 400, "has 239 characters; at most 200"),
+        ("/translate?run={run}&text=a%20dog&beam=9", 400, "beam must be between 1 and 8, got 9"),
+        ("/translate?run={run}&text=a%20dog&beam=wide", 400, "'beam' must be an integer"),
+        ("/translate?run=nope&text=a%20dog", 404, "unknown run 'nope'"),
+        ("/static/plugin.py", 404, "no static file 'plugin.py'"),
+        ("/static/..%2F..%2Fsetup.js", 404, "no static file"),
+    ],
+)
+def test_bad_requests_get_a_4xx_with_a_clear_message(board, path, status, message):
+    client, _, run, _ = board
+    answer = get(client, path.format(run=run), status=status)
+    assert message in answer["error"]
+
+
+def test_a_second_translation_while_one_runs_is_refused(board):
+    client, plugin, run, _ = board
+    lock = plugin._lock(run)
+    lock.acquire()
+    try:
+        answer = get(client, f"/translate?run={run}&text=a%20dog", status=429)
+        assert "already running" in answer["error"]
+    finally:
+        lock.release()
+    get(client, f"/translate?run={run}&text=a%20dog")
+
+
+def test_a_run_without_checkpoint_shows_its_maps_but_cannot_translate(tiny_run, tmp_path):
+    copy = tmp_path / "logs" / "copy"
+    shutil.copytree(tiny_run, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    client, _ = serve(tmp_path / "logs")
+    (described,) = get(client, "/runs")["runs"]
+    assert not described["can_translate"] and "no checkpoint yet in" in described["translate_note"]
+    get(client, "/attention?run=copy&step=12&sentence=0")
+    assert "no checkpoint yet in" in get(client, "/translate?run=copy&text=a%20dog", status=404)["error"]
+
+
+def test_a_logdir_without_attention_lists_no_run(tmp_path):
+    client, _ = serve(tmp_path)
+    assert get(client, "/runs") == {"runs": []}
+
+
+def test_the_frontend_is_served_as_javascript_modules(board):
+    client, plugin, _, _ = board
+    assert plugin.frontend_metadata().es_module_path == "/index.js"
+    response = client.get(ROUTE + "/index.js")
+    assert response.status_code == 200 and response.mimetype == "text/javascript"
+    assert "export function render" in response.get_data(as_text=True)
+
+
+def test_installed_project_registers_the_plugin_with_tensorboard():
+    found = [ep for ep in entry_points(group="tensorboard_plugins") if ep.name == PLUGIN_NAME]
+    if not found:
+        pytest.skip("the project is not installed (pip install -r requirements.txt installs it)")
+    assert found[0].load() is AttentionPlugin
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_launcher_serves_tensorboard_with_the_attention_tab(tiny_run):
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard_plugin", "--logdir", str(tiny_run.parent.parent), "--host", "127.0.0.1",
+         "--port", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        listing, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=5) as reply:
+                    listing = json.load(reply)
+                if listing.get(PLUGIN_NAME, {}).get("enabled"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        assert listing is not None, server.stderr.read().decode() if server.poll() is not None else "no answer"
+        assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{ROUTE}/runs", timeout=10) as reply:
+            (described,) = json.load(reply)["runs"]
+        assert described["steps"] == [6, 12]
+    finally:
+        server.kill()
+        server.wait(timeout=10)
