@@ -151,7 +151,10 @@ function showMessage(text) {
   ui.message.textContent = text || "";
 }
 
-const fmt = (v) => (v === null || v === undefined || Number.isNaN(v) ? "–" : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(3));
+function fmt(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "–";
+  return Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(3);
+}
 const headName = ({layer, head}) => `L${layer + 1} H${head + 1}`;
 const sameHead = (a, b) => a.layer === b.layer && a.head === b.head;
 
@@ -348,7 +351,9 @@ function selectRun(name) {
   const step = currentStep();
   state.run = run;
   state.stepIndex = Math.max(0, run.steps.indexOf(nearest(run.steps, step)));
-  if (!run.sentences.some((s) => s.id === state.sentence)) state.sentence = run.sentences.length ? run.sentences[0].id : 0;
+  if (!run.sentences.some((s) => s.id === state.sentence)) {
+    state.sentence = run.sentences.length ? run.sentences[0].id : 0;
+  }
   if (!run.kinds.includes(state.kind)) state.kind = run.kinds[0];
   if (state.mode === "custom") leaveCustom(false);
   state.compareRun = "";
@@ -511,7 +516,7 @@ async function draw() {
   const cmp = compareTarget();
   const [data, stats, other] = await Promise.all([
     shownData().catch((e) => ({error: e.message})),
-    sStep === null ? Promise.resolve(null) : cached(statisticsUrl(state.run.run, sStep)).catch((e) => ({error: e.message})),
+    sStep === null ? null : cached(statisticsUrl(state.run.run, sStep)).catch((e) => ({error: e.message})),
     cmp ? cached(attentionUrl(cmp.run, cmp.step, cmp.sentence)).catch((e) => ({error: e.message})) : null,
   ]);
   if (token !== drawToken) return; // a newer draw started while this one waited
@@ -597,7 +602,8 @@ function drawGrid(data, stats) {
         class: "head-cell", "data-layer": String(layer), "data-head": String(head),
         title: `${headName(me)}: click to open, Shift/Ctrl-click to overlay in the lines view`,
         onclick: (e) => (e.shiftKey || e.ctrlKey || e.metaKey ? toggleOverlay(me) : openHead(me)),
-      }, canvas, h("span", {class: "cap"}, caption ? `${SHORT[caption] || caption} ${fmt(kindStats[caption][layer][head])}` : ""));
+      }, canvas, h("span", {class: "cap"},
+        caption ? `${SHORT[caption] || caption} ${fmt(kindStats[caption][layer][head])}` : ""));
       if (sameHead(me, state.head)) cell.classList.add("selected");
       if (overlayIndex >= 0) {
         cell.classList.add("overlay");
@@ -606,7 +612,8 @@ function drawGrid(data, stats) {
       }
       if (best && sameHead(best, me)) {
         cell.classList.add("best");
-        cell.append(h("span", {class: "badge", title: "best-aligned head (highest agreement with the gold alignment)"}, "★ best"));
+        cell.append(h("span", {class: "badge", title: "best-aligned head (highest agreement with the gold alignment)"},
+          "★ best"));
       }
       nodes.push(cell);
     }
@@ -681,8 +688,7 @@ function drawStats(stats) {
       onclick: () => {
         const dir = sorted ? -sort.dir : LOWER_IS_BETTER.has(key) || key === "layer" || key === "head" ? 1 : -1;
         state.sort[state.kind] = {key, dir};
-        drawStats(stats);
-        drawGrid(ui.currentData, ui.currentStats);
+        draw();
       },
     }, label, sorted ? h("span", {class: "arrow"}, sort.dir > 0 ? "▲" : "▼") : "");
   };
@@ -700,7 +706,8 @@ function drawStats(stats) {
       const v = kindStats[k][it.layer][it.head];
       const [lo, hi] = ranges[k];
       const share = hi > lo ? Math.round((100 * (v - lo)) / (hi - lo)) : 0;
-      return h("td", {style: `background:linear-gradient(90deg,rgba(28,126,214,.13) ${share}%,transparent ${share}%)`}, fmt(v));
+      const bar = `linear-gradient(90deg,rgba(28,126,214,.13) ${share}%,transparent ${share}%)`;
+      return h("td", {style: `background:${bar}`}, fmt(v));
     }));
     if (sameHead(it, state.head)) tr.classList.add("selected");
     if (best && sameHead(best, it)) tr.classList.add("best");
@@ -753,7 +760,8 @@ function drawDetail(data, stats, other) {
     (state.compareStep || state.compareRun) && state.mode === "probe"
       ? h("button", {class: "icon-btn", title: "stop comparing",
         onclick: () => { state.compareStep = ""; state.compareRun = ""; draw(); }}, "×") : null,
-    h("label", {title: "write weights ≥ 0.1 in the cells when they are big enough"}, ui.numbers, " numbers in cells"),
+    h("label", {title: "write weights ≥ 0.1 in the cells when they are big enough"},
+      ui.numbers, " numbers in cells"),
     state.mode === "custom" ? h("span", {class: "note"}, "(comparing applies to the probe sentences)") : null);
 
   // Sizes: fit the matrices (and the lines view, beside them unless comparing) into the panel.
@@ -793,7 +801,9 @@ function drawDetail(data, stats, other) {
   ui.lines = lines;
   const legend = h("div", {class: "legend"}, heads.map((hd, i) => h("span", {class: "item", "data-head": hd.label},
     h("span", {class: "sw", style: `background:${hd.colour}`}), hd.label,
-    i > 0 ? h("button", {class: "rm", title: "remove from the lines view", onclick: () => toggleOverlay(hd.head)}, "×") : null)),
+    i > 0
+      ? h("button", {class: "rm", title: "remove from the lines view", onclick: () => toggleOverlay(hd.head)}, "×")
+      : null)),
   heads.length === 1 ? h("span", {class: "note"}, "Shift-click heads in the grid to overlay them") : null);
   const linesPanel = h("div", {class: "lines-panel"},
     h("div", {id: "lines-view"}, lines.node), legend);

@@ -33,7 +33,8 @@ export function linesView({rows, cols, heads, top = 26, step = 20, width = 300})
   top = Math.max(top, 22);
   const fullHeight = Math.ceil(top + n * step + 6);
   const font = step < 16 ? 11 : step < 22 ? 12 : 13;
-  const labelWidth = Math.min(110, Math.max(40, 7 + font * 0.6 * Math.max(...[...rows, ...cols].map((t) => clip(t).length))));
+  const longest = Math.max(...[...rows, ...cols].map((t) => clip(t).length));
+  const labelWidth = Math.min(110, Math.max(40, 7 + font * 0.6 * longest));
   const x0 = labelWidth + 6;
   const x1 = width - labelWidth - 6;
   const svg = el("svg", {width, height: fullHeight, viewBox: `0 0 ${width} ${fullHeight}`, class: "lines-svg"});

@@ -56,7 +56,8 @@ h2 .sub { font-weight: 400; color: var(--muted); margin-left: 6px; }
 .head-cell.selected { border-color: var(--ink); }
 .head-cell.peek { border-color: var(--accent); }
 .head-cell canvas { display: block; box-shadow: 0 0 0 1px #e9ecef; }
-.head-cell .cap { font-size: 10px; color: var(--muted); height: 13px; line-height: 13px; font-variant-numeric: tabular-nums; }
+.head-cell .cap { font-size: 10px; color: var(--muted); height: 13px; line-height: 13px;
+                  font-variant-numeric: tabular-nums; }
 .head-cell .badge { position: absolute; top: -7px; right: -7px; background: var(--gold); color: #fff; font-size: 10px;
                     border-radius: 8px; padding: 0 5px; line-height: 15px; }
 .head-cell .dot { position: absolute; top: -5px; left: -5px; width: 11px; height: 11px; border-radius: 50%;
@@ -78,13 +79,15 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .detail-head { display: flex; align-items: baseline; gap: 10px; flex-wrap: wrap; }
 .detail-head h2 { font-size: 15px; margin: 0; }
 .chips { display: flex; gap: 6px; flex-wrap: wrap; }
-.chip { background: var(--soft); border-radius: 10px; padding: 1px 8px; font-size: 12px; font-variant-numeric: tabular-nums; }
+.chip { background: var(--soft); border-radius: 10px; padding: 1px 8px; font-size: 12px;
+        font-variant-numeric: tabular-nums; }
 .chip span { color: var(--muted); }
 .trend { display: inline-flex; align-items: center; gap: 6px; }
 .trend-svg { cursor: pointer; background: #f8f9fa; border-radius: 3px; }
 .trend-svg polyline { fill: none; stroke: var(--accent); stroke-width: 1.5; }
 .trend-svg circle { fill: var(--gold); }
-.detail-tools { display: flex; align-items: center; gap: 14px; margin: 6px 0 8px; color: var(--muted); flex-wrap: wrap; }
+.detail-tools { display: flex; align-items: center; gap: 14px; margin: 6px 0 8px; color: var(--muted);
+                flex-wrap: wrap; }
 .detail-tools select { padding: 2px 4px; border: 1px solid #ced4da; border-radius: 4px; background: #fff; }
 .detail-body { display: flex; gap: 22px; align-items: flex-start; flex-wrap: wrap; }
 .panel-cap { font-size: 12px; color: var(--muted); margin-bottom: 2px; }
@@ -114,7 +117,8 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .legend .item { display: inline-flex; align-items: center; gap: 5px; padding: 1px 6px; border: 1px solid var(--line);
                 border-radius: 10px; font-size: 12px; }
 .legend .sw { width: 12px; height: 4px; border-radius: 2px; }
-.legend .rm { border: 0; background: none; cursor: pointer; color: var(--muted); padding: 0 0 0 2px; font-size: 13px; line-height: 1; }
+.legend .rm { border: 0; background: none; cursor: pointer; color: var(--muted); padding: 0 0 0 2px;
+              font-size: 13px; line-height: 1; }
 .tooltip { position: fixed; pointer-events: none; background: rgba(33,37,41,.94); color: #fff; padding: 4px 8px;
            border-radius: 4px; font-size: 12px; z-index: 10; white-space: nowrap; display: none; }
 .tooltip b { font-size: 13px; font-variant-numeric: tabular-nums; }
