@@ -204,6 +204,21 @@ export async function render() {
   await draw();
   prefetchSteps();
   setInterval(pollRuns, RUNS_POLL_MS);
+  document.addEventListener("keydown", onKey);
+}
+
+// Left / right arrow keys move the step slider from anywhere but a text field or a list.
+function onKey(e) {
+  if (!["ArrowLeft", "ArrowRight"].includes(e.key) || e.altKey || e.ctrlKey || e.metaKey) return;
+  if (e.target.closest && e.target.closest("input, select, textarea")) return;
+  if (state.mode !== "probe") return;
+  const next = state.stepIndex + (e.key === "ArrowRight" ? 1 : -1);
+  if (next < 0 || next >= state.run.steps.length) return;
+  e.preventDefault();
+  state.stepIndex = next;
+  ui.slider.value = String(next);
+  updateStepLabel();
+  draw();
 }
 
 // While a run trains, new validations add steps: look again now and then, and follow the newest step if the
@@ -774,10 +789,18 @@ function drawDetail(data, stats, other) {
   // Room for the widest token in bold (a lit token is bold), up to 120 px; longer ones end in an ellipsis.
   const labelW = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.rows.map((t) => textWidth(t, guessFont + 1))) + 14));
   const labelH = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.cols.map((t) => textWidth(t, guessFont + 1))) + 12));
-  const availW = comparing ? (width - 2 * labelW - 30) / 2 : width - LINES_WIDTH - labelW - 34;
+  // Cells fill the height of the window (at least 14 px, the smallest that keeps labels legible) and the width
+  // left beside the lines view; when that would make them smaller than 14 px (long sentences), the lines view
+  // moves below the matrix. Comparing puts two matrices side by side and the lines view below.
   const topOffset = ui.detail.getBoundingClientRect().top + 110;
-  const availH = Math.max(240, window.innerHeight - topOffset - labelH - 24);
-  const cell = Math.max(9, Math.min(46, Math.floor(Math.min(availW / colsN, availH / rowsN))));
+  const fitH = Math.max(14, (window.innerHeight - topOffset - labelH - 24) / rowsN);
+  let linesBelow = comparing;
+  let fitW = comparing ? (width - 2 * labelW - 30) / 2 / colsN : (width - LINES_WIDTH - labelW - 34) / colsN;
+  if (!comparing && fitW < 14) {
+    linesBelow = true;
+    fitW = (width - labelW - 10) / colsN;
+  }
+  const cell = Math.max(9, Math.min(46, Math.floor(Math.min(fitW, fitH))));
   const font = Math.max(10, Math.min(13, Math.floor(cell * 0.85), guessFont + 1));
 
   const gold = goldFor(data);
@@ -797,7 +820,7 @@ function drawDetail(data, stats, other) {
   }));
   // Beside the matrix, the lines view's query tokens sit level with the matrix rows.
   const lines = linesView({rows: kd.rows, cols: kd.cols, heads, width: LINES_WIDTH,
-    top: comparing ? 26 : labelH, step: comparing ? 20 : Math.max(14, cell)});
+    top: linesBelow ? 26 : labelH, step: linesBelow ? Math.min(20, Math.max(14, cell)) : Math.max(14, cell)});
   ui.lines = lines;
   const legend = h("div", {class: "legend"}, heads.map((hd, i) => h("span", {class: "item", "data-head": hd.label},
     h("span", {class: "sw", style: `background:${hd.colour}`}), hd.label,
@@ -805,7 +828,7 @@ function drawDetail(data, stats, other) {
       ? h("button", {class: "rm", title: "remove from the lines view", onclick: () => toggleOverlay(hd.head)}, "×")
       : null)),
   heads.length === 1 ? h("span", {class: "note"}, "Shift-click heads in the grid to overlay them") : null);
-  const linesPanel = h("div", {class: "lines-panel"},
+  const linesPanel = h("div", {class: linesBelow ? "lines-panel below" : "lines-panel"},
     h("div", {id: "lines-view"}, lines.node), legend);
 
   const body = h("div", {class: "detail-body"}, ...panels, linesPanel);

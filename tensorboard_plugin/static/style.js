@@ -105,6 +105,7 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .band.highlight { display: block; }
 .axis-name { position: absolute; font-size: 11px; color: var(--muted); }
 .lines-panel { flex: 0 0 300px; width: 300px; }
+.lines-panel.below { flex-basis: 100%; }
 .lines-svg { display: block; }
 .lines-svg .lv-head { font-size: 11px; fill: #868e96; }
 .lines-svg .lv-hit { fill: transparent; }
