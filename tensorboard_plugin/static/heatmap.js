@@ -16,6 +16,7 @@ const LUT = Array.from({length: 256}, (_, k) => {
 });
 
 export const GOLD_COLOUR = "#f76707";
+export const MASKED_COLOUR = "#e9ecef";
 
 export function colourOf(weight) {
   const k = Math.round(Math.max(0, Math.min(1, weight)) * 255);
@@ -36,9 +37,10 @@ function sized(canvas, width, height) {
 
 /**
  * Draw `matrix` (rows x cols of weights in [0, 1]) into `canvas` at `width` x `height` CSS pixels.
- * Options: gold (list of [row, col] cells to outline), numbers (write values >= 0.1 when cells are big enough).
+ * Options: gold (list of [row, col] cells to outline), numbers (write values >= 0.1 when cells are big enough),
+ * causal (grey out the cells above the diagonal, which a causal mask hides: "cannot attend", not "weight 0").
  */
-export function drawMatrix(canvas, matrix, width, height, {gold = null, numbers = false} = {}) {
+export function drawMatrix(canvas, matrix, width, height, {gold = null, numbers = false, causal = false} = {}) {
   const ctx = sized(canvas, width, height);
   const rows = matrix.length;
   const cols = rows ? matrix[0].length : 0;
@@ -49,7 +51,7 @@ export function drawMatrix(canvas, matrix, width, height, {gold = null, numbers 
   const ys = Array.from({length: rows + 1}, (_, i) => Math.round((i * height) / rows));
   for (let i = 0; i < rows; i++) {
     for (let j = 0; j < cols; j++) {
-      ctx.fillStyle = colourOf(matrix[i][j]);
+      ctx.fillStyle = causal && j > i ? MASKED_COLOUR : colourOf(matrix[i][j]);
       ctx.fillRect(xs[j], ys[i], xs[j + 1] - xs[j], ys[i + 1] - ys[i]);
     }
   }

@@ -42,9 +42,10 @@ const KIND_TITLE = {
   cross: "Cross-attention",
 };
 const KIND_HELP = {
-  encoder: "source tokens attending to source tokens",
-  decoder: "each target position attends to the tokens before it; rows are labelled with the token generated there",
-  cross: "target → source: a row shows where the model looks to produce that word",
+  encoder: "Each source token attends to every source token",
+  decoder: "Each target position attends to the tokens read so far (grey: the masked future); a row is "
+    + "labelled with the token generated there",
+  cross: "Target → source: a row shows where the model looks to produce that word",
 };
 // Statistics where lower is better are sorted ascending on first click, the others descending.
 const LOWER_IS_BETTER = new Set(["entropy", "distance", "aer"]);
@@ -339,6 +340,7 @@ function syncControls() {
   for (const b of ui.kindButtons) {
     const k = b.dataset.kind;
     b.classList.toggle("active", k === state.kind);
+    b.setAttribute("aria-pressed", String(k === state.kind));
     b.disabled = !run.kinds.includes(k);
   }
   const goldApplies = state.kind === "cross" && run.has_gold && state.mode === "probe";
@@ -610,7 +612,8 @@ function drawGrid(data, stats) {
     nodes.push(h("span", {class: "axis"}, `L${layer + 1}`));
     for (let head = 0; head < H; head++) {
       const canvas = h("canvas");
-      drawMatrix(canvas, kd.weights[layer][head], w, hgt, {gold: scale >= 8 ? gold : null});
+      drawMatrix(canvas, kd.weights[layer][head], w, hgt,
+        {gold: scale >= 8 ? gold : null, causal: state.kind === "decoder"});
       const me = {layer, head};
       const overlayIndex = state.overlay.findIndex((o) => sameHead(o, me));
       const cell = h("div", {
@@ -770,6 +773,7 @@ function drawDetail(data, stats, other) {
   compareRun.value = state.compareRun;
   ui.numbers = h("input", {type: "checkbox", checked: state.numbers,
     onchange: (e) => { state.numbers = e.target.checked; draw(); }});
+  const help = h("div", {class: "note kind-help"}, `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}.`);
   const tools = h("div", {class: "detail-tools"},
     h("label", {}, "Compare with ", compareStep), h("label", {}, "of run ", compareRun),
     (state.compareStep || state.compareRun) && state.mode === "probe"
@@ -832,7 +836,7 @@ function drawDetail(data, stats, other) {
     h("div", {id: "lines-view"}, lines.node), legend);
 
   const body = h("div", {class: "detail-body"}, ...panels, linesPanel);
-  ui.detail.replaceChildren(top, tools, body);
+  ui.detail.replaceChildren(top, help, tools, body);
   ui.detail.dataset.step = String(state.mode === "custom" ? "" : data.step);
   ui.detail.dataset.kind = state.kind;
   ui.detail.dataset.layer = String(layer);
@@ -917,7 +921,8 @@ function matrixPanel(kd, matrix, gold, cell, font, labelW, labelH, caption) {
     class: "token", "data-axis": "row", "data-index": String(i), title: `query ${i}: ${t}`,
     style: `left:0;top:${labelH + i * cell}px;width:${labelW}px;height:${cell}px;line-height:${cell}px`}, t)));
   const canvas = h("canvas", {style: `left:${labelW}px;top:${labelH}px`});
-  drawMatrix(canvas, matrix, w, hgt, {gold, numbers: state.numbers});
+  const causal = state.kind === "decoder";
+  drawMatrix(canvas, matrix, w, hgt, {gold, numbers: state.numbers, causal});
   node.append(canvas);
   for (let i = 0; i < rowsN; i++) {
     node.append(h("div", {class: "band", "data-axis": "row", "data-index": String(i),
@@ -942,7 +947,7 @@ function matrixPanel(kd, matrix, gold, cell, font, labelW, labelH, caption) {
     soft = [node.querySelector(`.token[data-axis="row"][data-index="${i}"]`),
       node.querySelector(`.token[data-axis="col"][data-index="${j}"]`)].filter(Boolean);
     soft.forEach((n) => n.classList.add("hl-soft"));
-    ui.tooltip.replaceChildren(h("b", {}, matrix[i][j].toFixed(4)), "  ",
+    ui.tooltip.replaceChildren(h("b", {}, causal && j > i ? "masked" : matrix[i][j].toFixed(4)), "  ",
       `${kd.rows[i]} → ${kd.cols[j]}`, h("span", {style: "color:#adb5bd"}, `  (row ${i}, col ${j})`),
       goldSet.has(`${i},${j}`) ? h("span", {style: `color:${GOLD_COLOUR}`}, "  gold link") : "");
     ui.tooltip.style.display = "block";

@@ -86,6 +86,7 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .trend-svg { cursor: pointer; background: #f8f9fa; border-radius: 3px; }
 .trend-svg polyline { fill: none; stroke: var(--accent); stroke-width: 1.5; }
 .trend-svg circle { fill: var(--gold); }
+.kind-help { margin-top: 4px; }
 .detail-tools { display: flex; align-items: center; gap: 14px; margin: 6px 0 8px; color: var(--muted);
                 flex-wrap: wrap; }
 .detail-tools select { padding: 2px 4px; border: 1px solid #ced4da; border-radius: 4px; background: #fff; }
