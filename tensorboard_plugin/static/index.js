@@ -863,8 +863,12 @@ async function drawTrend(node, key, shownStep) {
   if (steps.length < 2 || !key) return;
   const {layer, head} = state.head;
   const kind = state.kind;
-  const all = await Promise.all(steps.map((s) => cached(statisticsUrl(run.run, s)).catch(() => null)));
-  if (!node.isConnected) return; // redrawn meanwhile
+  const all = [];
+  for (let k = 0; k < steps.length; k += 4) { // four requests at a time: a long run has many steps
+    const chunk = steps.slice(k, k + 4).map((s) => cached(statisticsUrl(run.run, s)).catch(() => null));
+    all.push(...(await Promise.all(chunk)));
+    if (!node.isConnected) return; // redrawn meanwhile; the next drawing starts again from the cache
+  }
   const points = steps.map((s, k) => [s, all[k]?.kinds?.[kind]?.[key]?.[layer]?.[head]])
     .filter(([, v]) => typeof v === "number");
   if (points.length < 2) return;
