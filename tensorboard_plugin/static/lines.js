@@ -75,7 +75,7 @@ export function linesView({rows, cols, heads, top = 26, step = 20, width = 300})
           if (focus && !focus.rows.has(i) && !focus.cols.has(j)) return;
           g.append(el("line", {
             x1: x0, y1: yRow(i), x2: x1, y2: yRow(j),
-            "stroke-opacity": Math.min(1, 0.08 + w).toFixed(3),
+            "stroke-opacity": Math.min(1, Math.max(0.04, w)).toFixed(3),
             "stroke-width": (0.6 + 3.4 * w).toFixed(2),
           }));
         });
