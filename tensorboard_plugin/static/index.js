@@ -494,7 +494,8 @@ function drawBanner() {
   ui.banner.style.display = "flex";
   ui.banner.replaceChildren(
     h("span", {}, h("b", {}, "Your sentence"), ` (${c.run}, ${c.checkpoint}, step ${c.step}, beam ${c.beam}):`),
-    h("span", {}, c.text, "  →  ", h("span", {id: "translation"}, c.translation)),
+    h("span", {}, c.text, "  →  ", h("span", {id: "translation"}, c.translation),
+      c.translation ? null : h("span", {class: "note"}, "(empty: the model ended the sentence at once)")),
     h("span", {class: "note"}, "the step slider does not apply"),
     h("button", {id: "back-to-probes", onclick: () => leaveCustom(true)}, "← back to probe sentences"),
   );
