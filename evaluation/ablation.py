@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from analysis.axes import KIND_LABELS, KINDS  # KINDS is also the order of HeadMask's fields
 from analysis.heads import alignment_agreement, alignment_error_rate
 from data.batching import Batch
 from data.pairs import Pair
@@ -32,12 +33,6 @@ from evaluation.translate import length_sorted_batches
 from model import HeadMask, Transformer, TransformerConfig
 from training.metrics import TranslationScores, score_translations
 
-KINDS = ("encoder", "decoder", "cross")  # the order of HeadMask's fields
-KIND_TITLES = {
-    "encoder": "encoder self-attention",
-    "decoder": "decoder self-attention",
-    "cross": "cross-attention",
-}
 GOLD_DATASETS = "toy, copy, reverse"
 
 
@@ -288,7 +283,7 @@ class HeadImportance:
             f" {'ΔBLEU':>7} {'ΔEM':>7}" if decoded else ""
         )
         for kind in KINDS:
-            lines += ["", KIND_TITLES[kind], header]
+            lines += ["", KIND_LABELS[kind], header]
             for row in self.rows():
                 if row["kind"] != kind:
                     continue
@@ -521,7 +516,7 @@ def write_importance(
     limit = max(max(abs(d) for d in deltas), 1e-6)
     fmt = ".3f" if limit < 10 else ".1f"
     for kind in KINDS:
-        title = f"{KIND_TITLES[kind]}: Δloss"  # the figure may be narrow: 2 heads make it 3 inches wide
+        title = f"{KIND_LABELS[kind]}: Δloss"  # the figure may be narrow: 2 heads make it 3 inches wide
         figure = layer_head_matrix(
             importance.matrix(kind, deltas), title, vmin=-limit, vmax=limit, fmt=fmt, cmap="RdBu_r"
         )
