@@ -1,0 +1,323 @@
+"""The ATTENTION tab in a real browser: headless Chromium drives TensorBoard, started by the project's launcher
+on a run trained inside the tests, and every check compares what the page shows with the backend's JSON.
+
+Needs chromium, chromedriver and selenium; skipped without them (``apt-get install chromium chromium-driver``,
+``pip install selenium``). The DOM hooks used here are listed at the top of ``tensorboard_plugin/static/index.js``.
+"""
+
+import importlib.util
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+MISSING = [name for name, found in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER),
+                                    ("selenium", importlib.util.find_spec("selenium"))) if not found]
+LINE_MIN_WEIGHT = 0.02  # the lines view leaves out lighter lines (tensorboard_plugin/static/lines.js)
+WAIT = 20  # seconds, the bound of a wait for the page (the first translation gets longer)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)} (apt-get install chromium "
+                                             "chromium-driver; pip install selenium)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Api:
+    """The plugin's HTTP routes, read with urllib as the frontend reads them with fetch."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, route: str, **params):
+        url = f"{self.base}/data/plugin/attention/{route}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as error:
+            return {"status": error.code, **json.load(error)}
+
+
+@pytest.fixture(scope="module")
+def board(tiny_run, tmp_path_factory):
+    """``python -m tensorboard_plugin`` serving the tiny run's log directory; (base URL, Api, the run's entry)."""
+    logdir = tiny_run.parent.parent
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    api = Api(base)
+    with open(tmp_path_factory.mktemp("tensorboard") / "tensorboard.log", "w+") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tensorboard_plugin", "--logdir", str(logdir), "--host", "127.0.0.1",
+             "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield base, api, _wait_for_runs(process, api, log)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def _wait_for_runs(process, api: Api, log) -> dict:
+    """The first run the plugin lists, once TensorBoard has read it (bounded: 60 s)."""
+    deadline = time.monotonic() + 60
+    runs = []
+    while not runs:  # TensorBoard reads the event files in the background: wait until the run is listed
+        if process.poll() is not None or time.monotonic() > deadline:
+            log.seek(0)
+            pytest.fail(f"the launcher did not serve the run within 60 s:\n{log.read()[-3000:]}")
+        try:
+            runs = api.get("runs")["runs"]
+        except (OSError, KeyError, ValueError):  # not listening yet, or no runs read yet
+            pass
+        time.sleep(0.3)
+    return runs[0]
+
+
+@pytest.fixture(scope="module")
+def driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
+                 "--window-size=1400,1000"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    browser.set_page_load_timeout(WAIT)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+def wait(driver, condition, message: str, seconds: float = WAIT):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, seconds, poll_frequency=0.05).until(lambda d: condition(), message)
+
+
+def css(driver, selector: str):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+@pytest.fixture
+def tab(board, driver):
+    """The ATTENTION tab opened inside TensorBoard's own page, the driver switched into its iframe."""
+    base, api, run = board
+    driver.switch_to.default_content()
+    driver.get("about:blank")  # a fresh page for every test, not just a hash change
+    driver.get(f"{base}/#attention")
+    frame = wait(driver, lambda: css(driver, "iframe"), "TensorBoard shows no ATTENTION iframe")[0]
+    driver.switch_to.frame(frame)
+    wait(driver, lambda: css(driver, "#grid .head-cell") and css(driver, "#detail .matrix"), "the grid never drew")
+    return driver, api, run
+
+
+def tokens(driver, axis: str) -> list[str]:
+    found = css(driver, f'#detail .matrix .token[data-axis="{axis}"]')
+    return [t.get_attribute("textContent") for t in sorted(found, key=lambda t: int(t.get_attribute("data-index")))]
+
+
+def highlighted(driver) -> set[tuple[str, str, int]]:
+    """(element kind, axis, index) of every matrix element of the detail view that carries `highlight`."""
+    return {("token" if "token" in e.get_attribute("class") else "band", e.get_attribute("data-axis"),
+             int(e.get_attribute("data-index"))) for e in css(driver, "#detail .matrix .highlight")}
+
+
+def cells(driver, which: str = "") -> set[tuple[int, int]]:
+    """(layer, head) of the grid's cells, or of those with a class, e.g. ``which=".best"``."""
+    return {(int(c.get_attribute("data-layer")), int(c.get_attribute("data-head")))
+            for c in css(driver, f"#grid .head-cell{which}")}
+
+
+def test_grid_shows_every_head_and_the_detail_the_api_tokens(tab):
+    driver, api, run = tab
+    step = run["steps"][-1]
+    data = api.get("attention", run=run["run"], step=step, sentence=0)
+    for kind in ("cross", "encoder", "decoder"):
+        css(driver, f"#kind-{kind}")[0].click()
+        wait(driver, lambda k=kind: css(driver, f'#detail[data-kind="{k}"]'), f"the detail never showed {kind}")
+        layers, heads = run["num_layers"][kind], run["num_heads"]
+        assert cells(driver) == {(layer, head) for layer in range(layers) for head in range(heads)}
+        css(driver, f'.head-cell[data-layer="{layers - 1}"][data-head="{heads - 1}"]')[0].click()
+        wait(driver, lambda shown=f'#detail[data-layer="{layers - 1}"][data-head="{heads - 1}"]': css(driver, shown),
+             "clicking a head did not open it")
+        assert tokens(driver, "row") == data["kinds"][kind]["rows"]
+        assert tokens(driver, "col") == data["kinds"][kind]["cols"]
+        assert css(driver, "#detail")[0].get_attribute("data-step") == str(step)
+
+
+def test_hovering_a_token_lights_its_row_and_column_and_its_lines(tab):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver, api, run = tab
+    step = run["steps"][-1]
+    data = api.get("attention", run=run["run"], step=step, sentence=0)
+    hover = ActionChains(driver)
+    css(driver, "#kind-encoder")[0].click()
+    wait(driver, lambda: css(driver, '#detail[data-kind="encoder"]'), "the encoder never showed")
+    i = 1
+    hover.move_to_element(css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]).perform()
+    expected = {("token", "row", i), ("token", "col", i), ("band", "row", i), ("band", "col", i)}
+    wait(driver, lambda: highlighted(driver) == expected, f"hovering row token {i} lit {highlighted(driver)}")
+    lit_lines = {(e.get_attribute("data-side"), e.get_attribute("data-index"))
+                 for e in css(driver, "#lines-view .lv-token.highlight")}
+    assert lit_lines == {("query", str(i)), ("key", str(i))}
+    hover.move_to_element(css(driver, "#grid")[0]).perform()
+    wait(driver, lambda: not highlighted(driver), "leaving the token did not clear the highlight")
+
+    # Decoder: the token generated at row i is read at column i + 1, and that is the column that lights up.
+    css(driver, "#kind-decoder")[0].click()
+    wait(driver, lambda: css(driver, '#detail[data-kind="decoder"]'), "the decoder never showed")
+    hover.move_to_element(css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]).perform()
+    expected = {("token", "row", i), ("token", "col", i + 1), ("band", "row", i), ("band", "col", i + 1)}
+    wait(driver, lambda: highlighted(driver) == expected, f"hovering decoder row {i} lit {highlighted(driver)}")
+    rows, cols = data["kinds"]["decoder"]["rows"], data["kinds"]["decoder"]["cols"]
+    assert cols[i + 1] == rows[i]
+    assert {t.get_attribute("textContent") for t in css(driver, "#detail .token.highlight")} == {rows[i]}
+
+    # Cross-attention: a target word lights only its row; in the lines view a query shows only its own lines.
+    css(driver, "#kind-cross")[0].click()
+    wait(driver, lambda: css(driver, '#detail[data-kind="cross"]'), "the cross-attention never showed")
+    hover.move_to_element(css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]).perform()
+    wait(driver, lambda: highlighted(driver) == {("token", "row", i), ("band", "row", i)},
+         f"hovering a cross row token lit {highlighted(driver)}")
+    hover.move_to_element(css(driver, f'#lines-view .lv-token[data-side="query"][data-index="{i}"]')[0]).perform()
+    wait(driver, lambda: highlighted(driver) == {("token", "row", i), ("band", "row", i)},
+         "hovering a query of the lines view did not light its matrix row")
+    weights = data["kinds"]["cross"]["weights"][0][0][i]
+    assert len(css(driver, "#lines-view line")) == sum(w >= LINE_MIN_WEIGHT for w in weights)
+
+
+def test_step_slider_shows_the_chosen_step_and_its_weights(tab):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver, api, run = tab
+    first = run["steps"][0]
+    slider = css(driver, "#step-slider")[0]
+    slider.send_keys(Keys.HOME)
+    wait(driver, lambda: css(driver, "#detail")[0].get_attribute("data-step") == str(first),
+         "the slider did not change the shown step")
+    assert f"step {first}" in css(driver, "#step-label")[0].text
+    # The value under the mouse is the API's weight at that step (cross, L1 H1, the middle cell).
+    weights = api.get("attention", run=run["run"], step=first, sentence=0)["kinds"]["cross"]["weights"][0][0]
+    canvas = css(driver, "#detail .matrix canvas")[0]
+    rows, cols = len(weights), len(weights[0])
+    i, j = rows // 2, cols // 2
+    box = canvas.rect
+    x = (j + 0.5) * box["width"] / cols - box["width"] / 2
+    y = (i + 0.5) * box["height"] / rows - box["height"] / 2
+    ActionChains(driver).move_to_element_with_offset(canvas, round(x), round(y)).perform()
+    tooltip = wait(driver, lambda: css(driver, ".tooltip")[0].text, "no tooltip over the map")
+    assert tooltip.split()[0] == f"{weights[i][j]:.4f}"
+
+
+def test_statistics_table_sorts_and_marks_the_best_aligned_head(tab):
+    driver, api, run = tab
+    step = run["statistics_steps"][-1]
+    stats = api.get("statistics", run=run["run"], step=step)["kinds"]["cross"]
+
+    def order():
+        return [(int(r.get_attribute("data-layer")), int(r.get_attribute("data-head")))
+                for r in css(driver, "#stats-table tbody tr")]
+
+    def column(name):
+        return [stats[name][layer][head] for layer, head in order()]
+
+    header = {th.get_attribute("data-key") for th in css(driver, "#stats-table th")}
+    assert header == {"layer", "head", *stats}
+    # Cross-attention with gold alignments: agreement, best first, and the best head marked in table and grid.
+    assert css(driver, '#stats-table th[data-key="agreement"]')[0].get_attribute("aria-sort") == "descending"
+    agreement = column("agreement")
+    assert agreement == sorted(agreement, reverse=True)
+    best = order()[0]
+    assert stats["agreement"][best[0]][best[1]] == max(max(row) for row in stats["agreement"])
+    assert "best" in css(driver, "#stats-table tbody tr")[0].get_attribute("class")
+    assert cells(driver, ".best") == {best}
+    for direction in ("ascending", "descending"):
+        css(driver, '#stats-table th[data-key="entropy"]')[0].click()
+        wait(driver, lambda d=direction: css(driver, '#stats-table th[data-key="entropy"]')[0]
+             .get_attribute("aria-sort") == d, f"entropy was not sorted {direction}")
+        entropy = column("entropy")
+        assert entropy == sorted(entropy, reverse=direction == "descending")
+    layer, head = order()[-1]
+    css(driver, "#stats-table tbody tr")[-1].click()
+    wait(driver, lambda: css(driver, f'#detail[data-layer="{layer}"][data-head="{head}"]'),
+         "clicking a row did not open its head")
+
+
+def test_gold_links_and_comparing_two_steps(tab):
+    from selenium.webdriver.support.ui import Select
+
+    driver, api, run = tab
+    step = run["steps"][-1]
+    gold = api.get("attention", run=run["run"], step=step, sentence=0)["gold"]
+    matrix = css(driver, "#detail .matrix")[0]
+    assert int(matrix.get_attribute("data-gold-cells")) == len(gold) > 0
+    css(driver, "#gold-toggle")[0].click()
+    wait(driver, lambda: css(driver, "#detail .matrix")[0].get_attribute("data-gold-cells") == "0",
+         "the gold toggle did not hide the gold links")
+    Select(css(driver, "#compare-step")[0]).select_by_value(str(run["steps"][0]))
+    wait(driver, lambda: len(css(driver, "#detail .matrix")) == 2, "comparing did not show a second map")
+    assert f"step {run['steps'][0]}" in css(driver, "#detail .panel-cap")[1].text
+
+
+def test_your_sentence_is_translated_like_the_api_and_shows_every_head(tab):
+    from selenium.webdriver.common.keys import Keys
+
+    driver, api, run = tab
+    text = run["sentences"][0]["source"]
+    box = css(driver, "#translate-input")[0]
+    box.send_keys(text, Keys.ENTER)
+    assert not css(driver, "#translate-button")[0].is_enabled()  # disabled while the request runs
+    # The first translation loads the checkpoint (torch, Lightning) in TensorBoard's process: seconds, more on a
+    # busy machine.
+    wait(driver, lambda: css(driver, "#translation"), "no translation appeared", seconds=90)
+    wait(driver, lambda: css(driver, "#translate-button")[0].is_enabled(), "the button stayed disabled")
+    expected = api.get("translate", run=run["run"], text=text, beam=1)
+    assert css(driver, "#translation")[0].text == expected["translation"]
+    assert css(driver, "#detail")[0].get_attribute("data-mode") == "custom"
+    assert not css(driver, "#step-slider")[0].is_enabled()
+    layers = run["num_layers"]["cross"]
+    assert cells(driver) == {(layer, head) for layer in range(layers) for head in range(run["num_heads"])}
+    assert tokens(driver, "row") == expected["kinds"]["cross"]["rows"]
+    assert tokens(driver, "col") == expected["kinds"]["cross"]["cols"]
+    # The backend's error line is shown as it is.
+    box.clear()
+    box.send_keys("a" * 201, Keys.ENTER)
+    error = api.get("translate", run=run["run"], text="a" * 201, beam=1)
+    assert error["status"] == 400
+    wait(driver, lambda: error["error"] in css(driver, "#message")[0].text, "the API's error was not shown")
+    css(driver, "#back-to-probes")[0].click()
+    wait(driver, lambda: css(driver, "#detail")[0].get_attribute("data-mode") == "probe",
+         "going back did not show the probe sentences")
+    assert css(driver, "#step-slider")[0].is_enabled()
