@@ -79,7 +79,9 @@ class TransformerConfig:
         if self.positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
         if self.positional == "sinusoidal" and self.d_model % 2 != 0:
-            raise ValueError(f"positional 'sinusoidal' needs an even d_model got {self.d_model}")
+            raise ValueError(
+                f"positional 'sinusoidal' needs an even d_model (sine and cosine pairs), got {self.d_model}"
+            )
         head_dim = self.d_model // self.num_heads
         if self.positional == "rope" and head_dim % 2 != 0:
             raise ValueError(
