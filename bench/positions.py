@@ -52,7 +52,7 @@ class Budget:
 
     steps: int
     data: dict = field(default_factory=dict)  # TranslationDataModule arguments
-    model: dict = field(default_factory=dict)  # TranslationModule arguments besides vocabularies and positional
+    model: dict = field(default_factory=dict)  # TranslationModule arguments, vocabularies aside
     decode_max_len: int | None = None  # None: twice the source length plus 10
 
 
@@ -62,7 +62,8 @@ TOY = Budget(
     data={"dataset": "toy", "toy_split": "length", "toy_train_size": 50_000, "toy_val_size": 10,
           "toy_test_size": 1000, "max_tokens": 4096},
     model={"d_model": 128, "num_heads": 4, "num_encoder_layers": 3, "num_decoder_layers": 3, "d_ff": 512,
-           "dropout": 0.0, "lr": 2e-3, "warmup_steps": 200, "schedule": "inverse_sqrt", "label_smoothing": 0.1},
+           "dropout": 0.0, "lr": 2e-3, "warmup_steps": 200, "schedule": "inverse_sqrt",
+           "label_smoothing": 0.1},
 )
 SCAN = Budget(
     steps=6000,
@@ -105,7 +106,8 @@ def oracle_length_greedy(model: Transformer, src: Tensor, lengths: Tensor) -> li
     cache = model.new_cache(reserve=max(steps, 1))
     tokens = torch.full((src.size(0), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1 + step)
     for _ in range(steps):
-        logits = model.decode(tokens[:, -1:], encoded, cache=cache, last_only=True).logits[:, -1].float()  # (B, V)
+        out = model.decode(tokens[:, -1:], encoded, cache=cache, last_only=True)
+        logits = out.logits[:, -1].float()  # (B, V)
         logits[:, [c.pad_id, c.bos_id, c.eos_id]] = float("-inf")  # EOS comes at the reference length
         tokens = torch.cat([tokens, logits.argmax(dim=-1, keepdim=True)], dim=1)
     return [row[1 : 1 + n] for row, n in zip(tokens.tolist(), lengths.tolist())]
@@ -195,7 +197,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scan", type=Path, default=None, metavar="PATH",
                         help="the SCAN folder (holding length_split/): also run SCAN's length split")
     parser.add_argument("--no-toy", action="store_true", help="skip the toy length split")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per variant (default: budget's)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per variant")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")

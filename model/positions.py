@@ -20,7 +20,8 @@ reads, as in the original Transformer. Cross-attention gets no positional term o
 and relative, because its query and key positions count tokens of different sequences.
 
 Two hooks reach ``MultiHeadAttention``: ``rotate`` (a callable applied to queries and new keys, its positions
-bound by ``Positions.rotation``) and ``score_bias`` (a float (1, H, Tq, Tk) tensor added to the scaled scores).
+bound by ``Positions.rotation``) and ``score_bias`` (a float (1, H, Tq, Tk) tensor added to the scaled
+scores).
 Everything depends on absolute positions only, so incremental decoding computes the same numbers: the query
 of a cached step sits at position ``cache.length``, and rotated keys enter the cache already rotated.
 """
@@ -37,7 +38,7 @@ SIDES = ("encoder", "decoder")
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sine/cosine position signal added to the embeddings (Vaswani et al. 2017, §3.5). D must be even."""
+    """Fixed sine/cosine position signal added to the embeddings (Vaswani et al. 2017, §3.5); D even."""
 
     def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
@@ -156,8 +157,8 @@ def relative_position_bucket(
 
 
 class RelativePositionBias(nn.Module):
-    """T5's bucketed relative position bias: one learned scalar per bucket and head, one table per stack shared
-    by its layers (Raffel et al. 2020 §2.1)."""
+    """T5's bucketed relative position bias: one learned scalar per bucket and head, one table per stack
+    shared by its layers (Raffel et al. 2020 §2.1)."""
 
     def __init__(
         self, num_heads: int, *, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128
@@ -228,7 +229,7 @@ class Positions(nn.Module):
             self.bias = None
 
     def embed(self, x: Tensor, side: str, offset: int = 0) -> Tensor:
-        """Add the absolute signal, if any, to embeddings x (B, T, D) at positions ``offset .. offset+T-1``."""
+        """Add the absolute signal, if any, to x (B, T, D) at positions ``offset .. offset+T-1``."""
         if self.sinusoid is not None:
             return self.sinusoid(x, offset)
         if self.learned is not None:

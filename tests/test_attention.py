@@ -1,5 +1,7 @@
 """MultiHeadAttention: shapes, both paths equal, masking, numerical safety and the key/value cache."""
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -241,7 +243,7 @@ def test_score_bias_paths_agree_under_bf16_autocast(attn):
 
 
 def test_rotate_hook_rotates_queries_and_new_keys_before_they_are_cached(attn):
-    """A position-dependent rotation hook: a cached step, rotated at its own position, equals the full pass."""
+    """A position-dependent rotation: cached steps, each rotated at its own position, equal the full pass."""
     from model.positions import Rotary
 
     rotary = Rotary(D // H)
@@ -251,6 +253,7 @@ def test_rotate_hook_rotates_queries_and_new_keys_before_they_are_cached(attn):
     steps = []
     for t in range(TQ):
         step = x[:, t : t + 1]
-        steps.append(attn(step, step, step, cache=cache, rotate=lambda u, t=t: rotary(u, torch.tensor([t])))[0])
+        rotate = partial(rotary, positions=torch.tensor([t]))
+        steps.append(attn(step, step, step, cache=cache, rotate=rotate)[0])
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-6, rtol=1e-5)
     assert not torch.allclose(full, attn(x, x, x, causal_mask(TQ))[0], atol=1e-3)  # the hook did act

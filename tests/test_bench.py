@@ -129,12 +129,14 @@ def test_positions_quick_table_shows_the_json_figures(tmp_path, capsys):
     path = tmp_path / "positions.json"
     threads = torch.get_num_threads()
     try:
-        results = positions_main(["--quick", "--variants", "sinusoidal", "alibi", "--threads", "1", "--json", str(path)])
+        argv = ["--quick", "--variants", "sinusoidal", "alibi", "--threads", "1", "--json", str(path)]
+        results = positions_main(argv)
     finally:
         torch.set_num_threads(threads)
     assert json.loads(path.read_text()) == json.loads(json.dumps(results))
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| toy")]
-    assert [[c.strip() for c in row[:2]] for row in rows] == [["toy_length", "sinusoidal"], ["toy_length", "alibi"]]
+    out = capsys.readouterr().out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| toy")]
+    assert [[c.strip() for c in r[:2]] for r in rows] == [["toy_length", "sinusoidal"], ["toy_length", "alibi"]]
 
     datamodule = TranslationDataModule(seed=1234, **QUICK_TOY.data)
     tokenizer = datamodule.tgt_tokenizer

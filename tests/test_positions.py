@@ -1,4 +1,4 @@
-"""Position variants (model.positions): each keeps the model's contract, and each signal is the published one."""
+"""Position variants (model.positions): each keeps the model's contract; each signal is the published one."""
 
 import math
 
@@ -21,7 +21,7 @@ from tests.test_decoding import plain_beam_search, rows_of, teacher_forced_greed
 
 
 def make_model(positional: str, seed: int = 2) -> Transformer:
-    """A tiny model whose every position signal is non-trivial and whose next-token distributions are sharp."""
+    """A tiny model with non-trivial position signals and sharp next-token distributions."""
     torch.manual_seed(seed)
     model = Transformer(tiny_config(positional=positional, tie_output_embedding=False)).eval()
     with torch.no_grad():
@@ -51,13 +51,13 @@ def target(b: int = 4, length: int = 6, seed: int = 4):
     return tgt_in
 
 
-# -- configuration --------------------------------------------------------------------------------------------
+# -- configuration -------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"positional": "sine"}, r"positional must be one of sinusoidal, learned, rope, alibi, relative, none"),
+        ({"positional": "sine"}, r"one of sinusoidal, learned, rope, alibi, relative, none; got 'sine'"),
         ({"d_model": 12, "num_heads": 4, "positional": "rope"}, r"even head dimension.*12 / num_heads 4 = 3"),
     ],
 )
@@ -67,7 +67,7 @@ def test_config_names_the_bad_setting(overrides, message):
 
 
 def test_odd_d_model_is_a_config_error_not_a_shape_error():
-    with pytest.raises(ValueError, match=r"'sinusoidal' needs an even d_model \(sine and cosine pairs\), got 9"):
+    with pytest.raises(ValueError, match=r"needs an even d_model \(sine and cosine pairs\), got 9"):
         tiny_config(d_model=9, num_heads=1)
     for positional in ("learned", "alibi", "relative", "none"):  # the others have no such constraint
         model = Transformer(tiny_config(d_model=9, num_heads=1, positional=positional)).eval()
@@ -78,7 +78,7 @@ def test_default_is_sinusoidal_and_parameters_are_per_variant():
     assert tiny_config().positional == "sinusoidal"
     names = {p: {n for n, _ in Transformer(tiny_config(positional=p)).named_parameters()} for p in POSITIONAL}
     baseline = names["none"]
-    assert names["sinusoidal"] == names["rope"] == names["alibi"] == baseline  # no trained position parameters
+    assert names["sinusoidal"] == names["rope"] == names["alibi"] == baseline  # nothing trained for positions
     assert names["learned"] - baseline == {
         "positions.learned.encoder.table.weight", "positions.learned.decoder.table.weight"
     }
@@ -88,7 +88,7 @@ def test_default_is_sinusoidal_and_parameters_are_per_variant():
     }
 
 
-# -- the model's contract, per variant --------------------------------------------------------------------------
+# -- the model's contract, per variant -----------------------------------------------------------------------
 
 
 def test_shapes_and_attention_maps(model, src):
@@ -172,11 +172,11 @@ def test_the_position_signal_is_used_where_documented():
         assert same == (positional == "none"), positional
 
 
-# -- the signals themselves -------------------------------------------------------------------------------------
+# -- the signals themselves ----------------------------------------------------------------------------------
 
 
 def test_rope_scores_depend_on_relative_positions_only():
-    """Su et al. 2021 eq. 16: <R(m) q, R(n) k> = <q, R(n - m) k>. Shifting every position leaves scores alone."""
+    """Su et al. 2021 eq. 16: <R(m) q, R(n) k> = <q, R(n - m) k>: shifting all positions changes no score."""
     torch.manual_seed(0)
     rotary = Rotary(8)
     q, k = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
@@ -234,7 +234,8 @@ def t5_bucket(relative: int, bidirectional: bool, num_buckets: int = 32, max_dis
     max_exact = num_buckets // 2
     if n < max_exact:
         return bucket + n
-    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact))
+    log_ratio = math.log(n / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + int(log_ratio * (num_buckets - max_exact))
     return bucket + min(large, num_buckets - 1)
 
 
@@ -258,7 +259,7 @@ def test_relative_bias_looks_up_each_heads_bucket():
     torch.testing.assert_close(out, torch.tensor([[[[4.0, 2.0, 0.0]], [[5.0, 3.0, 1.0]]]]))
 
 
-# -- it learns --------------------------------------------------------------------------------------------------
+# -- it learns -----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
