@@ -119,6 +119,20 @@ def test_fused_path_equals_weight_returning_path(model, src):
         assert torch.all(weights[0] == 0)  # empty rows get zero weights, never NaN
 
 
+def test_bf16_autocast_training_step_is_finite(model, src):
+    """Biases and rotations under bf16 autocast, with a sentence whose every source key is padding."""
+    model.train()
+    src = src.clone()
+    src[0] = PAD
+    tgt_in = target()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt_in.flatten())
+    assert torch.isfinite(logits).all()
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
 @pytest.mark.parametrize("ending", ["free", "suppressed"])
 def test_cached_greedy_equals_uncached_and_teacher_forced(model, src, ending):
     if ending == "suppressed":
