@@ -16,9 +16,7 @@ from torch import Tensor, nn
 
 from model.attention import KVCache, MultiHeadAttention
 from model.masks import decoder_self_mask, padding_mask
-from model.positions import POSITIONAL, Positions, SinusoidalPositionalEncoding
-
-__all__ = ["SinusoidalPositionalEncoding"]  # re-exported: it lived here before model.positions
+from model.positions import POSITIONAL, Positions
 
 
 @dataclass(frozen=True)
