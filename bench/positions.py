@@ -238,6 +238,8 @@ def main(argv: list[str] | None = None) -> dict:
         if args.steps is not None:
             budget = Budget(args.steps, budget.data, budget.model, budget.decode_max_len)
         datamodule = TranslationDataModule(seed=args.seed, **budget.data)
+        for split in ("train", "test"):  # data and tokenizers built once, outside every variant's timing
+            datamodule.dataloader(split)
         entry = {"budget": asdict(budget), "variants": {}}
         results["datasets"][name] = entry
         for variant in args.variants:
