@@ -3,8 +3,13 @@
 Shape legend: B batch, Tq query length, Tk key length, D model dim, H heads, Dh head dim (D / H).
 
 Masks are boolean with ``True`` = may attend, broadcastable to (B, H, Tq, Tk).
+
+Two hooks carry position signals in without copies of this module (see ``model.positions``): ``rotate``
+transforms the queries and the new keys before they are scored or cached (RoPE), and ``score_bias`` is added to
+the scaled scores (ALiBi, T5's relative bias).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -91,6 +96,8 @@ class MultiHeadAttention(nn.Module):
         *,
         cache: KVCache | None = None,
         head_mask: Tensor | None = None,
+        rotate: Callable[[Tensor], Tensor] | None = None,
+        score_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -103,12 +110,16 @@ class MultiHeadAttention(nn.Module):
             cache: keys/values from earlier decoding steps; updated in place.
             head_mask: (H,) or (B, H) multipliers of each head's output before the heads are merged:
                 1 keeps a head, 0 silences it (head ablation, Michel et al. 2019).
+            rotate: maps queries (B, H, Tq, Dh) and the new keys (B, H, Tk_new, Dh) to rotated ones of the same
+                shape, before keys enter the cache; for self-attention, where both share positions.
+            score_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores before the mask; the
+                fused kernel gets it as its float ``attn_mask`` with masked keys at -inf.
 
         Returns:
             output (B, Tq, D) and weights (B, H, Tq, Tk), or None when ``need_weights`` is False. A query whose keys
             are all masked gets zero weights and zero output (before the output projection), never NaN.
         """
-        q, k, v = self._project(query, key, value, cache)
+        q, k, v = self._project(query, key, value, cache, rotate)
         dropout_p = self.dropout if self.training else 0.0
 
         has_key = None
@@ -119,6 +130,8 @@ class MultiHeadAttention(nn.Module):
 
         if need_weights:
             scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
+            if score_bias is not None:
+                scores = scores + score_bias.to(scores.dtype)
             if mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
             weights = scores.float().softmax(dim=-1).to(q.dtype)
@@ -127,7 +140,12 @@ class MultiHeadAttention(nn.Module):
             out = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, H, Tq, Dh)
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, Tq, Dh)
+            attn_mask = mask
+            if score_bias is not None:
+                # Every row keeps a key (``mask | ~has_key`` above), so -inf never fills a whole row (NaN).
+                bias = score_bias.to(q.dtype)
+                attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))  # (B|1, H, Tq, Tk)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B,H,Tq,Dh)
             if has_key is not None:
                 out = out * has_key
 
@@ -135,12 +153,16 @@ class MultiHeadAttention(nn.Module):
             out = out * head_mask.to(out.dtype).reshape(-1, self.num_heads, 1, 1)  # (B|1, H, 1, 1)
         return self.out_proj(self._merge_heads(out)), weights
 
-    def _project(self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None) -> tuple[Tensor, ...]:
-        """Project into heads; use and update the cache. Returns q (B, H, Tq, Dh), k and v (B, H, Tk, Dh)."""
+    def _project(
+        self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None, rotate: Callable | None = None
+    ) -> tuple[Tensor, ...]:
+        """Project into heads, rotate, use and update the cache: q (B, H, Tq, Dh), k and v (B, H, Tk, Dh)."""
         w, b = self.in_proj.weight, self.in_proj.bias
         d = self.d_model
         if cache is not None and cache.static and cache.key is not None:
             q = self._split_heads(F.linear(query, w[:d], None if b is None else b[:d]))
+            if rotate is not None:
+                q = rotate(q)
             return q, cache.key[:, :, : cache.length], cache.value[:, :, : cache.length]
 
         if query is key and key is value:
@@ -153,6 +175,9 @@ class MultiHeadAttention(nn.Module):
                 k = F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d])
                 v = F.linear(value, w[2 * d :], None if b is None else b[2 * d :])
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+        if rotate is not None:
+            # Keys are rotated at their own positions before they are cached, so cached keys never change.
+            q, k = rotate(q), rotate(k)
 
         if cache is not None and cache.static:
             # Stored contiguous: attention reads them at every decoding step, and strided ones read slower.

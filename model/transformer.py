@@ -6,6 +6,7 @@ Token ids go in, logits come out; every mask is derived inside from ``pad_id`` (
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -15,6 +16,7 @@ from torch import Tensor, nn
 
 from model.attention import KVCache, MultiHeadAttention
 from model.masks import decoder_self_mask, padding_mask
+from model.positions import POSITIONAL, Positions
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ class TransformerConfig:
     tie_output_embedding: bool = True
     # One embedding table for source and target; needs one shared vocabulary.
     share_embeddings: bool = False
+    # Position signal, see model.positions: "sinusoidal" (§3.5) and "learned" add to the embeddings; "rope"
+    # rotates self-attention's queries and keys; "alibi" and "relative" bias self-attention's scores; "none"
+    # leaves the encoder a bag of words and gives the decoder order only through its causal mask.
+    positional: Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"] = "sinusoidal"
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
@@ -68,6 +74,18 @@ class TransformerConfig:
             smallest = min(self.src_vocab_size, self.tgt_vocab_size)
             if not 0 <= value < smallest:
                 raise ValueError(f"{name} ({value}) must be a valid id of both vocabularies (size {smallest})")
+        if self.positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.d_model % 2 != 0:
+            raise ValueError(
+                f"positional 'sinusoidal' needs an even d_model (sine and cosine pairs), got {self.d_model}"
+            )
+        head_dim = self.d_model // self.num_heads
+        if self.positional == "rope" and head_dim % 2 != 0:
+            raise ValueError(
+                f"positional 'rope' needs an even head dimension (rotated feature pairs), got d_model "
+                f"{self.d_model} / num_heads {self.num_heads} = {head_dim}"
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
@@ -127,29 +145,6 @@ def _layer_slice(mask: Tensor | None, layer: int) -> Tensor | None:
     if mask is None:
         return None
     return mask[layer] if mask.dim() == 2 else mask[:, layer]
-
-
-class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sine/cosine position signal added to the embeddings (§3.5)."""
-
-    def __init__(self, d_model: int, max_len: int) -> None:
-        super().__init__()
-        position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)
-        inv_freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))  # (D/2,)
-        pe = torch.zeros(max_len, d_model)
-        pe[:, 0::2] = torch.sin(position * inv_freq)
-        pe[:, 1::2] = torch.cos(position * inv_freq)
-        self.register_buffer("pe", pe, persistent=False)  # (max_len, D), rebuilt rather than checkpointed
-
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """x: (B, T, D), positions ``offset .. offset+T-1`` → (B, T, D)."""
-        length = x.size(1)
-        if offset + length > self.pe.size(0):
-            raise ValueError(
-                f"sequence of {offset + length} positions is longer than max_len ({self.pe.size(0)}); "
-                "raise the model's max_len or filter long sentences"
-            )
-        return x + self.pe[offset : offset + length].to(x.dtype)  # (T, D) broadcast over B
 
 
 class Dropout(nn.Module):
@@ -219,11 +214,23 @@ class EncoderLayer(nn.Module):
         self.ff_block = Sublayer(c.d_model, c.dropout, c.norm_first)
 
     def forward(
-        self, x: Tensor, attend: Tensor, need_weights: bool, head_mask: Tensor | None
+        self,
+        x: Tensor,
+        attend: Tensor,
+        need_weights: bool,
+        head_mask: Tensor | None,
+        rotate: Callable[[Tensor], Tensor] | None = None,
+        score_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x: (B, S, D), attend: (B, 1, 1, S) → (B, S, D), weights (B, H, S, S) or None."""
+        """x: (B, S, D), attend: (B, 1, 1, S) → (B, S, D), weights (B, H, S, S) or None.
+
+        ``rotate`` and ``score_bias`` (1, H, S, S): the self-attention position hooks, see ``model.positions``.
+        """
         x, weights = self.attn_block(
-            x, lambda h: self.self_attn(h, h, h, attend, need_weights, head_mask=head_mask)
+            x,
+            lambda h: self.self_attn(
+                h, h, h, attend, need_weights, head_mask=head_mask, rotate=rotate, score_bias=score_bias
+            ),
         )
         x, _ = self.ff_block(x, lambda h: _no_weights(self.feed_forward(h)))
         return x, weights
@@ -249,12 +256,21 @@ class DecoderLayer(nn.Module):
         need_weights: bool,
         cache: tuple[KVCache, KVCache] | None,
         head_masks: tuple[Tensor | None, Tensor | None],
+        rotate: Callable[[Tensor], Tensor] | None = None,
+        score_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'), cross weights (B, H, T, S)."""
+        """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'), cross weights (B, H, T, S).
+
+        ``rotate`` and ``score_bias`` (1, H, T, T'): self-attention's position hooks; cross-attention has none.
+        """
         self_cache, cross_cache = cache if cache is not None else (None, None)
         self_mask, cross_mask = head_masks
         x, self_weights = self.self_block(
-            x, lambda h: self.self_attn(h, h, h, self_attend, need_weights, cache=self_cache, head_mask=self_mask)
+            x,
+            lambda h: self.self_attn(
+                h, h, h, self_attend, need_weights,
+                cache=self_cache, head_mask=self_mask, rotate=rotate, score_bias=score_bias,
+            ),
         )
         x, cross_weights = self.cross_block(
             x,
@@ -282,7 +298,7 @@ class Transformer(nn.Module):
             # With embeddings scaled by sqrt(D) (§3.4), std D^-0.5 gives inputs of unit scale (as in fairseq).
             nn.init.normal_(embedding.weight, mean=0.0, std=c.d_model**-0.5)
             nn.init.zeros_(embedding.weight[c.pad_id])
-        self.positions = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        self.positions = Positions(c.positional, d_model=c.d_model, num_heads=c.num_heads, max_len=c.max_len)
         self.embed_dropout = Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_decoder_layers))
@@ -296,17 +312,20 @@ class Transformer(nn.Module):
                     nn.init.xavier_uniform_(module.up.weight)
                     nn.init.xavier_uniform_(module.down.weight)
 
-    def _embed(self, embedding: nn.Embedding, ids: Tensor, offset: int = 0) -> Tensor:
+    def _embed(self, embedding: nn.Embedding, ids: Tensor, side: str, offset: int = 0) -> Tensor:
         x = embedding(ids) * math.sqrt(self.config.d_model)  # (B, T, D)
-        return self.embed_dropout(self.positions(x, offset))
+        return self.embed_dropout(self.positions.embed(x, side, offset))
 
     def encode(self, src: Tensor, *, need_weights: bool = False, head_mask: Tensor | None = None) -> EncoderOutput:
         """Run the encoder over src (B, S). ``head_mask``: (L, H) or (B, L, H), see ``HeadMask``."""
         src_attend = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        x = self._embed(self.src_embed, src)
+        x = self._embed(self.src_embed, src, "encoder")
+        positions = torch.arange(src.size(1), device=src.device)  # (S,)
+        rotate = self.positions.rotation(positions)
+        score_bias = self.positions.self_bias("encoder", positions, positions)  # (1, H, S, S) or None
         maps = []
         for i, layer in enumerate(self.encoder_layers):
-            x, weights = layer(x, src_attend, need_weights, _layer_slice(head_mask, i))
+            x, weights = layer(x, src_attend, need_weights, _layer_slice(head_mask, i), rotate, score_bias)
             if need_weights:
                 maps.append(weights)
         return EncoderOutput(self.encoder_norm(x), src_attend, maps)
@@ -340,7 +359,12 @@ class Transformer(nn.Module):
         else:
             raise ValueError(f"cached decoding takes one position at a time, got {tgt_in.size(1)}")
         masks = head_mask if head_mask is not None else HeadMask()
-        x = self._embed(self.tgt_embed, tgt_in, offset)
+        x = self._embed(self.tgt_embed, tgt_in, "decoder", offset)
+        # Absolute positions: the new queries sit at offset .. offset+T-1, the keys (cached ones too) from 0.
+        query_positions = torch.arange(offset, offset + tgt_in.size(1), device=tgt_in.device)  # (T,)
+        key_positions = torch.arange(offset + tgt_in.size(1), device=tgt_in.device)  # (T',)
+        rotate = self.positions.rotation(query_positions)
+        score_bias = self.positions.self_bias("decoder", query_positions, key_positions)  # (1, H, T, T')|None
         self_maps, cross_maps = [], []
         for i, layer in enumerate(self.decoder_layers):
             x, self_weights, cross_weights = layer(
@@ -351,6 +375,8 @@ class Transformer(nn.Module):
                 need_weights,
                 None if cache is None else cache.layers[i],
                 (_layer_slice(masks.decoder, i), _layer_slice(masks.cross, i)),
+                rotate,
+                score_bias,
             )
             if need_weights:
                 self_maps.append(self_weights)

@@ -1,5 +1,7 @@
 """MultiHeadAttention: shapes, both paths equal, masking, numerical safety and the key/value cache."""
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -205,3 +207,53 @@ def test_reordered_cache_decodes_like_a_cache_of_the_reordered_rows(attn):
     for t in range(2, TQ):
         step = x[index, t : t + 1]
         torch.testing.assert_close(attn(step, step, step, cache=cache)[0], attn(step, step, step, cache=reference)[0])
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_score_bias_is_added_to_scaled_scores_and_empty_rows_stay_zero(attn, need_weights):
+    """The score-bias hook: softmax(q k^T / sqrt(Dh) + bias) on attended keys, and a row without keys gives
+    zero weights and output, on both paths (the fused one takes the bias as a float mask with -inf)."""
+    torch.manual_seed(1)
+    x = torch.randn(B, TQ, D)
+    bias = torch.randn(1, H, TQ, TQ) * 3
+    mask = key_padding([5, 0], TQ) & causal_mask(TQ)  # the second sentence has no key at all
+    out, weights = attn(x, x, x, mask, need_weights=need_weights, score_bias=bias)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
+
+    q, k, v = attn._project(x, x, x, None)
+    scores = (q @ k.transpose(-2, -1)) / (D // H) ** 0.5 + bias
+    expected = scores.masked_fill(~mask, float("-inf"))[:1].softmax(-1)  # (1, H, TQ, TQ), sentence 0
+    expected_out = attn.out_proj(attn._merge_heads(expected @ v[:1]))
+    torch.testing.assert_close(out[:1], expected_out, atol=1e-6, rtol=1e-5)
+    if need_weights:
+        torch.testing.assert_close(weights[:1], expected)
+        assert torch.all(weights[1] == 0)
+
+
+def test_score_bias_paths_agree_under_bf16_autocast(attn):
+    x = torch.randn(B, TQ, D)
+    bias = -torch.arange(TQ).float().view(1, 1, 1, TQ).expand(1, H, TQ, TQ)
+    mask = key_padding([5, 0], TQ) & causal_mask(TQ)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused, _ = attn(x, x, x, mask, score_bias=bias)
+        explicit, _ = attn(x, x, x, mask, need_weights=True, score_bias=bias)
+    assert torch.isfinite(fused).all() and torch.isfinite(explicit).all()
+    torch.testing.assert_close(fused.float(), explicit.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_rotate_hook_rotates_queries_and_new_keys_before_they_are_cached(attn):
+    """A position-dependent rotation: cached steps, each rotated at its own position, equal the full pass."""
+    from model.positions import Rotary
+
+    rotary = Rotary(D // H)
+    x = torch.randn(B, TQ, D)
+    full, _ = attn(x, x, x, causal_mask(TQ), rotate=lambda t: rotary(t, torch.arange(TQ)))
+    cache = KVCache(reserve=2)
+    steps = []
+    for t in range(TQ):
+        step = x[:, t : t + 1]
+        rotate = partial(rotary, positions=torch.tensor([t]))
+        steps.append(attn(step, step, step, cache=cache, rotate=rotate)[0])
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(full, attn(x, x, x, causal_mask(TQ))[0], atol=1e-3)  # the hook did act

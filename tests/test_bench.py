@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.speed import BOS, EOS, QUICK, TutorialSeq2Seq, main, make_batches
+from bench.speed import BOS, EOS, QUICK, TutorialSeq2Seq, main, make_batches, suppress_eos
 
 CORPORA = Path(os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora"))
 
@@ -117,3 +117,53 @@ def test_baseline_quick_run_scores_every_test_split(tmp_path):
     with pytest.raises(SystemExit, match="results.json exists; pass --overwrite"):
         baseline_main(argv)
     assert (tmp_path / "results.json").read_text() == written
+
+
+def test_positions_quick_table_shows_the_json_figures(tmp_path, capsys):
+    """bench/positions.py --quick for two variants: the printed table holds exactly the figures of the JSON,
+    and the figures are what they claim to be."""
+    from bench.positions import COLUMNS, QUICK_TOY
+    from bench.positions import main as positions_main
+    from data.datamodule import TranslationDataModule
+
+    path = tmp_path / "positions.json"
+    threads = torch.get_num_threads()
+    try:
+        argv = ["--quick", "--variants", "sinusoidal", "alibi", "--threads", "1", "--json", str(path)]
+        results = positions_main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads(path.read_text()) == json.loads(json.dumps(results))
+    out = capsys.readouterr().out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| toy")]
+    assert [[c.strip() for c in r[:2]] for r in rows] == [["toy_length", "sinusoidal"], ["toy_length", "alibi"]]
+
+    datamodule = TranslationDataModule(seed=1234, **QUICK_TOY.data)
+    tokenizer = datamodule.tgt_tokenizer
+    references = [tokenizer.encode(p.target) for p in datamodule.pairs("test")]
+    for row in rows:
+        figures = results["datasets"]["toy_length"]["variants"][row[1].strip()]
+        assert [c.strip() for c in row[2:]] == [fmt.format(figures[key]) for key, _, fmt in COLUMNS]
+        assert figures["num_sentences"] == len(references) == 16
+        assert figures["mean_reference_length"] == pytest.approx(sum(map(len, references)) / 16)
+        # Forcing the right length never loses a sentence that greedy decoding got right.
+        assert figures["oracle_length_exact_match"] >= figures["exact_match"]
+        assert figures["exact_match"] + figures["stops_too_early"] <= 1.0
+        assert figures["mean_output_length"] >= 0 and figures["train_seconds"] > 0
+
+
+def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_length():
+    from bench.positions import oracle_length_greedy
+    from model import Transformer
+    from model.decoding import greedy_search
+    from tests.conftest import random_ids, tiny_config
+
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(positional="alibi", tie_output_embedding=False)).eval()
+    src = random_ids(3, 5, 13, generator=torch.Generator().manual_seed(1))
+    lengths = torch.tensor([2, 7, 4])
+    oracle = oracle_length_greedy(model, src, lengths)
+    suppress_eos(model)  # EOS never wins: greedy runs all 7 steps
+    free = greedy_search(model, src, 7).tolist()
+    assert oracle == [row[:n] for row, n in zip(free, lengths.tolist())]
+    assert [len(o) for o in oracle] == [2, 7, 4]

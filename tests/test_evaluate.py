@@ -246,3 +246,36 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkey
         assert (data["kinds"][kind]["queries"], data["kinds"][kind]["keys"]) == axes[kind]
     decoder = torch.tensor(data["kinds"]["decoder"]["layers"][0])  # (H, T, T) of layer 1
     torch.testing.assert_close(decoder, maps.decoder[0][0], atol=5e-5, rtol=0)
+
+
+def test_a_position_variant_trains_logs_attention_evaluates_and_old_checkpoints_load_as_sinusoidal(
+    tmp_path, capsys
+):
+    """``--model.positional alibi`` end to end: the checkpoint records it, validation logs per-head maps and head
+    statistics through the weight-returning path, evaluate.py scores and exports attention; a checkpoint saved
+    before the option existed (no ``positional`` hyperparameter) loads as sinusoidal."""
+    from tests.conftest import read_events
+
+    run = train_tiny(tmp_path / "runs", "--model.positional", "alibi", "--trainer.max_epochs", "1")
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    assert saved["hyper_parameters"]["positional"] == "alibi"
+    loaded = load_run(checkpoint)
+    assert loaded.module.model.config.positional == "alibi"
+
+    tags = read_events(run).Tags()["images"]
+    for kind in ("encoder", "decoder", "cross"):
+        assert f"attention_overview/{kind}/sentence_1" in tags
+    assert {"heads/cross_agreement", "heads/decoder_previous", "heads/encoder_distance"} <= set(tags)
+
+    code, out, _ = run_evaluate(capsys, checkpoint, "--quiet")
+    assert code == 0 and last_json(out)["num_sentences"] == 40
+    sentence = loaded.datamodule.pairs("test")[0].source
+    code, _, _ = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", tmp_path / "maps")
+    assert code == 0 and len(list((tmp_path / "maps" / "sentence_1").glob("*.png"))) == 2 * 2 * 3
+
+    del saved["hyper_parameters"]["positional"]
+    old = tmp_path / "old.ckpt"
+    torch.save(saved, old)
+    module = load_run(old).module
+    assert module.model.config.positional == "sinusoidal" and module.hparams.positional == "sinusoidal"

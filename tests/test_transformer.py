@@ -164,7 +164,7 @@ def test_generated_ids_drop_eos_and_padding(tiny_model):
 
 def test_sinusoidal_encoding_literal():
     """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)); here D = 4."""
-    from model.transformer import SinusoidalPositionalEncoding
+    from model.positions import SinusoidalPositionalEncoding
 
     encoding = SinusoidalPositionalEncoding(4, max_len=3)
     angles = torch.tensor([[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]])  # pos / 10000^(2i/4) for i = 0, 1

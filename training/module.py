@@ -45,6 +45,9 @@ class TranslationModule(L.LightningModule):
         norm_first: pre-LN (True) or the paper's post-LN (False).
         tie_output_embedding: share the target embedding with the output projection.
         share_embeddings: one embedding table for source and target (needs a shared vocabulary).
+        positional: position signal: "sinusoidal" (the paper's, default), "learned", "rope", "alibi",
+            "relative" (T5) or "none"; see ``model.positions`` for where each acts. Checkpoints saved before
+            this option existed load as "sinusoidal".
         lr: peak learning rate, reached at the end of warm-up.
         warmup_steps: linear warm-up steps.
         schedule: after warm-up, "inverse_sqrt" (the paper's §5.3 decay), "cosine" (to zero at the last step)
@@ -80,6 +83,7 @@ class TranslationModule(L.LightningModule):
         norm_first: bool = True,
         tie_output_embedding: bool = True,
         share_embeddings: bool = False,
+        positional: Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"] = "sinusoidal",
         lr: float = 2e-3,
         warmup_steps: int = 200,
         schedule: Literal["inverse_sqrt", "cosine", "constant"] = "inverse_sqrt",
@@ -116,6 +120,7 @@ class TranslationModule(L.LightningModule):
             norm_first=norm_first,
             tie_output_embedding=tie_output_embedding,
             share_embeddings=share_embeddings,
+            positional=positional,
         )
         self.model = Transformer(self.config)
         self._throughput_tokens = 0
