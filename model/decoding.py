@@ -14,8 +14,9 @@ from model.transformer import EncoderOutput, HeadMask, Transformer
 
 
 def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
-    """Logits of the next token, (N, V) → (N, V) float32, with padding and BOS ruled out: never generated."""
-    logits = logits.float()
+    """Logits of the next token, (N, V) → a new (N, V) float32 tensor with padding and BOS ruled out: never
+    generated. The caller's tensor is left as it is."""
+    logits = logits.to(torch.float32, copy=True)
     logits[:, [pad_id, bos_id]] = float("-inf")
     return logits
 

@@ -8,7 +8,7 @@ import torch
 
 from bench.speed import matmul_flops, suppress_eos
 from model import Transformer
-from model.decoding import beam_search, greedy_search
+from model.decoding import _allowed_logits, beam_search, greedy_search
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 
 
@@ -243,3 +243,15 @@ def test_batched_beam_search_equals_a_plain_one_sentence_at_a_time(model, src, a
     found = rows_of(beam_search(model, src, 10, beam_size=3, length_penalty=alpha))
     expected = [plain_beam_search(model, s[s != PAD], 10, 3, alpha) for s in src]
     assert found == expected
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_ruling_out_padding_and_bos_leaves_the_callers_logits_alone(dtype):
+    logits = torch.randn(3, 11).to(dtype)
+    before = logits.clone()
+    allowed = _allowed_logits(logits, PAD, BOS)
+    assert torch.equal(logits, before)
+    assert allowed.dtype == torch.float32
+    assert (allowed[:, [PAD, BOS]] == -math.inf).all()
+    others = [t for t in range(11) if t not in (PAD, BOS)]
+    assert torch.equal(allowed[:, others], before[:, others].float())
