@@ -255,3 +255,20 @@ def test_ruling_out_padding_and_bos_leaves_the_callers_logits_alone(dtype):
     assert (allowed[:, [PAD, BOS]] == -math.inf).all()
     others = [t for t in range(11) if t not in (PAD, BOS)]
     assert torch.equal(allowed[:, others], before[:, others].float())
+
+
+def test_a_batch_of_no_sentences_decodes_to_no_tokens(model):
+    src = torch.zeros(0, 7, dtype=torch.long)
+    outputs = [
+        greedy_search(model, src, 5),
+        greedy_search(model, src, 5, use_cache=False),
+        beam_search(model, src, 5, beam_size=3),
+        model.generate(src),  # per-sentence default limits: an empty (0,) tensor
+        model.generate(src, beam_size=3),
+    ]
+    for out in outputs:
+        assert out.shape == (0, 0) and out.dtype == torch.long
+        assert model.generated_ids(out) == []
+    for search in (greedy_search, lambda *args: beam_search(*args, beam_size=3)):
+        with pytest.raises(ValueError, match="max_len must be at least 1, got 0"):
+            search(model, src, 0)  # a bad limit is an error whatever the batch
