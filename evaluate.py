@@ -109,6 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("beam_size", "batch_size", "importance_sentences", "ablation_batch"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if not args.length_penalty >= 0.0:  # NaN too; beam search's early stop holds only for alpha >= 0
+        parser.error(f"--length-penalty must be at least 0, got {args.length_penalty}")
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
     if args.translate is not None and analysing:
         parser.error("--head-importance, --prune-heads and --alignment analyse a data set, not --translate")

@@ -121,11 +121,15 @@ def beam_search(
         src: (B, S) source ids.
         max_len: most tokens to generate (EOS included), for all sentences or (B,) for each.
         beam_size: K.
-        length_penalty: the GNMT exponent alpha; 0 ranks by plain log-probability.
+        length_penalty: the GNMT exponent alpha >= 0; 0 ranks by plain log-probability.
 
     Returns:
         (B, L) the best hypothesis of each sentence, padded with ``pad_id`` after its EOS; (0, 0) for B = 0.
     """
+    if not length_penalty >= 0.0:  # NaN too
+        # The early stop bounds a live beam's best score by dividing by the penalty of the longest allowed
+        # length, the largest penalty only when longer hypotheses are never favoured.
+        raise ValueError(f"length_penalty must be at least 0, got {length_penalty}")
     c = model.config
     b, k, device = src.size(0), beam_size, src.device
     masks = head_mask if head_mask is not None else HeadMask()

@@ -243,3 +243,12 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkey
     assert (data["source"], data["target"]) == (source, target_in)  # the decoder's input positions
     decoder = torch.tensor(data["kinds"]["decoder"]["layers"][0])  # (H, T, T) of layer 1
     torch.testing.assert_close(decoder, maps.decoder[0][0], atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("alpha", ["-0.5", "nan"])
+def test_a_negative_length_penalty_is_an_option_error(tmp_path, capsys, alpha):
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", "--beam-size", "4", "--length-penalty", alpha)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--length-penalty must be at least 0, got {float(alpha)}" in err and "Traceback" not in err
