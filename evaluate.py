@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from analysis.metrics import score_translations, sentence_chrf
 from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import (
     AnalysisError,
@@ -46,7 +47,6 @@ from evaluation.ablation import (
 )
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
-from training.metrics import score_translations, sentence_chrf
 
 
 class OutputExistsError(Exception):

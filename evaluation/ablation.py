@@ -25,12 +25,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from analysis.heads import alignment_agreement, alignment_error_rate
+from analysis.metrics import TranslationScores, score_translations
 from data.batching import Batch
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from evaluation.translate import length_sorted_batches
 from model import HeadMask, Transformer, TransformerConfig
-from training.metrics import TranslationScores, score_translations
 
 KINDS = ("encoder", "decoder", "cross")  # the order of HeadMask's fields
 KIND_TITLES = {

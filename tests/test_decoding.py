@@ -6,9 +6,10 @@ import math
 import pytest
 import torch
 
-from bench.speed import matmul_flops, suppress_eos
+from analysis.flops import matmul_flops
 from model import Transformer
 from model.decoding import _allowed_logits, beam_search, greedy_search
+from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 
 

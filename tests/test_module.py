@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from analysis.metrics import score_translations
 from data.batching import collate
 from data.datamodule import TranslationDataModule
-from training.metrics import score_translations
 from training.module import TranslationModule
 
 

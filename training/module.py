@@ -13,8 +13,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
+from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
-from training.metrics import score_translations
 
 
 class NonFiniteLossError(FloatingPointError):
