@@ -21,6 +21,17 @@ class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
 
 
+def dropout_seed(base_seed: int, step: int, rank: int) -> int:
+    """The seed of the random numbers (dropout masks) of training step ``step`` on process ``rank``.
+
+    A function of the step, so that a resumed run draws what an uninterrupted one would; and of the rank, so
+    that the processes of a distributed run draw different masks for their different batches. Rank 0 keeps
+    ``base_seed + step``; rank r XORs it with r times an odd constant below 2**32, which changes the low 32 bits
+    differently for every rank: the CPU generator reads only those (its Mersenne Twister takes a 32-bit seed).
+    """
+    return ((base_seed + step) ^ (rank * 0x9E3779B9 % 2**32)) % 2**64
+
+
 class TranslationModule(L.LightningModule):
     """Trains a ``model.Transformer`` with label-smoothed cross-entropy, AdamW and a warm-up schedule.
 
@@ -282,4 +293,4 @@ class TranslationModule(L.LightningModule):
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Dropout draws from a generator seeded by the step (as fairseq does), so a resumed run draws exactly
         # the masks an uninterrupted one would, whatever else consumed random numbers in between.
-        torch.manual_seed(self._base_seed + self.global_step)
+        torch.manual_seed(dropout_seed(self._base_seed, self.global_step, self.global_rank))
