@@ -477,8 +477,10 @@ def report(results: dict) -> str:
         lines += [
             "",
             "greedy decoding by batch size (same model and steps)",
-            f"{'batch':>7}{'cache sent/s':>14}{'re-run sent/s':>15}{'ratio':>8}{'in FLOPs':>10}"
-            f"{'cache of peak':>15}{'re-run of peak':>16}{'same tokens':>13}",
+            (
+                f"{'batch':>7}{'cache sent/s':>14}{'re-run sent/s':>15}{'ratio':>8}{'in FLOPs':>10}"
+                f"{'cache of peak':>15}{'re-run of peak':>16}{'same tokens':>13}"
+            ),
         ]
         for r in results["decoding_by_batch_size"]:
             lines.append(

@@ -275,11 +275,11 @@ class TranslationDataModule(L.LightningDataModule):
         Each process builds its tokenizers when the model is configured, before the processes know of each
         other; training is reproducible for word and BPE but not for unigram, so rank 0's copy is kept.
         """
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            if torch.distributed.get_world_size() > 1:
-                state = [self.state_dict()]
-                torch.distributed.broadcast_object_list(state, src=0)
-                self.load_state_dict(state[0])
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if distributed and torch.distributed.get_world_size() > 1:
+            state = [self.state_dict()]
+            torch.distributed.broadcast_object_list(state, src=0)
+            self.load_state_dict(state[0])
 
     # --- Tokenized splits ---------------------------------------------------------------------------------
 

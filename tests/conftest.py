@@ -9,17 +9,17 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 def tiny_config(**overrides) -> TransformerConfig:
-    settings = dict(
-        src_vocab_size=13,
-        tgt_vocab_size=11,
-        d_model=16,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=32,
-        dropout=0.0,
-        max_len=64,
-    )
+    settings = {
+        "src_vocab_size": 13,
+        "tgt_vocab_size": 11,
+        "d_model": 16,
+        "num_heads": 4,
+        "num_encoder_layers": 2,
+        "num_decoder_layers": 2,
+        "d_ff": 32,
+        "dropout": 0.0,
+        "max_len": 64,
+    }
     settings.update(overrides)
     return TransformerConfig(**settings)
 

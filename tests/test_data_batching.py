@@ -96,7 +96,7 @@ def test_bucketing_wastes_little_padding_compared_to_random_batches_of_the_same_
     bucketed = epoch_batches(TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0, chunk_size=256))
     order = random.Random(0).sample(range(len(LENGTHS)), len(LENGTHS))
     starts = [0, *itertools.accumulate(len(b) for b in bucketed)]
-    unsorted = [order[a:b] for a, b in zip(starts, starts[1:])]
+    unsorted = [order[a:b] for a, b in itertools.pairwise(starts)]
     assert waste(bucketed) < 0.1 * sum(LENGTHS) < waste(unsorted)
 
 
@@ -249,7 +249,7 @@ def test_bad_sampler_arguments_are_named(kwargs, message):
         TokenBucketBatchSampler(**{"lengths": LENGTHS, **kwargs})
 
 
-# --- the package ---------------------------------------------------------------------------------------------
+# --- the package --------------------------------------------------------------------------------------------
 
 
 def test_importing_the_batching_module_does_not_load_lightning():

@@ -277,7 +277,7 @@ def test_a_batch_of_no_sentences_decodes_to_no_tokens(model):
 
 @pytest.mark.parametrize("alpha", [-0.5, math.nan])
 def test_a_negative_length_penalty_is_refused(model, src, alpha):
-    """Beam search's early stop is a valid bound only when longer hypotheses are never favoured (alpha >= 0)."""
+    """Beam search's early stop is a valid bound only if longer hypotheses are never favoured (alpha >= 0)."""
     with pytest.raises(ValueError, match=f"length_penalty must be at least 0, got {alpha}"):
         beam_search(model, src, 10, beam_size=3, length_penalty=alpha)
     with pytest.raises(ValueError, match="length_penalty must be at least 0"):

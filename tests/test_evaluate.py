@@ -201,7 +201,7 @@ def test_bad_inputs_give_one_line_errors(tiny_run, tmp_path, capsys):
         ([checkpoint, "--output", existing], "exists.jsonl exists"),
     ]
     for args, message in cases:
-        code, out, err = run_evaluate(capsys, *args, "--quiet")
+        code, _, err = run_evaluate(capsys, *args, "--quiet")
         assert code == 1, args
         assert message in err, (message, err)
         assert len(err.strip().splitlines()) == 1, err

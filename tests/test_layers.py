@@ -1,4 +1,4 @@
-"""The folder layout is the architecture: shared helpers import nothing above their layer, tests none of bench/."""
+"""The folder layout is the architecture: shared helpers import nothing above them; tests avoid bench/."""
 
 import ast
 import subprocess

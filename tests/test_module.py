@@ -18,8 +18,8 @@ from training.module import TranslationModule, dropout_seed
 
 
 def module(**overrides):
-    settings = dict(src_vocab_size=13, tgt_vocab_size=11, d_model=16, num_heads=2, num_encoder_layers=1,
-                    num_decoder_layers=1, d_ff=32, warmup_steps=4, lr=1.0)
+    settings = {"src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 16, "num_heads": 2,
+                "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 32, "warmup_steps": 4, "lr": 1.0}
     settings.update(overrides)
     return TranslationModule(**settings)
 
@@ -71,7 +71,9 @@ def test_optimizer_decays_matrices_only_and_uses_adam_beta2():
     assert optimizer.defaults["betas"] == (0.9, 0.97)
 
 
-def attach(m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False, global_rank=0):
+def attach(
+    m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False, global_rank=0
+):
     """Give ``m`` the few Trainer attributes its hooks read, and record what it logs."""
     m._trainer = SimpleNamespace(
         global_step=global_step, log_every_n_steps=log_every_n_steps, current_epoch=current_epoch,

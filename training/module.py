@@ -26,8 +26,8 @@ def dropout_seed(base_seed: int, step: int, rank: int) -> int:
 
     A function of the step, so that a resumed run draws what an uninterrupted one would; and of the rank, so
     that the processes of a distributed run draw different masks for their different batches. Rank 0 keeps
-    ``base_seed + step``; rank r XORs it with r times an odd constant below 2**32, which changes the low 32 bits
-    differently for every rank: the CPU generator reads only those (its Mersenne Twister takes a 32-bit seed).
+    ``base_seed + step``; rank r XORs it with r times an odd constant below 2**32, which changes the low 32
+    bits differently for every rank: the CPU generator reads only those (its Mersenne Twister takes 32 bits).
     """
     return ((base_seed + step) ^ (rank * 0x9E3779B9 % 2**32)) % 2**64
 
