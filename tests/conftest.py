@@ -59,6 +59,15 @@ def train_tiny(save_dir, *extra: str):
     return versions[-1]
 
 
+def short_tsv_corpus(folder, **files: list[str]):
+    """A tsv corpus folder of short word pairs (train, val, test), plus or instead ``files``: name → lines."""
+    short = [f"w{i} w{i + 1}\tv{i} v{i + 1}" for i in range(20)]
+    for name, lines in {"train": short, "val": short[:4], "test": short[4:8], **files}.items():
+        (folder / f"{name}.tsv").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A finished two-epoch run of the tiny config (seconds on a CPU)."""

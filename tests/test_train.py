@@ -13,7 +13,7 @@ from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from tests.conftest import REPO, TINY_CONFIG, attention_axes, read_events, train_tiny
+from tests.conftest import REPO, TINY_CONFIG, attention_axes, read_events, short_tsv_corpus, train_tiny
 from training import attention_logging
 from training.attention_logging import AttentionLogger
 from training.cli import _pop_resume, find_resume_checkpoint
@@ -331,3 +331,17 @@ def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_m
     # Without the source mask, target positions facing source padding would count on the cross diagonal.
     unmasked = summarize({"cross": maps["cross"]}, tgt_valid=batch.tgt_out != 0)
     assert not torch.allclose(unmasked["cross"]["diagonal"], expected["cross"]["diagonal"])
+
+
+def test_a_sentence_longer_than_max_len_stops_the_run_before_training(tmp_path):
+    """Found when the run starts, with its file and line: not as a traceback at the first validation."""
+    data = short_tsv_corpus(tmp_path / "data", val=["w1 w2\tv1", "a b c d e f g h i j k l\tv1 v2"])
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(
+            tmp_path / "runs", "--data.dataset", "tsv", "--data.path", str(data), "--data.tokenizer", "word",
+            "--model.max_len", "8",
+        )
+    assert str(stopped.value) == (
+        f"error: {data / 'val.tsv'}:2: source has 12 tokens, 13 with EOS, longer than the model's max_len 8"
+    )
+    assert not list((tmp_path / "runs").rglob("*.ckpt"))

@@ -287,6 +287,14 @@ class TranslationModule(L.LightningModule):
         if metrics:
             self.logger.log_hyperparams(dict(self.hparams), metrics)
 
+    def setup(self, stage: str) -> None:
+        """Check that the model can read every pair it will be given, so that a sentence longer than
+        ``max_len`` stops the run now, naming its file and line, not at the first validation or in evaluate.py."""
+        splits = {"fit": ("train", "val", "test"), "validate": ("val",), "test": ("test",)}.get(stage, ())
+        datamodule = self.trainer.datamodule
+        if splits and hasattr(datamodule, "check_fits"):  # any other data module: its own business
+            datamodule.check_fits(self.config.max_len, splits)
+
     def on_train_start(self) -> None:
         self._base_seed = torch.initial_seed()
 
