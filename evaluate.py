@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from analysis.metrics import score_translations, sentence_chrf
+from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import (
     AnalysisError,
@@ -46,7 +48,6 @@ from evaluation.ablation import (
 )
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
-from training.metrics import score_translations, sentence_chrf
 
 
 class OutputExistsError(Exception):
@@ -109,6 +110,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("beam_size", "batch_size", "importance_sentences", "ablation_batch"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if not args.length_penalty >= 0.0:  # NaN too; beam search's early stop holds only for alpha >= 0
+        parser.error(f"--length-penalty must be at least 0, got {args.length_penalty}")
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
     if args.translate is not None and analysing:
         parser.error("--head-importance, --prune-heads and --alignment analyse a data set, not --translate")
@@ -140,6 +143,12 @@ def run_translate(args, run, device) -> None:
     sentences = [line.strip() for line in sys.stdin] if args.translate == "-" else [args.translate]
     sentences = [s for s in sentences if s]
     dm, model = run.datamodule, run.module.model
+
+    def where(index: int, side: str) -> tuple[str, None]:
+        return ("--translate" if args.translate != "-" else f"stdin, sentence {index + 1}"), None
+
+    encoded = dm.src_tokenizer.encode_batch(sentences)
+    check_fits([(i, ids, []) for i, ids in enumerate(encoded)], model.config.max_len, where)
     hypotheses = translate(
         model, dm.src_tokenizer, dm.tgt_tokenizer, sentences, beam_size=args.beam_size,
         length_penalty=args.length_penalty, batch_size=args.batch_size, max_len=args.max_len,
@@ -206,9 +215,23 @@ def run_head_analysis(args, run, pairs) -> tuple[dict, list]:
     return added, pruned
 
 
+def check_lengths(args, run, pairs, *, targets: bool) -> None:
+    """Stop at the first pair the model cannot read, naming its file and line. Its reference counts only with
+    ``targets`` (the head analyses read it teacher-forced); scoring compares references as text."""
+    dm, max_len = run.datamodule, run.module.model.config.max_len
+    if not args.tsv:
+        dm.check_fits(max_len, (args.split,), targets=targets)
+        return
+    sources = dm.src_tokenizer.encode_batch([p.source for p in pairs])
+    references = dm.tgt_tokenizer.encode_batch([p.target for p in pairs]) if targets else [[] for _ in pairs]
+    check_fits(list(zip(range(len(pairs)), sources, references)), max_len, lambda i, side: (args.tsv, i + 1))
+
+
 def run_evaluation(args, run, device) -> dict:
     dm, model = run.datamodule, run.module.model
     pairs = read_tsv(args.tsv) if args.tsv else dm.pairs(args.split)
+    analysing = args.head_importance or args.prune_heads is not None or args.alignment
+    check_lengths(args, run, pairs, targets=analysing)
     if args.output:
         check_new(Path(args.output), args.overwrite)
     if args.alignment:  # before any long computation

@@ -34,12 +34,12 @@ if __package__ in (
 ):  # run as `python bench/multi30k_baseline.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.metrics import score_translations
 from bench.speed import BOS, EOS, PAD, BenchConfig, TutorialSeq2Seq
 from data.batching import Batch, collate
 from data.corpora import read_parallel
 from data.datamodule import TranslationDataModule
 from data.pairs import Pair
-from training.metrics import score_translations
 
 TEST_SPLITS = ("test2016", "test2017", "mscoco2017")
 # The fields of BenchConfig that describe the model; the rest are the speed benchmark's own settings.

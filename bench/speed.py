@@ -33,14 +33,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 
 if __package__ in (None, ""):  # run as `python bench/speed.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.flops import matmul_flops
 from model import Transformer, TransformerConfig
 from model.decoding import greedy_search
+from model.testing import EOS_SUPPRESSION, suppress_eos
 
 PAD, BOS, EOS = 0, 1, 2  # TransformerConfig's defaults; the tutorial model uses the same ids
 
@@ -214,28 +214,6 @@ def our_model(cfg: BenchConfig, device: torch.device) -> Transformer:
     return Transformer(config).to(device)
 
 
-EOS_SUPPRESSION = (
-    "EOS can never win: feature 0 of the final decoder LayerNorm is pinned to 1 (gain 0, bias 1), the EOS "
-    "row of the output projection reads only that feature with weight -10000, and no other row reads it"
-)
-
-
-def suppress_eos(model: Transformer) -> None:
-    """Make the EOS logit -10000 at every position, so that every decoding runs exactly its ``max_len`` steps.
-
-    Only weights change: each step does the same work with the same shapes. See ``EOS_SUPPRESSION``.
-    """
-    c = model.config
-    if c.tie_output_embedding or not c.norm_first:
-        raise ValueError("suppress_eos needs an untied output projection and the final LayerNorm of pre-LN")
-    with torch.no_grad():
-        model.decoder_norm.weight[0] = 0.0
-        model.decoder_norm.bias[0] = 1.0
-        model.output_proj.weight[:, 0] = 0.0
-        model.output_proj.weight[c.eos_id] = 0.0
-        model.output_proj.weight[c.eos_id, 0] = -10000
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -267,17 +245,6 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch)
     optimizer.zero_grad(set_to_none=True)
     training_loss(model, batch).backward()
     optimizer.step()
-
-
-def matmul_flops(fn) -> int:
-    """Matmul FLOPs (2 per multiply-add) of one call of ``fn()``, counted by ``FlopCounterMode``.
-
-    Counted under the math attention backend, where attention is plain batched matmuls (fused CPU kernels are
-    invisible to the counter); the count is that of the model, whichever kernel later runs it.
-    """
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        fn()
-    return counter.get_total_flops()
 
 
 def training_flops(model: nn.Module, batch: Batch) -> int:
@@ -510,8 +477,10 @@ def report(results: dict) -> str:
         lines += [
             "",
             "greedy decoding by batch size (same model and steps)",
-            f"{'batch':>7}{'cache sent/s':>14}{'re-run sent/s':>15}{'ratio':>8}{'in FLOPs':>10}"
-            f"{'cache of peak':>15}{'re-run of peak':>16}{'same tokens':>13}",
+            (
+                f"{'batch':>7}{'cache sent/s':>14}{'re-run sent/s':>15}{'ratio':>8}{'in FLOPs':>10}"
+                f"{'cache of peak':>15}{'re-run of peak':>16}{'same tokens':>13}"
+            ),
         ]
         for r in results["decoding_by_batch_size"]:
             lines.append(

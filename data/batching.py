@@ -6,7 +6,7 @@ All id tensors are int64 and right-padded with ``pad_id``.
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Sampler
 
+from data.corpora import CorpusError
 from data.special import SPECIALS
 
 Item = tuple[int, Sequence[int], Sequence[int]]  # (index in its split, source ids, target ids), no specials
@@ -53,6 +54,29 @@ def collate(
     tgt_out = padded([[*t, eos_id] for _, _, t in items])  # (B, T)
     index = torch.tensor([i for i, _, _ in items], dtype=torch.int64)  # (B,)
     return Batch(src, tgt_in, tgt_out, index)
+
+
+def check_fits(
+    items: Sequence[Item], max_len: int, locate: Callable[[int, str], tuple[str, int | None]], hint: str = ""
+) -> None:
+    """Stop at the first item a model of ``max_len`` positions cannot read, with a one-line ``CorpusError``.
+
+    The encoder reads the source and EOS, the teacher-forced decoder BOS and the target (see :func:`collate`),
+    so each side needs one position more than it has tokens. Give an empty target to check a source alone.
+
+    Args:
+        locate: ``(item index, "source" or "target")`` → ``(file or description, line or None)`` for the
+            message, e.g. ``("test.tsv", 17)``.
+        hint: appended to the message, e.g. what to change.
+    """
+    for index, src, tgt in items:
+        for side, ids, special in (("source", src, "EOS"), ("target", tgt, "BOS")):
+            if len(ids) + 1 > max_len:
+                reason = (
+                    f"{side} has {len(ids)} tokens, {len(ids) + 1} with {special}, longer than the model's "
+                    f"max_len {max_len}{hint}"
+                )
+                raise CorpusError(*locate(index, side), reason)
 
 
 def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:

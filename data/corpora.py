@@ -56,8 +56,7 @@ def read_lines(path: PathLike) -> list[str]:
             raw = path.read_bytes()
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise CorpusError(path, None, f"cannot read file: {e}") from None
-    if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[len(codecs.BOM_UTF8) :]
+    raw = raw.removeprefix(codecs.BOM_UTF8)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -8,6 +8,7 @@ into the model's config.
 
 import os
 import random
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
-from data.batching import Item, TokenBucketBatchSampler, collate
+from data.batching import Item, TokenBucketBatchSampler, check_fits, collate
 from data.corpora import CorpusError, filter_by_length, read_parallel, read_scan, read_tsv
 from data.pairs import Pair
 from data.special import SPECIALS
@@ -130,6 +131,7 @@ class TranslationDataModule(L.LightningDataModule):
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
         self._tokenizers: tuple[Tokenizer, Tokenizer] | None = None  # (source, target)
         self._train_pairs: list[Pair] | None = None  # train after length filtering
+        self._train_index: list[int] = []  # each kept training pair's index among all training pairs
         self._encoded: dict[str, list[Item]] = {}
 
     # --- Special ids and vocabularies: what the model config links to -------------------------------------
@@ -192,32 +194,59 @@ class TranslationDataModule(L.LightningDataModule):
                 seed=self.seed,
                 max_train_words=self.toy_max_train_words,
             )
-        assert self.path is not None
-        folder = Path(self.path)
         if self.dataset == "multi30k":
-            test = "test2016" if self.test_split == "test" else self.test_split
-            return {
-                split: read_parallel(
-                    folder / f"{name}.{self.source_lang}", folder / f"{name}.{self.target_lang}"
-                )
-                for split, name in (("train", "train"), ("val", "val"), ("test", test))
-            }
+            return {split: read_parallel(self._file(split), self._file(split, "target")) for split in SPLITS}
         if self.dataset == "tsv":
-            return {
-                split: read_tsv(folder / f"{name}.tsv")
-                for split, name in (("train", "train"), ("val", "val"), ("test", self.test_split))
-            }
+            return {split: read_tsv(self._file(split)) for split in SPLITS}
         # SCAN
-        train = read_scan(_scan_file(folder, self.scan_split, "train"))
-        test = read_scan(_scan_file(folder, self.scan_split, "test"))
-        order = list(range(len(train)))
-        random.Random(self.seed).shuffle(order)
-        held_out = set(order[: max(1, round(_SCAN_VAL_FRACTION * len(train)))])
+        train = read_scan(self._file("train"))
+        test = read_scan(self._file("test"))
+        held_out = _scan_held_out(len(train), self.seed)
         return {
             "train": [p for i, p in enumerate(train) if i not in held_out],
             "val": [p for i, p in enumerate(train) if i in held_out],
             "test": test,
         }
+
+    def _file(self, split: SplitName, side: Literal["source", "target"] = "source") -> Path:
+        """The corpus file a split (and, for multi30k, a side) is read from; SCAN's val comes from train."""
+        assert self.path is not None
+        folder = Path(self.path)
+        if self.dataset == "scan":
+            return _scan_file(folder, self.scan_split, "test" if split == "test" else "train")
+        name = self.test_split if split == "test" else split
+        if self.dataset == "tsv":
+            return folder / f"{name}.tsv"
+        name = "test2016" if name == "test" else name  # multi30k
+        return folder / f"{name}.{self.source_lang if side == 'source' else self.target_lang}"
+
+    def origin(
+        self, split: SplitName, index: int, side: Literal["source", "target"] = "source"
+    ) -> tuple[str, int | None]:
+        """Where pair ``index`` of a split was read, for messages: (file, line), or a description and None for
+        the generated toy tasks. Training indices count all training pairs, before length filtering."""
+        if self.dataset in _TOY_TASKS:
+            return f"{self.dataset} {split} pair {index + 1}", None
+        line = index + 1
+        if self.dataset == "scan" and split != "test":  # val is a seeded hold-out of SCAN's training file
+            raw = self._raw_splits()
+            count = len(raw["train"]) + len(raw["val"])
+            held_out = _scan_held_out(count, self.seed)
+            lines = sorted(held_out) if split == "val" else [i for i in range(count) if i not in held_out]
+            line = lines[index] + 1
+        return str(self._file(split, side)), line
+
+    def check_fits(self, max_len: int, splits: Sequence[SplitName] = SPLITS, *, targets: bool = True) -> None:
+        """Raise a ``CorpusError`` naming the first pair of ``splits`` that a model of ``max_len`` positions
+        cannot read: source + EOS, or (with ``targets``) BOS + target, longer than ``max_len``."""
+        for split in splits:
+            items = self._encoded_split(split)
+            if split == "train":  # index the pairs as read, so that the message names the right line
+                items = [(self._train_index[i], s, t) for i, s, t in items]
+            if not targets:
+                items = [(i, s, []) for i, s, _ in items]
+            hint = "; lower max_train_len to drop such training pairs" if split == "train" else ""
+            check_fits(items, max_len, lambda index, side, split=split: self.origin(split, index, side), hint)
 
     # --- Tokenizers ---------------------------------------------------------------------------------------
 
@@ -275,11 +304,11 @@ class TranslationDataModule(L.LightningDataModule):
         Each process builds its tokenizers when the model is configured, before the processes know of each
         other; training is reproducible for word and BPE but not for unigram, so rank 0's copy is kept.
         """
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            if torch.distributed.get_world_size() > 1:
-                state = [self.state_dict()]
-                torch.distributed.broadcast_object_list(state, src=0)
-                self.load_state_dict(state[0])
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if distributed and torch.distributed.get_world_size() > 1:
+            state = [self.state_dict()]
+            torch.distributed.broadcast_object_list(state, src=0)
+            self.load_state_dict(state[0])
 
     # --- Tokenized splits ---------------------------------------------------------------------------------
 
@@ -303,6 +332,7 @@ class TranslationDataModule(L.LightningDataModule):
                 f"max_train_len={self.max_train_len} tokens."
             )
         self._train_pairs = [pair for pair, _ in kept]
+        self._train_index = [index for _, (index, _, _) in kept]
         self._encoded["train"] = [(i, s, t) for i, (_, (_, s, t)) in enumerate(kept)]
 
     def _encoded_split(self, split: SplitName) -> list[Item]:
@@ -368,6 +398,13 @@ class TranslationDataModule(L.LightningDataModule):
 def _lengths(items: list[Item]) -> list[int]:
     """Per item, the longer padded sequence the model sees: source + EOS or BOS + target."""
     return [max(len(s), len(t)) + 1 for _, s, t in items]
+
+
+def _scan_held_out(count: int, seed: int) -> set[int]:
+    """Indices of the SCAN training pairs held out as val: a seeded share of ``_SCAN_VAL_FRACTION``."""
+    order = list(range(count))
+    random.Random(seed).shuffle(order)
+    return set(order[: max(1, round(_SCAN_VAL_FRACTION * count))])
 
 
 def _scan_file(folder: Path, scan_split: str, part: str) -> Path:

@@ -142,7 +142,7 @@ class Tokenizer:
         """Restore a tokenizer from :meth:`to_json`'s string."""
         try:
             tok = tokenizers.Tokenizer.from_str(text)
-        except Exception as e:  # the Rust library raises a bare Exception
+        except Exception as e:  # noqa: BLE001  # the Rust library raises a bare Exception
             raise ValueError(f"not a tokenizer JSON: {e}") from None
         return cls(tok)
 

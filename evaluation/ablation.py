@@ -26,12 +26,12 @@ from torch import Tensor
 
 from analysis.axes import KIND_LABELS, KINDS  # KINDS is also the order of HeadMask's fields
 from analysis.heads import alignment_agreement, alignment_error_rate
+from analysis.metrics import TranslationScores, score_translations
 from data.batching import Batch
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from evaluation.translate import length_sorted_batches
 from model import HeadMask, Transformer, TransformerConfig
-from training.metrics import TranslationScores, score_translations
 
 GOLD_DATASETS = "toy, copy, reverse"
 

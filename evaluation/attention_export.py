@@ -25,7 +25,9 @@ def export_attention(
 
     The model reads the source and, teacher-forced, its own hypothesis, so the maps are exactly those it used
     while generating. Files: ``<kind>_layer<l>_head<h>.png`` for every kind, layer and head, and
-    ``head_view.html``; both label rows and columns as ``analysis.axes`` says. Returns the paths written.
+    ``head_view.html``; both label rows and columns as ``analysis.axes`` says. Returns the paths written. A
+    source or hypothesis the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``
+    before anything is written.
     """
     attention = sentence_attention(model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis)
     axes = attention.axes

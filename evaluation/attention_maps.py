@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from analysis.axes import KINDS, attention_axes
-from data.batching import collate
+from data.batching import check_fits, collate
 from data.tokenizer import Tokenizer
 from model import Transformer
 
@@ -33,15 +33,23 @@ class SentenceAttention:
 def sentence_attention(
     model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int]
 ) -> SentenceAttention:
-    """The maps of every kind, layer and head for one sentence pair (ids without BOS/EOS), in full precision."""
+    """The maps of every kind, layer and head for one sentence pair (ids without BOS/EOS), in full precision.
+
+    A sentence the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``.
+    """
     config = model.config
-    batch = collate([(0, src_ids, tgt_ids)], pad_id=config.pad_id, bos_id=config.bos_id, eos_id=config.eos_id)
+    # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its last
+    # token, and reading it would take one position more than there are. Its rows are the tokens generated.
+    capped = len(tgt_ids) == config.max_len
+    item = (0, src_ids, tgt_ids[:-1] if capped else tgt_ids)
+    check_fits([item], config.max_len, lambda index, side: ("attention maps", None))
+    batch = collate([item], pad_id=config.pad_id, bos_id=config.bos_id, eos_id=config.eos_id)
     device = model.device
     with torch.autocast(device.type, enabled=False):
         _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
     return SentenceAttention(
         source=src_tokenizer.tokens(batch.src[0].tolist()),
         target_in=tgt_tokenizer.tokens(batch.tgt_in[0].tolist()),
-        target_out=tgt_tokenizer.tokens(batch.tgt_out[0].tolist()),
+        target_out=tgt_tokenizer.tokens(tgt_ids if capped else batch.tgt_out[0].tolist()),
         maps={kind: [weights[0].float().cpu() for weights in layers] for kind, layers in zip(KINDS, maps)},
     )

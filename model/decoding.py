@@ -14,8 +14,9 @@ from model.transformer import EncoderOutput, HeadMask, Transformer
 
 
 def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
-    """Logits of the next token, (N, V) → (N, V) float32, with padding and BOS ruled out: never generated."""
-    logits = logits.float()
+    """Logits of the next token, (N, V) → a new (N, V) float32 tensor with padding and BOS ruled out: never
+    generated. The caller's tensor is left as it is."""
+    logits = logits.to(torch.float32, copy=True)
     logits[:, [pad_id, bos_id]] = float("-inf")
     return logits
 
@@ -29,15 +30,15 @@ def _finish(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
     after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0  # strictly after the first EOS
     tokens = tokens.masked_fill(after_eos, pad_id)
     lengths = (tokens != pad_id).sum(dim=1)
-    return tokens[:, : max(int(lengths.max()), 1)] if tokens.size(0) else tokens
+    return tokens[:, : max(int(lengths.max()), 1)]
 
 
 def _limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
-    """Per-sentence generation limits as a (B,) int64 tensor."""
-    limits = torch.as_tensor(max_len, dtype=torch.long, device=device).expand(batch)
-    if batch and int(limits.min()) < 1:
+    """Per-sentence generation limits as a (B,) int64 tensor; one limit for all is checked even when B = 0."""
+    limits = torch.as_tensor(max_len, dtype=torch.long, device=device)
+    if limits.numel() and int(limits.min()) < 1:
         raise ValueError(f"max_len must be at least 1, got {int(limits.min())}")
-    return limits
+    return limits.expand(batch)
 
 
 @torch.inference_mode()
@@ -58,7 +59,7 @@ def greedy_search(
             as the reference the cache is tested and benchmarked against).
 
     Returns:
-        (B, L) tokens after BOS, padded with ``pad_id`` after each row's first EOS.
+        (B, L) tokens after BOS, padded with ``pad_id`` after each row's first EOS; (0, 0) for B = 0.
     """
     c = model.config
     masks = head_mask if head_mask is not None else HeadMask()
@@ -66,6 +67,8 @@ def greedy_search(
     tokens = torch.full((src.size(0), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     limits = _limits(max_len, src.size(0), src.device)
+    if src.size(0) == 0:
+        return src.new_empty((0, 0))  # no sentences: no tokens
     steps = int(limits.max())
     cache = model.new_cache(reserve=steps) if use_cache else None  # BOS and every token but the last
     for step in range(1, steps + 1):
@@ -118,17 +121,23 @@ def beam_search(
         src: (B, S) source ids.
         max_len: most tokens to generate (EOS included), for all sentences or (B,) for each.
         beam_size: K.
-        length_penalty: the GNMT exponent alpha; 0 ranks by plain log-probability.
+        length_penalty: the GNMT exponent alpha >= 0; 0 ranks by plain log-probability.
 
     Returns:
-        (B, L) the best hypothesis of each sentence, padded with ``pad_id`` after its EOS.
+        (B, L) the best hypothesis of each sentence, padded with ``pad_id`` after its EOS; (0, 0) for B = 0.
     """
+    if not length_penalty >= 0.0:  # NaN too
+        # The early stop bounds a live beam's best score by dividing by the penalty of the longest allowed
+        # length, the largest penalty only when longer hypotheses are never favoured.
+        raise ValueError(f"length_penalty must be at least 0, got {length_penalty}")
     c = model.config
     b, k, device = src.size(0), beam_size, src.device
     masks = head_mask if head_mask is not None else HeadMask()
     encoded = _repeat_beams(model.encode(src, head_mask=masks.encoder), k)
     masks = HeadMask(*(m.repeat_interleave(k, dim=0) if m is not None and m.dim() == 3 else m for m in masks))
     limits = _limits(max_len, b, device)
+    if b == 0:
+        return src.new_empty((0, 0))  # no sentences: no tokens
     steps = int(limits.max())
     cache = model.new_cache(reserve=steps)  # BOS and every token but the last
 

@@ -27,6 +27,7 @@ from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
 from tensorboard_plugin.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
+
 STATIC = Path(__file__).parent / "static"
 STATIC_FILE = re.compile(r"^[A-Za-z0-9_-]+\.(js|css)$")
 CONTENT_TYPES = {"js": "text/javascript", "css": "text/css"}
@@ -328,7 +329,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
         with torch.inference_mode():
             ids = translate(model, src_tok, tgt_tok, [text], beam_size=beam,
                             max_len=loaded.module.hparams.get("decode_max_len"))[0]
-            ids = ids[: model.config.max_len - 1]  # the target's positions must fit too: BOS + ids
             attention = sentence_attention(model, src_tok, tgt_tok, src_ids, ids)
         weights = {kind: torch.stack(layers).numpy() for kind, layers in attention.maps.items()}
         answer = {"run": run, "text": text, "translation": tgt_tok.decode(ids), "checkpoint": checkpoint.name,

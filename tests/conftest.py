@@ -9,17 +9,17 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 def tiny_config(**overrides) -> TransformerConfig:
-    settings = dict(
-        src_vocab_size=13,
-        tgt_vocab_size=11,
-        d_model=16,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=32,
-        dropout=0.0,
-        max_len=64,
-    )
+    settings = {
+        "src_vocab_size": 13,
+        "tgt_vocab_size": 11,
+        "d_model": 16,
+        "num_heads": 4,
+        "num_encoder_layers": 2,
+        "num_decoder_layers": 2,
+        "d_ff": 32,
+        "dropout": 0.0,
+        "max_len": 64,
+    }
     settings.update(overrides)
     return TransformerConfig(**settings)
 
@@ -51,6 +51,15 @@ def train_tiny(save_dir, *extra: str):
     ])
     versions = sorted((p for p in (save_dir / "tiny").iterdir()), key=lambda p: p.stat().st_mtime)
     return versions[-1]
+
+
+def short_tsv_corpus(folder, **files: list[str]):
+    """A tsv corpus folder of short word pairs (train, val, test), plus or instead ``files``: name → lines."""
+    short = [f"w{i} w{i + 1}\tv{i} v{i + 1}" for i in range(20)]
+    for name, lines in {"train": short, "val": short[:4], "test": short[4:8], **files}.items():
+        (folder / f"{name}.tsv").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
 
 
 @pytest.fixture(scope="session")

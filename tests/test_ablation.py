@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import evaluate
+from analysis.metrics import TranslationScores
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
@@ -28,7 +29,6 @@ from evaluation.checkpoints import load_run
 from evaluation.translate import translate
 from model import Transformer
 from tests.conftest import EOS, PAD, last_json, random_ids, run_evaluate, tiny_config, train_tiny
-from training.metrics import TranslationScores
 
 
 def batches():

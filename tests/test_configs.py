@@ -40,7 +40,7 @@ def test_every_config_parses(name):
     """``--print_config`` parses and validates a config file without building anything."""
     done = subprocess.run(
         [sys.executable, str(CONFIGS.parent / "train.py"), "--config", str(CONFIGS / name), "--print_config"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     config = yaml.safe_load(done.stdout)

@@ -2,6 +2,9 @@
 
 import itertools
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -93,7 +96,7 @@ def test_bucketing_wastes_little_padding_compared_to_random_batches_of_the_same_
     bucketed = epoch_batches(TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0, chunk_size=256))
     order = random.Random(0).sample(range(len(LENGTHS)), len(LENGTHS))
     starts = [0, *itertools.accumulate(len(b) for b in bucketed)]
-    unsorted = [order[a:b] for a, b in zip(starts, starts[1:])]
+    unsorted = [order[a:b] for a, b in itertools.pairwise(starts)]
     assert waste(bucketed) < 0.1 * sum(LENGTHS) < waste(unsorted)
 
 
@@ -244,3 +247,20 @@ def test_an_abandoned_iteration_does_not_shorten_the_next():
 def test_bad_sampler_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TokenBucketBatchSampler(**{"lengths": LENGTHS, **kwargs})
+
+
+# --- the package --------------------------------------------------------------------------------------------
+
+
+def test_importing_the_batching_module_does_not_load_lightning():
+    """Model-side code (translation, attention export, benchmarks) collates without the training framework."""
+    code = (
+        "import sys, data.batching\n"
+        "assert 'lightning' not in sys.modules, 'lightning loaded'\n"
+        "from data import TranslationDataModule\n"  # still exported, loaded on first use
+        "from data.datamodule import TranslationDataModule as direct\n"
+        "assert TranslationDataModule is direct and 'lightning' in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -338,3 +338,58 @@ def test_scan_holds_out_a_seeded_validation_set():
     assert not {p.source for p in dm.pairs("val")} & {p.source for p in dm.pairs("train")}
     assert dm.src_tokenizer.kind == "word" and dm.src_vocab_size == 13 + len(SPECIALS.tokens)
     assert dm.pairs("val") == TranslationDataModule(dataset="scan", path=str(SCAN)).pairs("val")
+
+
+# --- sentences longer than the model's max_len ------------------------------------------------------------
+
+
+def test_every_pair_knows_the_file_and_line_it_was_read_from(tmp_path):
+    """The origin named in messages holds the pair: in tsv, in both multi30k files, and in SCAN's hold-out."""
+    tsv = tmp_path / "tsv"
+    for split in ("train", "val", "test"):
+        write_lines(tsv / f"{split}.tsv", [f"ein {split} {i}\ta {split} {i}" for i in range(5)])
+    m30k = tmp_path / "m30k"
+    for name in ("train", "val", "test2016"):
+        write_lines(m30k / f"{name}.de", [f"ein {name} {i}" for i in range(5)])
+        write_lines(m30k / f"{name}.en", [f"one {name} {i}" for i in range(5)])
+    modules = [
+        TranslationDataModule(dataset="tsv", path=str(tsv)),
+        TranslationDataModule(dataset="multi30k", path=str(m30k)),
+        TranslationDataModule(dataset="scan", path=scan_folder(tmp_path / "scan", 60), seed=3),
+    ]
+    for dm in modules:
+        for split in ("train", "val", "test"):
+            for index, pair in enumerate(dm.pairs(split)):
+                for side, text in (("source", pair.source), ("target", pair.target)):
+                    path, line = dm.origin(split, index, side)
+                    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+                        held = f.read().splitlines()[line - 1]
+                    expected = {"tsv": f"{pair.source}\t{pair.target}", "multi30k": text,
+                                "scan": f"IN: {pair.source} OUT: {pair.target}"}[dm.dataset]
+                    assert held == expected, (dm.dataset, split, index, side)
+    assert small().origin("val", 6) == ("toy val pair 7", None)
+
+
+def test_the_first_pair_too_long_for_the_model_is_named_with_its_file_and_line(tmp_path):
+    from data.corpora import CorpusError
+
+    write_lines(tmp_path / "train.tsv", [
+        "a b c d e f g h i j\tx",  # 11 positions: dropped by max_train_len
+        "a b\tx y",
+        "a b c d e f\tx",  # 7 positions: kept by max_train_len, one more than max_len
+    ])
+    write_lines(tmp_path / "val.tsv", ["a\tx", "a b c d e\tx", "a b c d e f\tx"])
+    write_lines(tmp_path / "test.tsv", ["a\tx y z w v u t", "a\tx"])
+    dm = TranslationDataModule(dataset="tsv", path=str(tmp_path), tokenizer="word", max_train_len=8)
+    with pytest.raises(CorpusError) as error:
+        dm.check_fits(6)
+    assert str(error.value) == (
+        f"{tmp_path / 'train.tsv'}:3: source has 6 tokens, 7 with EOS, longer than the model's max_len 6; "
+        "lower max_train_len to drop such training pairs"
+    )
+    with pytest.raises(CorpusError, match=r"val.tsv:3: source has 6 tokens, 7 with EOS, .* max_len 6$"):
+        dm.check_fits(6, ("val", "test"))
+    with pytest.raises(CorpusError, match=r"test.tsv:1: target has 7 tokens, 8 with BOS, .* max_len 7$"):
+        dm.check_fits(7, ("val", "test"))
+    dm.check_fits(7, ("val", "test"), targets=False)  # the sources alone fit
+    dm.check_fits(8)

@@ -6,9 +6,10 @@ import math
 import pytest
 import torch
 
-from bench.speed import matmul_flops, suppress_eos
+from analysis.flops import matmul_flops
 from model import Transformer
-from model.decoding import beam_search, greedy_search
+from model.decoding import _allowed_logits, beam_search, greedy_search
+from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 
 
@@ -243,3 +244,41 @@ def test_batched_beam_search_equals_a_plain_one_sentence_at_a_time(model, src, a
     found = rows_of(beam_search(model, src, 10, beam_size=3, length_penalty=alpha))
     expected = [plain_beam_search(model, s[s != PAD], 10, 3, alpha) for s in src]
     assert found == expected
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_ruling_out_padding_and_bos_leaves_the_callers_logits_alone(dtype):
+    logits = torch.randn(3, 11).to(dtype)
+    before = logits.clone()
+    allowed = _allowed_logits(logits, PAD, BOS)
+    assert torch.equal(logits, before)
+    assert allowed.dtype == torch.float32
+    assert (allowed[:, [PAD, BOS]] == -math.inf).all()
+    others = [t for t in range(11) if t not in (PAD, BOS)]
+    assert torch.equal(allowed[:, others], before[:, others].float())
+
+
+def test_a_batch_of_no_sentences_decodes_to_no_tokens(model):
+    src = torch.zeros(0, 7, dtype=torch.long)
+    outputs = [
+        greedy_search(model, src, 5),
+        greedy_search(model, src, 5, use_cache=False),
+        beam_search(model, src, 5, beam_size=3),
+        model.generate(src),  # per-sentence default limits: an empty (0,) tensor
+        model.generate(src, beam_size=3),
+    ]
+    for out in outputs:
+        assert out.shape == (0, 0) and out.dtype == torch.long
+        assert model.generated_ids(out) == []
+    for search in (greedy_search, lambda *args: beam_search(*args, beam_size=3)):
+        with pytest.raises(ValueError, match="max_len must be at least 1, got 0"):
+            search(model, src, 0)  # a bad limit is an error whatever the batch
+
+
+@pytest.mark.parametrize("alpha", [-0.5, math.nan])
+def test_a_negative_length_penalty_is_refused(model, src, alpha):
+    """Beam search's early stop is a valid bound only if longer hypotheses are never favoured (alpha >= 0)."""
+    with pytest.raises(ValueError, match=f"length_penalty must be at least 0, got {alpha}"):
+        beam_search(model, src, 10, beam_size=3, length_penalty=alpha)
+    with pytest.raises(ValueError, match="length_penalty must be at least 0"):
+        model.generate(src, max_len=10, beam_size=3, length_penalty=alpha)

@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 import pytest
 import torch
 
+from analysis.axes import attention_axes
 from data.batching import collate
 from data.tokenizer import Tokenizer
 from evaluation import attention_export
@@ -14,8 +15,15 @@ from evaluation.checkpoints import CheckpointError, average_state_dicts, last_ch
 from evaluation.translate import translate
 from model import Transformer
 from model.decoding import beam_search
-from analysis.axes import attention_axes
-from tests.conftest import last_json, run_evaluate, tiny_config, train_tiny
+from tests.conftest import (
+    BOS,
+    EOS,
+    last_json,
+    run_evaluate,
+    short_tsv_corpus,
+    tiny_config,
+    train_tiny,
+)
 
 JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
              "signature": str, "sentences_per_second": float}
@@ -202,7 +210,7 @@ def test_bad_inputs_give_one_line_errors(tiny_run, tmp_path, capsys):
         ([checkpoint, "--output", existing], "exists.jsonl exists"),
     ]
     for args, message in cases:
-        code, out, err = run_evaluate(capsys, *args, "--quiet")
+        code, _, err = run_evaluate(capsys, *args, "--quiet")
         assert code == 1, args
         assert message in err, (message, err)
         assert len(err.strip().splitlines()) == 1, err
@@ -279,3 +287,100 @@ def test_a_position_variant_trains_logs_attention_evaluates_and_old_checkpoints_
     torch.save(saved, old)
     module = load_run(old).module
     assert module.model.config.positional == "sinusoidal" and module.hparams.positional == "sinusoidal"
+
+
+@pytest.mark.parametrize("alpha", ["-0.5", "nan"])
+def test_a_negative_length_penalty_is_an_option_error(tmp_path, capsys, alpha):
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", "--beam-size", "4", "--length-penalty", alpha)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--length-penalty must be at least 0, got {float(alpha)}" in err and "Traceback" not in err
+
+
+# --- sentences longer than the model's max_len (256 in the tiny run) ----------------------------------------
+
+LONG = " ".join(["the dog saw a cat"] * 60)  # 300 words, 300 tokens of the toy vocabulary
+
+
+def test_sentences_longer_than_max_len_are_one_line_errors(tiny_run, tmp_path, capsys, monkeypatch):
+    import io
+
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    long_source = tmp_path / "long.tsv"
+    long_source.write_text(f"the dog saw a cat\tli hundo vidan\n{LONG}\tli hundo\n", encoding="utf-8")
+    long_reference = tmp_path / "reference.tsv"
+    long_reference.write_text(f"the dog saw a cat\t{LONG}\n", encoding="utf-8")
+    too_long = "300 tokens, 301 with {}, longer than the model's max_len 256"
+    cases = [
+        (["--tsv", long_source], f"{long_source}:2: source has {too_long.format('EOS')}"),
+        # The head analyses read the reference teacher-forced, so it must fit too.
+        (["--tsv", long_reference, "--head-importance", "--analysis-out", tmp_path / "analysis"],
+         f"{long_reference}:1: target has {too_long.format('BOS')}"),
+        (["--translate", LONG, "--attention-out", tmp_path / "maps"],
+         f"--translate: source has {too_long.format('EOS')}"),
+    ]
+    for args, message in cases:
+        code, _, err = run_evaluate(capsys, checkpoint, *args, "--quiet")
+        assert (code, err) == (1, f"error: {message}\n"), args
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"the dog saw a cat\n\n{LONG}\n"))
+    code, out, err = run_evaluate(capsys, checkpoint, "--translate", "-")
+    assert (code, out, err) == (1, "", f"error: stdin, sentence 2: source has {too_long.format('EOS')}\n")
+    assert not (tmp_path / "maps").exists() and not (tmp_path / "analysis").exists()
+    # Scoring compares a reference as text: a long one is no obstacle.
+    code, out, _ = run_evaluate(capsys, checkpoint, "--tsv", long_reference, "--quiet")
+    assert code == 0 and last_json(out)["num_sentences"] == 1
+
+
+def test_a_test_set_with_a_sentence_longer_than_max_len_names_its_file_and_line(tmp_path, capsys):
+    data = short_tsv_corpus(tmp_path / "data")
+    run = train_tiny(
+        tmp_path / "runs", "--data.dataset", "tsv", "--data.path", str(data), "--data.tokenizer", "word",
+        "--model.max_len", "8", "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0",
+    )
+    short_tsv_corpus(data, other=["w1 w2\tv1", "w1 w2 w3 w4 w5 w6 w7 w8 w9\tv1"])
+    code, _, err = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--test-split", "other", "--quiet")
+    message = "source has 9 tokens, 10 with EOS, longer than the model's max_len 8"
+    assert (code, err) == (1, f"error: {data / 'other.tsv'}:2: {message}\n")
+
+
+def export_model(max_len):
+    src_tok, tgt_tok = Tokenizer.train(["a b c"]), Tokenizer.train(["x y z"])
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(
+        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, num_heads=2,
+        num_encoder_layers=1, num_decoder_layers=1, max_len=max_len,
+    )).eval()
+    return model, src_tok, tgt_tok
+
+
+def test_a_hypothesis_that_ran_into_max_len_exports_the_maps_it_was_generated_with(tmp_path, monkeypatch):
+    """Generation stops at max_len tokens without EOS; the decoder read BOS and all of them but the last."""
+    model, src_tok, tgt_tok = export_model(max_len=4)
+    drawn = {}
+    draw = attention_export.attention_heatmap
+
+    def recording(weights, rows, cols, title):
+        drawn[title] = (weights, rows, cols)
+        return draw(weights, rows, cols, title)
+
+    monkeypatch.setattr(attention_export, "attention_heatmap", recording)
+    hypothesis = tgt_tok.encode("z x y z")  # max_len tokens
+    export_attention(model, src_tok, tgt_tok, "b a", hypothesis, tmp_path)
+    with torch.no_grad():
+        src, tgt_in = torch.tensor([src_tok.encode("b a") + [EOS]]), torch.tensor([[BOS, *hypothesis[:-1]]])
+        _, maps = model(src, tgt_in, return_attention=True)
+    weights, rows, cols = drawn["decoder layer 1 head 1"]
+    assert (rows, cols) == (["z", "x", "y", "z"], ["<s>", "z", "x", "y"])
+    torch.testing.assert_close(weights, maps.decoder[0][0, 0])
+    assert drawn["cross layer 1 head 2"][1:] == (["z", "x", "y", "z"], ["b", "a", "</s>"])
+
+
+def test_exporting_a_source_longer_than_max_len_is_a_one_line_error(tmp_path):
+    from data.corpora import CorpusError
+
+    model, src_tok, tgt_tok = export_model(max_len=4)
+    message = "attention export: source has 4 tokens, 5 with EOS, longer than the model's max_len 4"
+    with pytest.raises(CorpusError, match=f"^{message}$"):
+        export_attention(model, src_tok, tgt_tok, "a b c a", tgt_tok.encode("x"), tmp_path / "maps")
+    assert not (tmp_path / "maps").exists()

@@ -11,15 +11,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from analysis.metrics import score_translations
 from data.batching import collate
 from data.datamodule import TranslationDataModule
-from training.metrics import score_translations
-from training.module import TranslationModule
+from training.module import TranslationModule, dropout_seed
 
 
 def module(**overrides):
-    settings = dict(src_vocab_size=13, tgt_vocab_size=11, d_model=16, num_heads=2, num_encoder_layers=1,
-                    num_decoder_layers=1, d_ff=32, warmup_steps=4, lr=1.0)
+    settings = {"src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 16, "num_heads": 2,
+                "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 32, "warmup_steps": 4, "lr": 1.0}
     settings.update(overrides)
     return TranslationModule(**settings)
 
@@ -71,11 +71,13 @@ def test_optimizer_decays_matrices_only_and_uses_adam_beta2():
     assert optimizer.defaults["betas"] == (0.9, 0.97)
 
 
-def attach(m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False):
+def attach(
+    m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False, global_rank=0
+):
     """Give ``m`` the few Trainer attributes its hooks read, and record what it logs."""
     m._trainer = SimpleNamespace(
         global_step=global_step, log_every_n_steps=log_every_n_steps, current_epoch=current_epoch,
-        sanity_checking=sanity_checking,
+        sanity_checking=sanity_checking, global_rank=global_rank,
     )
     m.logged = {}
     m.log = lambda name, value, **kwargs: m.logged.__setitem__(name, value)
@@ -122,6 +124,28 @@ def test_dropout_seed_follows_the_training_step():
     for step, drawn in zip((3, 4), draws):
         torch.manual_seed(100 + step)
         assert torch.equal(drawn, torch.rand(3))
+
+
+def dropout_mask(m, *, step, rank):
+    """The dropout mask the model draws at training step ``step`` on process ``rank`` (simulated, no DDP)."""
+    attach(m, global_step=step, global_rank=rank).on_train_batch_start(None, 0)
+    m.model.embed_dropout.train()
+    return m.model.embed_dropout(torch.ones(4, 64)) != 0
+
+
+def test_each_process_draws_its_own_dropout_masks_and_each_draws_them_again_on_resume():
+    m = module(dropout=0.5)
+    for base_seed in (100, 2**40 + 100):  # the CPU generator reads the low 32 bits of a seed only
+        m._base_seed = base_seed
+        masks = {rank: dropout_mask(m, step=7, rank=rank) for rank in range(4)}
+        for rank in range(1, 4):
+            assert not torch.equal(masks[rank], masks[0]), f"rank {rank} repeats rank 0's mask"
+        assert not torch.equal(masks[1], masks[2])
+        for rank in range(4):  # a resumed run draws the same masks at the same step
+            assert torch.equal(dropout_mask(m, step=7, rank=rank), masks[rank])
+        assert not torch.equal(dropout_mask(m, step=8, rank=0), masks[0])
+        seeds = [dropout_seed(base_seed, step, rank) % 2**32 for step in (0, 7) for rank in range(256)]
+        assert len(set(seeds[:256])) == len(set(seeds[256:])) == 256  # ranks never share a step's seed
 
 
 def test_decoding_runs_every_nth_epoch_counted_from_one_and_never_in_the_sanity_check():

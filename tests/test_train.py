@@ -10,16 +10,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from tensorboard.util import tensor_util
 
+from analysis.axes import attention_axes
 from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from analysis.axes import attention_axes
-from tests.conftest import REPO, TINY_CONFIG, read_events, train_tiny
-from training import attention_logging
 from evaluation.attention_maps import sentence_attention
-from tensorboard.util import tensor_util
+from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
+from training import attention_logging
 from training.attention_logging import AttentionLogger
 from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import TranslationModule
@@ -134,7 +134,9 @@ def test_ddp_with_two_cpu_processes_logs_attention_once(tmp_path):
         "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu",
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     runs = list((tmp_path / "runs" / "tiny").iterdir())
     assert len(runs) == 1, "both processes must write into one run directory"
@@ -146,7 +148,7 @@ def test_ddp_with_two_cpu_processes_logs_attention_once(tmp_path):
 
 def run_cli(tmp_path, *args):
     command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG, *args]
-    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.mark.parametrize(
@@ -402,3 +404,17 @@ def test_tiny_run_logs_attention_tensors_of_every_probe_at_every_validation(tiny
         for event in events.Tensors(tag)[-1:]
     )
     assert size < 50_000  # bytes per validation for the tiny model (the default run's is measured in the README)
+
+
+def test_a_sentence_longer_than_max_len_stops_the_run_before_training(tmp_path):
+    """Found when the run starts, with its file and line: not as a traceback at the first validation."""
+    data = short_tsv_corpus(tmp_path / "data", val=["w1 w2\tv1", "a b c d e f g h i j k l\tv1 v2"])
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(
+            tmp_path / "runs", "--data.dataset", "tsv", "--data.path", str(data), "--data.tokenizer", "word",
+            "--model.max_len", "8",
+        )
+    assert str(stopped.value) == (
+        f"error: {data / 'val.tsv'}:2: source has 12 tokens, 13 with EOS, longer than the model's max_len 8"
+    )
+    assert not list((tmp_path / "runs").rglob("*.ckpt"))

@@ -151,7 +151,7 @@ def main(args: list[str] | None = None) -> None:
     )
     try:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint))
-    except NonFiniteLossError as error:
+    except (NonFiniteLossError, CorpusError) as error:
         raise SystemExit(f"error: {error}") from None
     if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
         best = cli.trainer.checkpoint_callback.best_model_path

@@ -13,12 +13,23 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
+from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
-from training.metrics import score_translations
 
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
+
+
+def dropout_seed(base_seed: int, step: int, rank: int) -> int:
+    """The seed of the random numbers (dropout masks) of training step ``step`` on process ``rank``.
+
+    A function of the step, so that a resumed run draws what an uninterrupted one would; and of the rank, so
+    that the processes of a distributed run draw different masks for their different batches. Rank 0 keeps
+    ``base_seed + step``; rank r XORs it with r times an odd constant below 2**32, which changes the low 32
+    bits differently for every rank: the CPU generator reads only those (its Mersenne Twister takes 32 bits).
+    """
+    return ((base_seed + step) ^ (rank * 0x9E3779B9 % 2**32)) % 2**64
 
 
 class TranslationModule(L.LightningModule):
@@ -281,10 +292,18 @@ class TranslationModule(L.LightningModule):
         if metrics:
             self.logger.log_hyperparams(dict(self.hparams), metrics)
 
+    def setup(self, stage: str) -> None:
+        """Check that the model can read every pair it will be given, so that a sentence longer than
+        ``max_len`` stops the run now, naming its file and line, not at the first validation or in evaluate.py."""
+        splits = {"fit": ("train", "val", "test"), "validate": ("val",), "test": ("test",)}.get(stage, ())
+        datamodule = self.trainer.datamodule
+        if splits and hasattr(datamodule, "check_fits"):  # any other data module: its own business
+            datamodule.check_fits(self.config.max_len, splits)
+
     def on_train_start(self) -> None:
         self._base_seed = torch.initial_seed()
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Dropout draws from a generator seeded by the step (as fairseq does), so a resumed run draws exactly
         # the masks an uninterrupted one would, whatever else consumed random numbers in between.
-        torch.manual_seed(self._base_seed + self.global_step)
+        torch.manual_seed(dropout_seed(self._base_seed, self.global_step, self.global_rank))
