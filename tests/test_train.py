@@ -84,6 +84,8 @@ def test_checkpoint_loads_under_weights_only(tiny_run):
 
 def test_bf16_mixed_precision_trains_on_the_cpu(tmp_path, tiny_run):
     run = train_tiny(tmp_path, "--trainer.precision", "bf16-mixed", "--trainer.max_epochs", "1")
+    if "precision: 32-true" not in (tiny_run / "config.yaml").read_text():  # a CPU with native bf16
+        tiny_run = train_tiny(tmp_path / "fp32", "--trainer.precision", "32-true", "--trainer.max_epochs", "1")
     bf16, fp32 = loss_curve(run), loss_curve(tiny_run)  # the same config and seed, in fp32
     steps = sorted(bf16)
     assert steps and set(steps) <= set(fp32)
@@ -129,7 +131,7 @@ def test_ddp_with_two_cpu_processes_logs_attention_once(tmp_path):
         "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu",
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     runs = list((tmp_path / "runs" / "tiny").iterdir())
     assert len(runs) == 1, "both processes must write into one run directory"
@@ -141,7 +143,7 @@ def test_ddp_with_two_cpu_processes_logs_attention_once(tmp_path):
 
 def run_cli(tmp_path, *args):
     command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG, *args]
-    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -152,6 +154,7 @@ def run_cli(tmp_path, *args):
         (["--data.dataset", "klingon"], "data.dataset"),
         (["--checkpoint.monitor", "val/bleu", "--model.decode_every_n_epochs", "2"], "decode_every_n_epochs 1"),
         (["--data.dataset", "tsv", "--data.path", "missing-folder"], "missing-folder"),
+        (["--model.schedule", "cosine_time"], "cosine_time decays the learning rate over the time budget"),
     ],
 )
 def test_invalid_options_give_a_clear_error(tmp_path, args, message):
