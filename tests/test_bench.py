@@ -117,3 +117,63 @@ def test_baseline_quick_run_scores_every_test_split(tmp_path):
     with pytest.raises(SystemExit, match="results.json exists; pass --overwrite"):
         baseline_main(argv)
     assert (tmp_path / "results.json").read_text() == written
+
+
+# -- bench/cpu_parallel.py: one process on every core against single-threaded DDP processes ---------------------
+
+
+def test_cpu_parallel_rows_sum_the_processes_and_compare_tokens_per_second():
+    from bench.cpu_parallel import Setup, combine, table
+
+    one = combine(Setup("one process", 1, 2), [
+        {"updates": 10, "batches": 10, "target_tokens": 5000, "seconds": 5.0},
+    ])
+    ddp = combine(Setup("DDP", 2, 1), [
+        {"updates": 10, "batches": 10, "target_tokens": 4000, "seconds": 3.0},
+        {"updates": 10, "batches": 10, "target_tokens": 5000, "seconds": 4.0},  # the slowest process counts
+    ])
+    assert (one["target_tokens_per_s"], one["updates_per_s"]) == (1000.0, 2.0)
+    assert (ddp["batches"], ddp["target_tokens"], ddp["seconds"]) == (20, 9000, 4.0)
+    assert (ddp["target_tokens_per_s"], ddp["updates_per_s"], ddp["batches_per_s"]) == (2250.0, 2.5, 5.0)
+    lines = table([one, ddp]).splitlines()
+    assert lines[2] == "| one process | 1 x 2 | 10 | 10 | 5000 | 5.00 | 2.00 | 2.00 | 1000 | 1.00x |"
+    assert lines[3] == "| DDP | 2 x 1 | 10 | 20 | 9000 | 4.00 | 2.50 | 5.00 | 2250 | 2.25x |"
+
+
+def test_cpu_parallel_commands(tmp_path):
+    from bench.cpu_parallel import Setup, parse_args, train_command
+
+    args = parse_args(["--config", "configs/tiny.yaml", "--steps", "7", "--warmup", "2", "--", "--data.max_tokens", "512"])
+    one = train_command(Setup("one process", 1, 2), args, tmp_path)
+    ddp = train_command(Setup("DDP", 3, 1), args, tmp_path)
+    for command, devices in ((one, "1"), (ddp, "3")):
+        text = " ".join(command)
+        assert "--trainer.accelerator cpu" in text and f"--trainer.devices {devices}" in text
+        assert "--trainer.max_steps 9" in text and "--trainer.limit_val_batches 0" in text
+        assert command[-2:] == ["--data.max_tokens", "512"]
+    assert "--trainer.strategy" not in one and ddp[ddp.index("--trainer.strategy") + 1] == "ddp"
+
+
+def test_cpu_parallel_needs_a_corpus_for_multi30k(capsys):
+    from bench.cpu_parallel import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert "configs/multi30k.yaml needs --data-path" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cpu_parallel_measures_one_process_and_two_process_ddp(tmp_path, capsys):
+    """Both setups train configs/tiny.yaml: a two-process CPU DDP run of this project's CLI works."""
+    from bench.cpu_parallel import main
+
+    rows = main(["--config", "configs/tiny.yaml", "--processes", "2", "--threads", "1", "--steps", "3",
+                 "--warmup", "1", "--json", str(tmp_path / "rows.json")])
+    assert [(r["setup"], r["processes"], r["threads"]) for r in rows] == [("one process", 1, 1), ("DDP", 2, 1)]
+    assert [r["updates"] for r in rows] == [3, 3]
+    assert [r["batches"] for r in rows] == [3, 6]  # a DDP update takes a batch from each process
+    assert all(r["seconds"] > 0 and r["target_tokens"] > 0 for r in rows)
+    out = capsys.readouterr().out
+    ratio = rows[1]["target_tokens_per_s"] / rows[0]["target_tokens_per_s"]
+    assert f"| {ratio:.2f}x |" in out.splitlines()[-1]
+    assert json.loads((tmp_path / "rows.json").read_text()) == rows

@@ -4,6 +4,7 @@ attention logger and the command line's helpers on hand-made inputs."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -332,3 +333,27 @@ def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_m
     # Without the source mask, target positions facing source padding would count on the cross diagonal.
     unmasked = summarize({"cross": maps["cross"]}, tgt_valid=batch.tgt_out != 0)
     assert not torch.allclose(unmasked["cross"]["diagonal"], expected["cross"]["diagonal"])
+
+
+@pytest.mark.slow
+def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path):
+    from training.cli import main
+
+    def run(*extra):
+        return main([
+            "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
+            "--trainer.default_root_dir", str(tmp_path), "--trainer.max_steps", "6", "--trainer.log_every_n_steps",
+            "1", "--model.dropout", "0", "--attention.every_n_epochs", "0", "--trainer.limit_val_batches", "0",
+            *extra,
+        ])
+
+    compiled = run("--model.compile", "true")
+    assert compiled.model._train_forward is not None  # the training steps went through torch.compile
+    eager = run()
+    assert eager.model._train_forward is None
+    losses = [loss_curve(Path(cli.trainer.log_dir)) for cli in (compiled, eager)]
+    assert sorted(losses[0]) == sorted(losses[1]) == list(range(6))
+    steps = sorted(losses[0])
+    torch.testing.assert_close(
+        torch.tensor([losses[0][s] for s in steps]), torch.tensor([losses[1][s] for s in steps]), rtol=1e-4, atol=1e-5
+    )
