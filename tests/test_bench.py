@@ -177,3 +177,71 @@ def test_cpu_parallel_measures_one_process_and_two_process_ddp(tmp_path, capsys)
     ratio = rows[1]["target_tokens_per_s"] / rows[0]["target_tokens_per_s"]
     assert f"| {ratio:.2f}x |" in out.splitlines()[-1]
     assert json.loads((tmp_path / "rows.json").read_text()) == rows
+
+
+# -- bench/gpu.sh: its commands and its summary, checked without a GPU -------------------------------------------
+
+GPU_SH = Path(__file__).resolve().parents[1] / "bench" / "gpu.sh"
+
+
+def gpu_sh(*args, env=None):
+    import subprocess
+
+    return subprocess.run(["bash", str(GPU_SH), *args], check=False, cwd=GPU_SH.parents[1], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_gpu_sh_dry_run_prints_every_command_and_the_table_rows(tmp_path):
+    done = gpu_sh("--dry-run", str(tmp_path / "absent"), env={"GPU_OUT": str(tmp_path / "out")})
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert commands == [
+        "python -m pytest -m gpu tests/test_gpu.py -q -rs",
+        f"python bench/speed.py --device cuda --json {out}/speed.json",
+        f"python train.py --trainer.logger.init_args.save_dir {out}/runs --trainer.logger.init_args.version gpu",
+        f"python evaluate.py {out}/runs/toy/gpu/checkpoints/last.ckpt --quiet",
+    ]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| what | wall time | metric |"
+    assert [r.split(" | ")[0][2:] for r in rows[1:]] == [
+        "GPU tests", "bench/speed.py --device cuda", "toy: python train.py", "toy: evaluate.py last.ckpt", "Multi30k",
+    ]
+    assert rows[-1] == f"| Multi30k | - | skipped: no folder {tmp_path / 'absent'} |"
+    assert not out.exists()  # a dry run writes nothing
+
+
+def test_gpu_sh_dry_run_trains_and_evaluates_multi30k_when_its_folder_exists(tmp_path):
+    done = gpu_sh("--dry-run", str(tmp_path), env={"GPU_OUT": "o"})
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert commands[4:] == [
+        (
+            f"python train.py --config configs/multi30k.yaml --data.path {tmp_path} "
+            "--trainer.logger.init_args.save_dir o/runs --trainer.logger.init_args.version gpu"
+        ),
+        "python evaluate.py o/runs/multi30k/gpu/checkpoints/last.ckpt --beam-size 5 --length-penalty 1.0 --quiet",
+    ]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_gpu_sh_refuses_to_run_without_cuda(tmp_path):
+    done = gpu_sh(env={"GPU_OUT": str(tmp_path / "out")})
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: bench/gpu.sh needs a CUDA device and torch sees none (--dry-run prints the commands)"
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_summary_cells(tmp_path):
+    from bench.gpu_summary import cell
+
+    log = tmp_path / "tests.log"
+    log.write_text("....s\n=== short test summary ===\nSKIPPED [1] x: no\n4 passed, 1 skipped in 12.3s\n")
+    assert cell("pytest", log) == "4 passed, 1 skipped"
+    speed = tmp_path / "speed.json"
+    speed.write_text(json.dumps({"training": {"ratio": 1.274}, "decoding": {"cache_ratio": 5.33}}))
+    assert cell("speed", speed) == "training 1.27x nn.Transformer, KV cache 5.3x re-run"
+    evaluated = tmp_path / "eval.log"
+    result = {"bleu": 37.312, "chrf": 57.04, "exact_match": 0.125, "data": "test", "beam_size": 5}
+    evaluated.write_text("test: 1000 sentences, beam 5\n" + json.dumps(result) + "\n")
+    assert cell("evaluate", evaluated) == "BLEU 37.31, chrF 57.0, exact match 12.5% (test, beam 5)"
+    assert cell("evaluate", tmp_path / "none.log") == f"missing {tmp_path / 'none.log'}"
