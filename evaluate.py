@@ -54,6 +54,10 @@ class OutputExistsError(Exception):
     pass
 
 
+class InputError(Exception):
+    """Bad sentences given to --translate; the message is one line."""
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a .ckpt file written by train.py")
@@ -139,9 +143,22 @@ def check_new(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
 
 
-def run_translate(args, run, device) -> None:
-    sentences = [line.strip() for line in sys.stdin] if args.translate == "-" else [args.translate]
-    sentences = [s for s in sentences if s]
+def read_sentences(text: str, stdin=None) -> list[str]:
+    """The sentences of ``--translate TEXT``, or of stdin's lines for ``-``; an empty one is an error."""
+    if text != "-":
+        if not text.strip():
+            raise InputError("--translate: the sentence is empty; give a sentence, or '-' to read lines from stdin")
+        return [text.strip()]
+    sentences = [line.strip() for line in (sys.stdin if stdin is None else stdin)]
+    for number, sentence in enumerate(sentences, start=1):
+        if not sentence:
+            raise InputError(f"--translate -: stdin line {number} is empty; give one sentence per line")
+    if not sentences:
+        raise InputError("--translate -: stdin holds no sentence")
+    return sentences
+
+
+def run_translate(args, run, device, sentences: list[str]) -> None:
     dm, model = run.datamodule, run.module.model
 
     def where(index: int, side: str) -> tuple[str, None]:
@@ -309,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         device = resolve_device(args.device)
+        sentences = read_sentences(args.translate) if args.translate is not None else []
         state_dict = None
         if args.average_last:
             paths = last_checkpoints(args.checkpoint, args.average_last)
@@ -320,10 +338,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
         if args.translate is not None:
-            run_translate(args, run, device)
+            run_translate(args, run, device, sentences)
             return 0
         result = run_evaluation(args, run, device)
-    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, FileNotFoundError) as error:
+    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, FileNotFoundError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print_summary(result)

@@ -31,6 +31,35 @@ SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
 _TOY_TASKS = {"toy": "translate", "copy": "copy", "reverse": "reverse"}
 _SCAN_VAL_FRACTION = 0.05
 TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json"}
+DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30k": "test2016", "tsv": "test",
+                      "scan": "test"}
+MAX_AUTO_WORKERS = 4
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def choose_num_workers(device_type: str, cores: int, processes: int = 1) -> int:
+    """Data loader workers per training process when ``num_workers="auto"``.
+
+    On the CPU, none: the model's own threads use every core, and a worker would take one from them for work
+    the main process does in a small share of a step. On a GPU, workers prepare the next batches while the GPU
+    computes: up to 4 per process, leaving one core per process for the process itself.
+    """
+    if device_type != "cuda":
+        return 0
+    per_process = max(cores // max(processes, 1), 1)
+    return max(0, min(MAX_AUTO_WORKERS, per_process - 1))
+
+
+def choose_pin_memory(device_type: str) -> bool:
+    """Page-locked batches, for faster and asynchronous copies, only when they go to a CUDA GPU."""
+    return device_type == "cuda"
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -44,9 +73,9 @@ class TranslationDataModule(L.LightningDataModule):
         path: the corpus folder; required for multi30k, tsv and scan.
         source_lang: multi30k: the file extension of the source language (either direction works).
         target_lang: multi30k: the file extension of the target language.
-        test_split: which file is the test split. multi30k: ``test`` means ``test2016``; or name another,
-            such as ``test2017`` or ``mscoco2017``. tsv: ``test`` reads ``test.tsv``, another name
-            ``<name>.tsv``.
+        test_split: which file is the test split; ``None``: the dataset's own (``test2016`` for multi30k,
+            ``test`` for tsv). multi30k: ``test`` also means ``test2016``; or name another, such as
+            ``test2017`` or ``mscoco2017``. tsv: ``<name>.tsv``. Ignored by toy tasks and scan.
         scan_split: scan: ``simple`` or ``length`` (SCAN's own splits). SCAN has no validation file, so a
             seeded 5% of its training pairs is held out as val.
         toy_train_size: toy tasks: number of training pairs.
@@ -64,7 +93,9 @@ class TranslationDataModule(L.LightningDataModule):
             (the count is reported). Val and test keep every pair, so scores cover the whole split.
         max_tokens: token budget of a training batch (batch size times longest padded sequence).
         eval_max_tokens: token budget of a val/test batch; ``None`` means ``max_tokens``.
-        num_workers: data loader worker processes; 0 loads in the main process.
+        num_workers: data loader worker processes; 0 loads in the main process. ``"auto"``: 0 when training
+            on the CPU (the model needs every core; workers would take them), ``min(4, cores - 1)`` per process
+            on a CUDA GPU (``choose_num_workers``). Page-locked (pinned) memory is used only with CUDA.
         tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
             restore those instead of training new ones.
     """
@@ -76,7 +107,7 @@ class TranslationDataModule(L.LightningDataModule):
         path: str | None = None,
         source_lang: str = "de",
         target_lang: str = "en",
-        test_split: str = "test",
+        test_split: str | None = None,
         scan_split: str = "simple",
         toy_train_size: int = 50_000,
         toy_val_size: int = 1_000,
@@ -90,7 +121,7 @@ class TranslationDataModule(L.LightningDataModule):
         max_train_len: int = 128,
         max_tokens: int = 4096,
         eval_max_tokens: int | None = None,
-        num_workers: int = 0,
+        num_workers: int | Literal["auto"] = "auto",
         tokenizer_dir: str | None = None,
     ) -> None:
         super().__init__()
@@ -107,8 +138,8 @@ class TranslationDataModule(L.LightningDataModule):
                 f"max_tokens={max_tokens} and eval_max_tokens={eval_max_tokens} must be >= "
                 f"max_train_len={max_train_len}, so that a batch holds at least one pair"
             )
-        if num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+            raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.path = path
@@ -197,6 +228,13 @@ class TranslationDataModule(L.LightningDataModule):
         if self.dataset == "multi30k":
             return {split: read_parallel(self._file(split), self._file(split, "target")) for split in SPLITS}
         if self.dataset == "tsv":
+            test = self._file("test")
+            if not test.is_file() and self.test_split is not None:
+                raise CorpusError(
+                    test, None,
+                    f"no such file (test_split={self.test_split!r}; pass --data.test_split NAME to read NAME.tsv, "
+                    "or null for test.tsv)",
+                )
             return {split: read_tsv(self._file(split)) for split in SPLITS}
         # SCAN
         train = read_scan(self._file("train"))
@@ -214,7 +252,7 @@ class TranslationDataModule(L.LightningDataModule):
         folder = Path(self.path)
         if self.dataset == "scan":
             return _scan_file(folder, self.scan_split, "test" if split == "test" else "train")
-        name = self.test_split if split == "test" else split
+        name = (self.test_split or DEFAULT_TEST_SPLIT[self.dataset]) if split == "test" else split
         if self.dataset == "tsv":
             return folder / f"{name}.tsv"
         name = "test2016" if name == "test" else name  # multi30k
@@ -379,7 +417,12 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBucketBatchSampler(
             _lengths(items), max_tokens=max_tokens, shuffle=shuffle, seed=self.seed
         )
-        if self.num_workers > 0:
+        device_type, processes = self._training_device()
+        workers = (
+            choose_num_workers(device_type, available_cores(), processes)
+            if self.num_workers == "auto" else self.num_workers
+        )
+        if workers > 0:
             # Workers are forked after the tokenizers used their thread pool; say so explicitly, which also
             # silences the library's warning about it.
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -389,10 +432,20 @@ class TranslationDataModule(L.LightningDataModule):
             collate_fn=partial(
                 collate, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id
             ),
-            num_workers=self.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.num_workers > 0,
+            num_workers=workers,
+            pin_memory=choose_pin_memory(device_type),
+            persistent_workers=workers > 0,
         )
+
+    def _training_device(self) -> tuple[str, int]:
+        """The device type the attached Trainer computes on and its processes per machine; ("cpu", 1) without
+        a Trainer (evaluation loads batches itself)."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return "cpu", 1
+        strategy = trainer.strategy
+        processes = getattr(strategy, "num_processes", 1) or 1
+        return strategy.root_device.type, processes
 
 
 def _lengths(items: list[Item]) -> list[int]:

@@ -167,3 +167,131 @@ def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_lengt
     free = greedy_search(model, src, 7).tolist()
     assert oracle == [row[:n] for row, n in zip(free, lengths.tolist())]
     assert [len(o) for o in oracle] == [2, 7, 4]
+
+
+# -- bench/cpu_parallel.py: one process on every core against single-threaded DDP processes ---------------------
+
+
+def test_cpu_parallel_rows_sum_the_processes_and_compare_tokens_per_second():
+    from bench.cpu_parallel import Setup, combine, table
+
+    one = combine(Setup("one process", 1, 2), [
+        {"updates": 10, "batches": 10, "target_tokens": 5000, "seconds": 5.0},
+    ])
+    ddp = combine(Setup("DDP", 2, 1), [
+        {"updates": 10, "batches": 10, "target_tokens": 4000, "seconds": 3.0},
+        {"updates": 10, "batches": 10, "target_tokens": 5000, "seconds": 4.0},  # the slowest process counts
+    ])
+    assert (one["target_tokens_per_s"], one["updates_per_s"]) == (1000.0, 2.0)
+    assert (ddp["batches"], ddp["target_tokens"], ddp["seconds"]) == (20, 9000, 4.0)
+    assert (ddp["target_tokens_per_s"], ddp["updates_per_s"], ddp["batches_per_s"]) == (2250.0, 2.5, 5.0)
+    lines = table([one, ddp]).splitlines()
+    assert lines[2] == "| one process | 1 x 2 | 10 | 10 | 5000 | 5.00 | 2.00 | 2.00 | 1000 | 1.00x |"
+    assert lines[3] == "| DDP | 2 x 1 | 10 | 20 | 9000 | 4.00 | 2.50 | 5.00 | 2250 | 2.25x |"
+
+
+def test_cpu_parallel_commands(tmp_path):
+    from bench.cpu_parallel import Setup, parse_args, train_command
+
+    args = parse_args(["--config", "configs/tiny.yaml", "--steps", "7", "--warmup", "2", "--", "--data.max_tokens", "512"])
+    one = train_command(Setup("one process", 1, 2), args, tmp_path)
+    ddp = train_command(Setup("DDP", 3, 1), args, tmp_path)
+    for command, devices in ((one, "1"), (ddp, "3")):
+        text = " ".join(command)
+        assert "--trainer.accelerator cpu" in text and f"--trainer.devices {devices}" in text
+        assert "--trainer.max_steps 9" in text and "--trainer.limit_val_batches 0" in text
+        assert command[-2:] == ["--data.max_tokens", "512"]
+    assert "--trainer.strategy" not in one and ddp[ddp.index("--trainer.strategy") + 1] == "ddp"
+
+
+def test_cpu_parallel_needs_a_corpus_for_multi30k(capsys):
+    from bench.cpu_parallel import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert "configs/multi30k.yaml needs --data-path" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cpu_parallel_measures_one_process_and_two_process_ddp(tmp_path, capsys):
+    """Both setups train configs/tiny.yaml: a two-process CPU DDP run of this project's CLI works."""
+    from bench.cpu_parallel import main
+
+    rows = main(["--config", "configs/tiny.yaml", "--processes", "2", "--threads", "1", "--steps", "3",
+                 "--warmup", "1", "--json", str(tmp_path / "rows.json")])
+    assert [(r["setup"], r["processes"], r["threads"]) for r in rows] == [("one process", 1, 1), ("DDP", 2, 1)]
+    assert [r["updates"] for r in rows] == [3, 3]
+    assert [r["batches"] for r in rows] == [3, 6]  # a DDP update takes a batch from each process
+    assert all(r["seconds"] > 0 and r["target_tokens"] > 0 for r in rows)
+    out = capsys.readouterr().out
+    ratio = rows[1]["target_tokens_per_s"] / rows[0]["target_tokens_per_s"]
+    assert f"| {ratio:.2f}x |" in out.splitlines()[-1]
+    assert json.loads((tmp_path / "rows.json").read_text()) == rows
+
+
+# -- bench/gpu.sh: its commands and its summary, checked without a GPU -------------------------------------------
+
+GPU_SH = Path(__file__).resolve().parents[1] / "bench" / "gpu.sh"
+
+
+def gpu_sh(*args, env=None):
+    import subprocess
+
+    return subprocess.run(["bash", str(GPU_SH), *args], check=False, cwd=GPU_SH.parents[1], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_gpu_sh_dry_run_prints_every_command_and_the_table_rows(tmp_path):
+    done = gpu_sh("--dry-run", str(tmp_path / "absent"), env={"GPU_OUT": str(tmp_path / "out")})
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert commands == [
+        "python -m pytest -m gpu tests/test_gpu.py -q -rs",
+        f"python bench/speed.py --device cuda --json {out}/speed.json",
+        f"python train.py --trainer.logger.init_args.save_dir {out}/runs --trainer.logger.init_args.version gpu",
+        f"python evaluate.py {out}/runs/toy/gpu/checkpoints/last.ckpt --quiet",
+    ]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| what | wall time | metric |"
+    assert [r.split(" | ")[0][2:] for r in rows[1:]] == [
+        "GPU tests", "bench/speed.py --device cuda", "toy: python train.py", "toy: evaluate.py last.ckpt", "Multi30k",
+    ]
+    assert rows[-1] == f"| Multi30k | - | skipped: no folder {tmp_path / 'absent'} |"
+    assert not out.exists()  # a dry run writes nothing
+
+
+def test_gpu_sh_dry_run_trains_and_evaluates_multi30k_when_its_folder_exists(tmp_path):
+    done = gpu_sh("--dry-run", str(tmp_path), env={"GPU_OUT": "o"})
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert commands[4:] == [
+        (
+            f"python train.py --config configs/multi30k.yaml --data.path {tmp_path} "
+            "--trainer.logger.init_args.save_dir o/runs --trainer.logger.init_args.version gpu"
+        ),
+        "python evaluate.py o/runs/multi30k/gpu/checkpoints/last.ckpt --beam-size 5 --length-penalty 1.0 --quiet",
+    ]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_gpu_sh_refuses_to_run_without_cuda(tmp_path):
+    done = gpu_sh(env={"GPU_OUT": str(tmp_path / "out")})
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: bench/gpu.sh needs a CUDA device and torch sees none (--dry-run prints the commands)"
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_summary_cells(tmp_path):
+    from bench.gpu_summary import cell
+
+    log = tmp_path / "tests.log"
+    log.write_text("....s\n=== short test summary ===\nSKIPPED [1] x: no\n4 passed, 1 skipped in 12.3s\n")
+    assert cell("pytest", log) == "4 passed, 1 skipped"
+    speed = tmp_path / "speed.json"
+    speed.write_text(json.dumps({"training": {"ratio": 1.274}, "decoding": {"cache_ratio": 5.33}}))
+    assert cell("speed", speed) == "training 1.27x nn.Transformer, KV cache 5.3x re-run"
+    evaluated = tmp_path / "eval.log"
+    result = {"bleu": 37.312, "chrf": 57.04, "exact_match": 0.125, "data": "test", "beam_size": 5}
+    evaluated.write_text("test: 1000 sentences, beam 5\n" + json.dumps(result) + "\n")
+    assert cell("evaluate", evaluated) == "BLEU 37.31, chrF 57.0, exact match 12.5% (test, beam 5)"
+    assert cell("evaluate", tmp_path / "none.log") == f"missing {tmp_path / 'none.log'}"

@@ -4,12 +4,15 @@ import gzip
 import logging
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from data import datamodule as datamodule_module
 from data.batching import Batch
-from data.datamodule import TranslationDataModule
+from data.corpora import CorpusError
+from data.datamodule import TranslationDataModule, choose_num_workers, choose_pin_memory
 from data.pairs import Pair
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer
@@ -81,7 +84,7 @@ def test_train_batches_are_shuffled_reproducibly_and_eval_batches_sorted():
 
 def test_loader_settings_suit_the_machine():
     loader = small(num_workers=0).train_dataloader()
-    assert loader.pin_memory == torch.cuda.is_available()
+    assert not loader.pin_memory  # no Trainer on a GPU: batches stay where they are
     assert (loader.num_workers, loader.persistent_workers) == (0, False)
     loader = small(num_workers=1).val_dataloader()
     assert (loader.num_workers, loader.persistent_workers) == (1, True)
@@ -224,6 +227,74 @@ def test_seed_alone_changes_the_order_of_training_batches(tmp_path):
     assert order(1) == order(1) != order(2)
 
 
+@pytest.mark.parametrize(
+    "device, cores, processes, workers",
+    [
+        ("cpu", 16, 1, 0),  # the model's threads need every core
+        ("cpu", 2, 2, 0),
+        ("mps", 8, 1, 0),
+        ("cuda", 16, 1, 4),  # at most 4
+        ("cuda", 3, 1, 2),  # one core left for the training process
+        ("cuda", 1, 1, 0),
+        ("cuda", 16, 8, 1),  # 8 GPU processes share 16 cores: 2 each
+        ("cuda", 4, 8, 0),
+    ],
+)
+def test_auto_workers_follow_the_device_and_the_cores(device, cores, processes, workers):
+    assert choose_num_workers(device, cores, processes) == workers
+
+
+def test_pinned_memory_only_for_cuda():
+    assert choose_pin_memory("cuda") and not choose_pin_memory("cpu") and not choose_pin_memory("mps")
+
+
+def attach_trainer(dm: TranslationDataModule, device: str, processes: int = 1) -> TranslationDataModule:
+    dm.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device), num_processes=processes))
+    return dm
+
+
+def test_auto_loader_settings_follow_the_trainers_device(monkeypatch):
+    monkeypatch.setattr(datamodule_module, "available_cores", lambda: 8)
+    assert small().num_workers == "auto"  # the default
+    cpu = attach_trainer(small(), "cpu").train_dataloader()
+    assert (cpu.num_workers, cpu.pin_memory) == (0, False)
+    cuda = attach_trainer(small(), "cuda").train_dataloader()  # built, not iterated: no GPU needed
+    assert (cuda.num_workers, cuda.pin_memory, cuda.persistent_workers) == (4, True, True)
+    two = attach_trainer(small(), "cuda", processes=2).val_dataloader()
+    assert two.num_workers == 3
+    chosen = attach_trainer(small(num_workers=1), "cuda").train_dataloader()  # --data.num_workers 1 wins
+    assert (chosen.num_workers, chosen.pin_memory) == (1, True)
+    chosen = attach_trainer(small(num_workers=2), "cpu").train_dataloader()
+    assert (chosen.num_workers, chosen.pin_memory) == (2, False)
+
+
+def test_the_test_split_defaults_to_the_datasets_own(tmp_path):
+    import yaml
+
+    folder = tsv_folder(tmp_path / "tsv", [f"ein {i}\ta {i}" for i in range(5)])
+    assert TranslationDataModule(dataset="tsv", path=folder).pairs("test")[0] == Pair("ein test", "a test")
+    # The Multi30k recipe's data settings on a TSV corpus read its test.tsv (it once asked for test2016.tsv).
+    recipe = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "multi30k.yaml").read_text())["data"]
+    dm = TranslationDataModule(**{**recipe, "dataset": "tsv", "path": folder})
+    assert dm.pairs("test")[1] == Pair("zwei test", "two test")
+    for name in ("train", "val", "test2016"):
+        write_lines(tmp_path / "m30k" / f"{name}.de", [f"ein {name}"])
+        write_lines(tmp_path / "m30k" / f"{name}.en", [f"one {name}"])
+    multi30k = TranslationDataModule(dataset="multi30k", path=str(tmp_path / "m30k"))
+    assert multi30k.pairs("test") == [Pair("ein test2016", "one test2016")]
+
+
+def test_a_missing_named_tsv_test_split_says_which_option_to_change(tmp_path):
+    folder = tsv_folder(tmp_path, ["ein\ta"])
+    dm = TranslationDataModule(dataset="tsv", path=folder, test_split="test2016")
+    with pytest.raises(CorpusError) as error:
+        dm.pairs("test")
+    assert str(error.value) == (
+        f"{tmp_path / 'test2016.tsv'}: no such file (test_split='test2016'; pass --data.test_split NAME to read "
+        "NAME.tsv, or null for test.tsv)"
+    )
+
+
 def test_tsv_dataset_reads_the_folder(tmp_path):
     for split, n in (("train", 30), ("val", 3), ("test", 3), ("extra", 2)):
         lines = [f"ein satz {i} {split}\ta sentence {i} {split}" for i in range(n)]
@@ -283,7 +354,7 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
             {"max_tokens": 64, "max_train_len": 128},
             "max_tokens=64 and eval_max_tokens=None must be >= max_train_len=128",
         ),
-        ({"num_workers": -1}, "num_workers must be >= 0, got -1"),
+        ({"num_workers": -1}, "num_workers must be 'auto' or an integer >= 0, got -1"),
         ({"max_train_len": 1}, r"max_train_len must be >= 2 \(a token plus BOS/EOS\), got 1"),
         (
             {"eval_max_tokens": 64, "max_train_len": 128},

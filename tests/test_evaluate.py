@@ -172,9 +172,31 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
 def test_translate_from_stdin(tiny_run, capsys, monkeypatch):
     import io
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("the dog saw a cat\n\nevery queen walked\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("the dog saw a cat\nevery queen walked\n"))
     code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
-    assert code == 0 and out.count("\n") == 2  # one line per non-empty input line
+    assert code == 0 and out.count("\n") == 2  # one line per input line
+
+
+@pytest.mark.parametrize(
+    "text, stdin, message",
+    [
+        ("", None, "--translate: the sentence is empty"),
+        ("  \t ", None, "--translate: the sentence is empty"),
+        ("-", "the dog saw a cat\n\nevery queen walked\n", "--translate -: stdin line 2 is empty"),
+        ("-", "the dog saw a cat\n   \n", "--translate -: stdin line 2 is empty"),
+        ("-", "", "--translate -: stdin holds no sentence"),
+    ],
+)
+def test_translate_refuses_an_empty_sentence(tiny_run, capsys, monkeypatch, text, stdin, message):
+    import io
+
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code, out, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", text)
+    assert code != 0
+    assert out == ""  # nothing translated, not even the other lines
+    (line,) = err.strip().splitlines()  # one line, no traceback
+    assert line.startswith(f"error: {message}")
 
 
 def test_translate_matches_generate(tiny_run):

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -89,6 +90,8 @@ def test_checkpoint_loads_under_weights_only(tiny_run):
 
 def test_bf16_mixed_precision_trains_on_the_cpu(tmp_path, tiny_run):
     run = train_tiny(tmp_path, "--trainer.precision", "bf16-mixed", "--trainer.max_epochs", "1")
+    if "precision: 32-true" not in (tiny_run / "config.yaml").read_text():  # a CPU with native bf16
+        tiny_run = train_tiny(tmp_path / "fp32", "--trainer.precision", "32-true", "--trainer.max_epochs", "1")
     bf16, fp32 = loss_curve(run), loss_curve(tiny_run)  # the same config and seed, in fp32
     steps = sorted(bf16)
     assert steps and set(steps) <= set(fp32)
@@ -159,6 +162,7 @@ def run_cli(tmp_path, *args):
         (["--data.dataset", "klingon"], "data.dataset"),
         (["--checkpoint.monitor", "val/bleu", "--model.decode_every_n_epochs", "2"], "decode_every_n_epochs 1"),
         (["--data.dataset", "tsv", "--data.path", "missing-folder"], "missing-folder"),
+        (["--model.schedule", "cosine_time"], "cosine_time decays the learning rate over the time budget"),
     ],
 )
 def test_invalid_options_give_a_clear_error(tmp_path, args, message):
@@ -418,3 +422,27 @@ def test_a_sentence_longer_than_max_len_stops_the_run_before_training(tmp_path):
         f"error: {data / 'val.tsv'}:2: source has 12 tokens, 13 with EOS, longer than the model's max_len 8"
     )
     assert not list((tmp_path / "runs").rglob("*.ckpt"))
+
+
+@pytest.mark.slow
+def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path):
+    from training.cli import main
+
+    def run(*extra):
+        return main([
+            "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
+            "--trainer.default_root_dir", str(tmp_path), "--trainer.max_steps", "6", "--trainer.log_every_n_steps",
+            "1", "--model.dropout", "0", "--attention.every_n_epochs", "0", "--trainer.limit_val_batches", "0",
+            *extra,
+        ])
+
+    compiled = run("--model.compile", "true")
+    assert compiled.model._train_forward is not None  # the training steps went through torch.compile
+    eager = run()
+    assert eager.model._train_forward is None
+    losses = [loss_curve(Path(cli.trainer.log_dir)) for cli in (compiled, eager)]
+    assert sorted(losses[0]) == sorted(losses[1]) == list(range(6))
+    steps = sorted(losses[0])
+    torch.testing.assert_close(
+        torch.tensor([losses[0][s] for s in steps]), torch.tensor([losses[1][s] for s in steps]), rtol=1e-4, atol=1e-5
+    )

@@ -10,25 +10,21 @@ import sys
 import warnings
 from pathlib import Path
 
-import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities import rank_zero_info
 
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
+from training.precision import PrecisionChoice, choose_precision, probe_hardware
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
 
 LINKED_FROM_DATA = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
-
-
-def default_precision() -> str:
-    """bf16 mixed precision where the GPU supports it, full precision otherwise (CPU autocast rarely pays)."""
-    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
 
 
 class TrainCLI(LightningCLI):
@@ -68,6 +64,14 @@ class TrainCLI(LightningCLI):
                 f"--checkpoint.monitor {config.checkpoint.monitor} needs --model.decode_every_n_epochs 1 "
                 f"(got {config.model.decode_every_n_epochs}): it is computed only in epochs that decode"
             )
+        if config.model.schedule == "cosine_time" and config.trainer.max_time is None:
+            self.parser.error(
+                "--model.schedule cosine_time decays the learning rate over the time budget: "
+                "set --trainer.max_time too (e.g. 00:01:00:00 for one hour)"
+            )
+        self.precision_choice = resolve_precision(config.trainer.precision, config.trainer.accelerator)
+        config.trainer.precision = self.precision_choice.precision
+        rank_zero_info(self.precision_choice.describe())
 
     def instantiate_classes(self) -> None:
         try:
@@ -84,13 +88,21 @@ def trainer_defaults() -> dict:
         },
         "accelerator": "auto",
         "devices": "auto",
-        "precision": default_precision(),
+        "precision": None,  # None: chosen by the hardware (resolve_precision)
         "max_epochs": 10,
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
         "callbacks": [InterruptCheckpoint(), SaveTokenizers()],
     }
+
+
+def resolve_precision(precision: object, accelerator: object) -> PrecisionChoice:
+    """``--trainer.precision`` as given, or, when it is not given (None or "auto"), the precision the hardware
+    of ``--trainer.accelerator`` trains best in (``training.precision.choose_precision``)."""
+    if precision is None or precision == "auto":
+        return choose_precision(probe_hardware(accelerator))
+    return PrecisionChoice(str(precision), "set by --trainer.precision or the config")
 
 
 def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
@@ -123,9 +135,20 @@ def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
     return rest, resume
 
 
-def main(args: list[str] | None = None) -> None:
-    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train."""
-    args, resume = _pop_resume(list(sys.argv[1:] if args is None else args))
+def _auto_precision(args: list[str]) -> list[str]:
+    """``--trainer.precision auto`` spelled as Lightning's parser accepts it: null, the hardware's choice."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--trainer.precision=auto":
+            out[i] = "--trainer.precision=null"
+        elif arg == "auto" and i > 0 and out[i - 1] == "--trainer.precision":
+            out[i] = "null"
+    return out
+
+
+def main(args: list[str] | None = None) -> TrainCLI:
+    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI."""
+    args, resume = _pop_resume(_auto_precision(list(sys.argv[1:] if args is None else args)))
     checkpoint, save_config_kwargs = None, {}
     if resume is not None:
         checkpoint, run_dir = find_resume_checkpoint(resume)
@@ -156,3 +179,4 @@ def main(args: list[str] | None = None) -> None:
     if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
         best = cli.trainer.checkpoint_callback.best_model_path
         print(f"Run saved in {cli.trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else ""))
+    return cli

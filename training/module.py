@@ -11,10 +11,27 @@ import lightning as L
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from lightning.pytorch.callbacks import Timer
 from torch import Tensor
 
 from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
+
+
+def cosine_decay(step: int, warmup: int, total: float) -> float:
+    """Cosine decay from 1 at the end of warm-up (``step == warmup``) to 0 at ``step == total`` (1-based)."""
+    if total <= warmup:
+        return 0.0 if step > warmup else 1.0
+    progress = min(max((step - warmup) / (total - warmup), 0.0), 1.0)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def time_budget_steps(step: int, time_fraction: float) -> float:
+    """Total updates a run will make if it keeps the pace of its first ``step`` updates, which took
+    ``time_fraction`` of its time budget; infinite before any time has passed."""
+    if time_fraction <= 0.0:
+        return math.inf
+    return max(step / min(time_fraction, 1.0), float(step))
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -61,8 +78,9 @@ class TranslationModule(L.LightningModule):
             this option existed load as "sinusoidal".
         lr: peak learning rate, reached at the end of warm-up.
         warmup_steps: linear warm-up steps.
-        schedule: after warm-up, "inverse_sqrt" (the paper's §5.3 decay), "cosine" (to zero at the last step)
-            or "constant".
+        schedule: after warm-up, "inverse_sqrt" (the paper's §5.3 decay), "cosine" (to zero at the last step),
+            "cosine_time" (to zero when the time budget ``--trainer.max_time`` runs out, or at the last step of
+            ``max_epochs``/``max_steps`` if that comes first) or "constant".
         weight_decay: AdamW weight decay of matrices (not of biases and norms).
         adam_beta2: AdamW's second-moment decay (0.98 in the paper).
         label_smoothing: label smoothing of the training loss (0.1 in the paper, §5.4).
@@ -72,6 +90,7 @@ class TranslationModule(L.LightningModule):
         decode_max_len: most tokens to generate per sentence (None: twice the source length plus 10; raise it
             for tasks whose outputs are much longer than their inputs, such as SCAN). evaluate.py uses it too.
         num_text_samples: source / reference / hypothesis triples shown in TensorBoard at each decoding.
+        compile: train through ``torch.compile`` of the model's forward (validation and decoding stay eager).
     """
 
     def __init__(
@@ -97,7 +116,7 @@ class TranslationModule(L.LightningModule):
         positional: Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"] = "sinusoidal",
         lr: float = 2e-3,
         warmup_steps: int = 200,
-        schedule: Literal["inverse_sqrt", "cosine", "constant"] = "inverse_sqrt",
+        schedule: Literal["inverse_sqrt", "cosine", "cosine_time", "constant"] = "inverse_sqrt",
         weight_decay: float = 0.01,
         adam_beta2: float = 0.98,
         label_smoothing: float = 0.1,
@@ -106,6 +125,7 @@ class TranslationModule(L.LightningModule):
         decode_beam_size: int = 1,
         decode_max_len: int | None = None,
         num_text_samples: int = 3,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -137,6 +157,7 @@ class TranslationModule(L.LightningModule):
         self._throughput_tokens = 0
         self._throughput_start: float | None = None
         self._base_seed = 0
+        self._train_forward = None  # torch.compile of self.model.forward, made at the first training step
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
 
@@ -155,7 +176,7 @@ class TranslationModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
         keep = batch.tgt_out != self.config.pad_id  # (B, T): no vocabulary projection for padding
-        logits = self.model(batch.src, batch.tgt_in, keep=keep)  # (N, V)
+        logits = self._training_forward()(batch.src, batch.tgt_in, keep=keep)  # (N, V)
         loss = self.loss(logits, batch.tgt_out[keep], self.hparams.label_smoothing)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
@@ -164,8 +185,21 @@ class TranslationModule(L.LightningModule):
             )
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.src.size(0))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        if self.hparams.schedule == "cosine_time":
+            self.log("train/time_fraction", self._time_fraction())
+            self.log("train/estimated_total_steps", float(self.estimated_total_steps(self.global_step + 1)))
         self._count_tokens(batch)
         return loss
+
+    def _training_forward(self):
+        """The model's forward, compiled once with ``torch.compile`` when ``compile`` is set."""
+        if not self.hparams.get("compile", False):
+            return self.model
+        if self._train_forward is None:
+            # A compiled bound method, not a compiled module: nothing is registered as a submodule, so the
+            # checkpoint's weights keep their names.
+            self._train_forward = torch.compile(self.model.forward)
+        return self._train_forward
 
     def _count_tokens(self, batch) -> None:
         """Log source + target tokens per second (padding excluded), measured over each logging interval."""
@@ -205,13 +239,46 @@ class TranslationModule(L.LightningModule):
         if self.hparams.schedule == "inverse_sqrt":
             return math.sqrt(max(warmup, 1) / step)
         if self.hparams.schedule == "cosine":
-            total = max(self._total_steps(), warmup + 1)
-            progress = min((step - warmup) / (total - warmup), 1.0)
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
+            return cosine_decay(step, warmup, max(self._total_steps(), warmup + 1))
+        if self.hparams.schedule == "cosine_time":
+            return cosine_decay(step, warmup, self.estimated_total_steps(step))
         return 1.0
 
     def _total_steps(self) -> int:
         return int(self.trainer.estimated_stepping_batches)
+
+    # -- the time-budgeted schedule -----------------------------------------------------------------------------
+
+    def _timer(self) -> Timer:
+        timers = [c for c in self.trainer.callbacks if isinstance(c, Timer)]
+        if not timers:
+            raise ValueError(
+                "schedule='cosine_time' decays over the time budget: give the Trainer max_time "
+                "(--trainer.max_time, e.g. 00:01:00:00)"
+            )
+        return timers[0]
+
+    def _time_fraction(self) -> float:
+        """Share of the time budget spent training so far: the Timer's elapsed training time (validation
+        included, as max_time counts it; restored from the checkpoint on resume) over elapsed + remaining."""
+        timer = self._timer()
+        elapsed = timer.time_elapsed("train")
+        remaining = timer.time_remaining("train")
+        if remaining is None:
+            return 0.0
+        return elapsed / max(elapsed + remaining, 1e-9)
+
+    def estimated_total_steps(self, step: int) -> float:
+        """Updates the run will make in all, estimated after ``step`` updates: as many as fit into the time
+        budget at the pace measured so far (``step`` over the fraction of the budget spent), or the
+        ``max_epochs``/``max_steps`` bound if that comes first."""
+        by_time = time_budget_steps(step, self._time_fraction())
+        return min(by_time, float(self.trainer.estimated_stepping_batches))
+
+    def on_train_start(self) -> None:
+        self._base_seed = torch.initial_seed()
+        if self.hparams.schedule == "cosine_time":
+            self._timer()  # fail now, not at the end of warm-up
 
     # -- validation ---------------------------------------------------------------------------------------------
 
@@ -299,9 +366,6 @@ class TranslationModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         if splits and hasattr(datamodule, "check_fits"):  # any other data module: its own business
             datamodule.check_fits(self.config.max_len, splits)
-
-    def on_train_start(self) -> None:
-        self._base_seed = torch.initial_seed()
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Dropout draws from a generator seeded by the step (as fairseq does), so a resumed run draws exactly

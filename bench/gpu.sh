@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Everything this project can measure on a CUDA GPU, from the repository root:
+#
+#   bash bench/gpu.sh [--dry-run] [MULTI30K_DIR]      # default: ../shared/corpora/multi30k
+#
+# 1. the GPU tests (python -m pytest -m gpu), 2. bench/speed.py on CUDA, 3. the default toy run and
+# 4. the Multi30k recipe (skipped if MULTI30K_DIR does not exist), each training then evaluated on its
+# last.ckpt. Each step is timed (wall time); one summary table ends the output. Logs, JSON and runs go to
+# $GPU_OUT (default gpu_results/), which must not exist yet. --dry-run prints the commands and the table's
+# rows without running anything (and needs no GPU).
+set -euo pipefail
+
+dry_run=0
+if [ "${1:-}" = "--dry-run" ]; then
+    dry_run=1
+    shift
+fi
+multi30k=${1:-../shared/corpora/multi30k}
+out=${GPU_OUT:-gpu_results}
+
+if [ $dry_run = 0 ]; then
+    if ! python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+        echo "error: bench/gpu.sh needs a CUDA device and torch sees none (--dry-run prints the commands)" >&2
+        exit 1
+    fi
+    if [ -e "$out" ]; then
+        echo "error: $out exists (an earlier run?); move it away or set GPU_OUT" >&2
+        exit 1
+    fi
+    mkdir -p "$out"
+fi
+
+rows=()
+# step <name> <what> <metric kind> <metric file> <command...>: run the command (its output to $out/<name>.log),
+# timed, and add a row to the summary.
+step() {
+    local name=$1 what=$2 kind=$3 file=$4
+    shift 4
+    echo "+ $*"
+    if [ $dry_run = 1 ]; then
+        rows+=("| $what | - | $([ "$kind" = "-" ] && echo "-" || echo "($kind of $file)") |")
+        return
+    fi
+    local start end status=0
+    start=$(date +%s.%N)
+    "$@" >"$out/$name.log" 2>&1 || status=$?
+    end=$(date +%s.%N)
+    local seconds metric
+    seconds=$(python -c "print(f'{$end - $start:.1f} s')")
+    if [ $status = 0 ]; then
+        metric=$([ "$kind" = "-" ] && echo "-" || python bench/gpu_summary.py "$kind" "$file")
+    else
+        metric="FAILED (exit $status, see $out/$name.log)"
+    fi
+    rows+=("| $what | $seconds | $metric |")
+}
+
+step gpu_tests "GPU tests" pytest "$out/gpu_tests.log" python -m pytest -m gpu tests/test_gpu.py -q -rs
+step speed "bench/speed.py --device cuda" speed "$out/speed.json" \
+    python bench/speed.py --device cuda --json "$out/speed.json"
+
+toy="$out/runs/toy/gpu"
+step toy_train "toy: python train.py" - - python train.py --trainer.logger.init_args.save_dir "$out/runs" \
+    --trainer.logger.init_args.version gpu
+step toy_eval "toy: evaluate.py last.ckpt" evaluate "$out/toy_eval.log" \
+    python evaluate.py "$toy/checkpoints/last.ckpt" --quiet
+
+if [ -d "$multi30k" ]; then
+    m30k="$out/runs/multi30k/gpu"
+    step multi30k_train "Multi30k: train.py --config configs/multi30k.yaml" - - \
+        python train.py --config configs/multi30k.yaml --data.path "$multi30k" \
+        --trainer.logger.init_args.save_dir "$out/runs" --trainer.logger.init_args.version gpu
+    step multi30k_eval "Multi30k: evaluate.py last.ckpt, beam 5" evaluate "$out/multi30k_eval.log" \
+        python evaluate.py "$m30k/checkpoints/last.ckpt" --beam-size 5 --length-penalty 1.0 --quiet
+else
+    echo "skipped: Multi30k (no folder $multi30k)"
+    rows+=("| Multi30k | - | skipped: no folder $multi30k |")
+fi
+
+echo
+echo "| what | wall time | metric |"
+echo "|---|---|---|"
+printf '%s\n' "${rows[@]}"
