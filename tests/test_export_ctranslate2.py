@@ -140,6 +140,22 @@ def test_gelu_untied_and_shared_embeddings_equal_pytorch(overrides, tmp_path):
 
 
 @needs_ct2
+@pytest.mark.parametrize("positional", ["learned", "none"])
+def test_position_tables_other_than_the_sinusoid_equal_pytorch(positional, tmp_path):
+    """A learned table per side, or none at all, goes over as the position encodings of each stack."""
+    splits = make_toy_splits(train_size=100, val_size=4, test_size=64, seed=5)
+    src, tgt = (Tokenizer.train([getattr(p, side) for p in splits["train"]]) for side in ("source", "target"))
+    try:
+        model = train_model((splits, src, tgt), steps=10, positional=positional)
+    except TypeError:
+        pytest.skip("this version of TransformerConfig has no positional field")
+    translator = CTranslate2Translator(export(model, src, tgt, tmp_path / "m"), src, tgt, model_max_len=64, threads=1)
+    sources = [p.source for p in splits["test"]]
+    ours = translate(model, src, tgt, sources, max_len=MAX_LEN)
+    assert translator.translate(sources, max_len=MAX_LEN) == ours
+
+
+@needs_ct2
 def test_export_refuses_what_it_cannot_map(toy, tmp_path):
     _, src, tgt = toy
     model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, d_model=16, num_heads=2, d_ff=32))
