@@ -121,6 +121,19 @@ def test_beam_4_equals_pytorch_with_scores(exported, toy):
 
 
 @needs_ct2
+def test_an_empty_source_is_the_one_known_difference(exported, toy):
+    """CTranslate2 skips the model for a source without content and returns an empty translation (its
+    design); PyTorch decodes from EOS alone. Every other sentence of the same batch is unaffected."""
+    model, translator, sources = exported
+    _, src, tgt = toy
+    batch = ["", *sources[:8]]
+    ours = translate(model, src, tgt, batch, max_len=MAX_LEN)
+    theirs = translator.translate(batch, max_len=MAX_LEN)
+    assert theirs[0] == [] and ours[0] != []
+    assert theirs[1:] == ours[1:]
+
+
+@needs_ct2
 @pytest.mark.parametrize(
     "overrides",
     [{"activation": "gelu", "tie_output_embedding": False}, {"share_embeddings": True, "norm_first": False}],
