@@ -98,7 +98,7 @@ def check_exportable(model: Transformer) -> None:
             if isinstance(module, FeedForward) and module.activation not in (torch.nn.functional.relu,
                                                                             torch.nn.functional.gelu):
                 raise EngineError(f"{name}: feed-forward activation {module.activation} cannot be exported")
-    norms = {m.eps for layer in layers for m in layer.modules() if isinstance(m, nn.LayerNorm)}
+    norms = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
     if len(norms) != 1:
         raise EngineError(f"LayerNorm epsilons {sorted(norms)} differ; CTranslate2 takes one for the model")
 
