@@ -6,6 +6,8 @@
     python evaluate.py CKPT --average-last 5                                    # average the last 5 checkpoints
     python evaluate.py CKPT --translate "the big dog sees a cat" --attention-out maps/
     python evaluate.py CKPT --head-importance --prune-heads 4 --alignment      # what the heads do (below)
+    python evaluate.py CKPT --export-ctranslate2 ct2_model/                     # a CTranslate2 model folder
+    python evaluate.py CKPT --engine ctranslate2 --beam-size 5                  # score with CTranslate2
 
 Head analysis, on a split or --tsv file (layers and heads count from 1):
     --head-importance  silences each attention head on its own (Michel et al. 2019) and reports how much
@@ -48,6 +50,8 @@ from evaluation.ablation import (
 )
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
+from export.ctranslate2 import EngineError, import_ctranslate2
+from export.engine import engine_option_error, evaluate_with_engine, export_run
 
 
 class OutputExistsError(Exception):
@@ -80,6 +84,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--test-split", metavar="NAME", help="another test set of the corpus, e.g. test2017 or mscoco2017")
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    engine = parser.add_argument_group("CTranslate2 (optional: pip install ctranslate2; no per-head attention)")
+    engine.add_argument("--export-ctranslate2", metavar="DIR", help="write the model as a CTranslate2 model folder")
+    engine.add_argument(
+        "--engine", choices=("pytorch", "ctranslate2"), default="pytorch",
+        help="translate with this engine (default: pytorch); ctranslate2 runs on the CPU",
+    )
+    engine.add_argument("--engine-model", metavar="DIR", help="with --engine ctranslate2: reuse this export")
+    engine.add_argument(
+        "--compute-type", choices=("float32", "int8"), default="float32",
+        help="CTranslate2 weights: float32 (default) or int8",
+    )
     heads = parser.add_argument_group("head analysis (see above)")
     heads.add_argument(
         "--head-importance", action="store_true",
@@ -119,6 +134,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
     if args.translate is not None and analysing:
         parser.error("--head-importance, --prune-heads and --alignment analyse a data set, not --translate")
+    if (engine_error := engine_option_error(args)) is not None:
+        parser.error(engine_error)
     return args
 
 
@@ -325,6 +342,10 @@ def print_summary(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        if args.engine == "ctranslate2" or args.export_ctranslate2:
+            import_ctranslate2()  # before loading anything
+        if args.export_ctranslate2:
+            check_new(Path(args.export_ctranslate2), args.overwrite)
         device = resolve_device(args.device)
         sentences = read_sentences(args.translate) if args.translate is not None else []
         state_dict = None
@@ -340,8 +361,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.translate is not None:
             run_translate(args, run, device, sentences)
             return 0
-        result = run_evaluation(args, run, device)
-    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, FileNotFoundError, InputError) as error:
+        if args.export_ctranslate2:
+            print(f"wrote a CTranslate2 model to {export_run(args, run)}", file=sys.stderr)
+            return 0
+        if args.engine == "ctranslate2":
+            result = evaluate_with_engine(args, run)
+        else:
+            result = {**run_evaluation(args, run, device), "engine": "pytorch"}
+    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, EngineError, FileNotFoundError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print_summary(result)

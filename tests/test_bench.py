@@ -295,3 +295,44 @@ def test_gpu_summary_cells(tmp_path):
     evaluated.write_text("test: 1000 sentences, beam 5\n" + json.dumps(result) + "\n")
     assert cell("evaluate", evaluated) == "BLEU 37.31, chrF 57.0, exact match 12.5% (test, beam 5)"
     assert cell("evaluate", tmp_path / "none.log") == f"missing {tmp_path / 'none.log'}"
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("ctranslate2") is None,
+    reason="ctranslate2 is not installed (optional dependency: pip install ctranslate2)",
+)
+def test_ctranslate2_quick_run_table_matches_its_json(tmp_path, capsys):
+    from bench.ctranslate2_speed import main as ct2_main
+
+    path = tmp_path / "ct2.json"
+    threads = torch.get_num_threads()
+    try:
+        returned = ct2_main(["--quick", "--threads", "1", "--json", str(path)])
+    finally:
+        torch.set_num_threads(threads)  # the setting is process-wide
+    written = json.loads(path.read_text())
+    assert written["rows"] == returned["rows"]
+    assert written["settings"]["threads"] == 1 and written["settings"]["sentences"] == 48
+    rows = {r["name"]: r for r in written["rows"]}
+    assert list(rows) == ["PyTorch greedy", "PyTorch beam 5", "CTranslate2 fp32 greedy", "CTranslate2 fp32 beam 5",
+                          "CTranslate2 int8 greedy", "CTranslate2 int8 beam 5"]
+    for name in ("CTranslate2 fp32 greedy", "CTranslate2 fp32 beam 5"):
+        assert rows[name]["same_tokens_as_pytorch"] == 1.0  # fp32 decodes exactly like PyTorch
+        assert rows[name]["bleu"] == rows["PyTorch " + name.split(" ", 2)[2]]["bleu"]
+    for r in rows.values():
+        speed = r["sentences_per_second"]
+        assert math.isfinite(speed) and speed > 0
+        assert speed == pytest.approx(48 / r["seconds"])
+        pytorch = rows["PyTorch greedy" if r["beam_size"] == 1 else "PyTorch beam 5"]["sentences_per_second"]
+        assert r["ratio_to_pytorch"] == pytest.approx(speed / pytorch)
+
+    # Every figure of the printed table is the JSON's, rounded as printed.
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]
+    printed = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])}
+    assert list(printed) == list(rows)
+    for name, (speed, ratio, bleu, same) in printed.items():
+        r = rows[name]
+        assert float(speed) == pytest.approx(r["sentences_per_second"], abs=0.051)
+        assert float(ratio.rstrip("x")) == pytest.approx(r["ratio_to_pytorch"], abs=0.0051)
+        assert float(bleu) == pytest.approx(r["bleu"], abs=0.0051)
+        assert float(same.rstrip("%")) == pytest.approx(100 * r["same_tokens_as_pytorch"], abs=0.051)
