@@ -224,8 +224,6 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     budgets = {}
     if not args.no_toy:
         budgets["toy_length"] = QUICK_TOY if args.quick else TOY
@@ -257,4 +255,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Quiet for a script's output; not in main(), which tests call in their own process.
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     main()

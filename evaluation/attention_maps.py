@@ -31,18 +31,25 @@ class SentenceAttention:
 
 @torch.no_grad()
 def sentence_attention(
-    model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int]
+    model: Transformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    src_ids: list[int],
+    tgt_ids: list[int],
+    *,
+    where: str = "attention maps",
 ) -> SentenceAttention:
     """The maps of every kind, layer and head for one sentence pair (ids without BOS/EOS), in full precision.
 
-    A sentence the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``.
+    A sentence the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError`` that
+    starts with ``where``.
     """
     config = model.config
     # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its last
     # token, and reading it would take one position more than there are. Its rows are the tokens generated.
     capped = len(tgt_ids) == config.max_len
     item = (0, src_ids, tgt_ids[:-1] if capped else tgt_ids)
-    check_fits([item], config.max_len, lambda index, side: ("attention maps", None))
+    check_fits([item], config.max_len, lambda index, side: (where, None))
     batch = collate([item], pad_id=config.pad_id, bos_id=config.bos_id, eos_id=config.eos_id)
     device = model.device
     with torch.autocast(device.type, enabled=False):

@@ -345,7 +345,7 @@ def test_sentences_longer_than_max_len_are_one_line_errors(tiny_run, tmp_path, c
     for args, message in cases:
         code, _, err = run_evaluate(capsys, checkpoint, *args, "--quiet")
         assert (code, err) == (1, f"error: {message}\n"), args
-    monkeypatch.setattr("sys.stdin", io.StringIO(f"the dog saw a cat\n\n{LONG}\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"the dog saw a cat\n{LONG}\n"))
     code, out, err = run_evaluate(capsys, checkpoint, "--translate", "-")
     assert (code, out, err) == (1, "", f"error: stdin, sentence 2: source has {too_long.format('EOS')}\n")
     assert not (tmp_path / "maps").exists() and not (tmp_path / "analysis").exists()

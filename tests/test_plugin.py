@@ -5,6 +5,7 @@ so the routes, the reading of the logged summaries and the error handling are th
 """
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -221,7 +222,7 @@ def test_the_frontend_is_served_as_javascript_modules(board):
     assert plugin.frontend_metadata().es_module_path == "/index.js"
     response = client.get(ROUTE + "/index.js")
     assert response.status_code == 200 and response.mimetype == "text/javascript"
-    assert "export function render" in response.get_data(as_text=True)
+    assert re.search(r"^export (async )?function render\(", response.get_data(as_text=True), re.MULTILINE)
 
 
 def test_installed_project_registers_the_plugin_with_tensorboard():

@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 
-from bench.speed import suppress_eos
 from model import Transformer
 from model.decoding import beam_search, greedy_search
 from model.positions import (
@@ -16,6 +15,7 @@ from model.positions import (
     alibi_slopes,
     relative_position_bucket,
 )
+from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 from tests.test_decoding import plain_beam_search, rows_of, teacher_forced_greedy
 

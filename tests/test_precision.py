@@ -115,9 +115,12 @@ def logged():
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: messages.append(record.getMessage())
     logger = logging.getLogger("lightning.pytorch")
+    level = logger.level
+    logger.setLevel(logging.INFO)  # whatever an earlier test in this process set
     logger.addHandler(handler)
     yield messages
     logger.removeHandler(handler)
+    logger.setLevel(level)
 
 
 def run_fast(tmp_path, *extra):
