@@ -29,7 +29,9 @@ def export_attention(
     source or hypothesis the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``
     before anything is written.
     """
-    attention = sentence_attention(model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis)
+    attention = sentence_attention(
+        model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis
+    )
     axes = attention.axes
     directory.mkdir(parents=True, exist_ok=True)
     written = []

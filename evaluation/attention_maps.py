@@ -31,15 +31,20 @@ class SentenceAttention:
 
 @torch.no_grad()
 def sentence_attention(
-    model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_ids: list[int], tgt_ids: list[int]
+    model: Transformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    src_ids: list[int],
+    tgt_ids: list[int],
 ) -> SentenceAttention:
     """The maps of every kind, layer and head for one sentence pair (ids without BOS/EOS), in full precision.
 
     A sentence the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``.
     """
     config = model.config
-    # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its last
-    # token, and reading it would take one position more than there are. Its rows are the tokens generated.
+    # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its
+    # last token, and reading it would take one position more than there are. Its rows are the tokens
+    # generated.
     capped = len(tgt_ids) == config.max_len
     item = (0, src_ids, tgt_ids[:-1] if capped else tgt_ids)
     check_fits([item], config.max_len, lambda index, side: ("attention maps", None))
