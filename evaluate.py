@@ -1,13 +1,13 @@
 """Evaluate a trained checkpoint, or translate with it and look at its attention.
 
-    python evaluate.py runs/toy/version_0/checkpoints/last.ckpt                 # test split of its data
+    python evaluate.py runs/toy/version_0/checkpoints/last.ckpt               # test split of its data
     python evaluate.py CKPT --split val --beam-size 4 --output val.jsonl
-    python evaluate.py CKPT --tsv my_test.tsv                                   # source<TAB>reference lines
-    python evaluate.py CKPT --average-last 5                                    # average the last 5 checkpoints
+    python evaluate.py CKPT --tsv my_test.tsv                                 # source<TAB>reference lines
+    python evaluate.py CKPT --average-last 5                                  # average the last 5 checkpoints
     python evaluate.py CKPT --translate "the big dog sees a cat" --attention-out maps/
-    python evaluate.py CKPT --head-importance --prune-heads 4 --alignment      # what the heads do (below)
-    python evaluate.py CKPT --export-ctranslate2 ct2_model/                     # a CTranslate2 model folder
-    python evaluate.py CKPT --engine ctranslate2 --beam-size 5                  # score with CTranslate2
+    python evaluate.py CKPT --head-importance --prune-heads 4 --alignment     # what the heads do (below)
+    python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
+    python evaluate.py CKPT --engine ctranslate2 --beam-size 5                # score with CTranslate2
 
 Head analysis, on a split or --tsv file (layers and heads count from 1):
     --head-importance  silences each attention head on its own (Michel et al. 2019) and reports how much
@@ -63,29 +63,50 @@ class InputError(Exception):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("checkpoint", help="a .ckpt file written by train.py")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--split", choices=("val", "test"), default="test", help="split of the run's data (default: test)")
+    source.add_argument(
+        "--split", choices=("val", "test"), default="test", help="split of the run's data (default: test)"
+    )
     source.add_argument("--tsv", help="evaluate on this file of source<TAB>reference lines instead")
-    source.add_argument("--translate", metavar="TEXT", help="translate TEXT (or '-': one sentence per line on stdin)")
+    source.add_argument(
+        "--translate", metavar="TEXT", help="translate TEXT (or '-': one sentence per line on stdin)"
+    )
     parser.add_argument("--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
-    parser.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default: 0.6)")
+    parser.add_argument(
+        "--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default: 0.6)"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     parser.add_argument(
         "--max-len", type=int, default=None,
-        help="most tokens to generate per sentence (default: the run's decode_max_len, else twice the source length + 10)",
+        help="most tokens to generate per sentence (default: the run's decode_max_len, else twice the source "
+        "length + 10)",
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
+    parser.add_argument(
+        "--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda when available)"
+    )
     parser.add_argument("--output", help="write one JSON line per sentence to this .jsonl file")
-    parser.add_argument("--average-last", type=int, metavar="K", help="average the weights of the run's last K checkpoints")
-    parser.add_argument("--attention-out", metavar="DIR", help="with --translate: write attention PNGs and an HTML head view")
+    parser.add_argument(
+        "--average-last", type=int, metavar="K", help="average the weights of the run's last K checkpoints"
+    )
+    parser.add_argument(
+        "--attention-out", metavar="DIR", help="with --translate: write attention PNGs and an HTML head view"
+    )
     parser.add_argument("--data-path", help="corpus folder, if it moved since training")
-    parser.add_argument("--test-split", metavar="NAME", help="another test set of the corpus, e.g. test2017 or mscoco2017")
+    parser.add_argument(
+        "--test-split", metavar="NAME", help="another test set of the corpus, e.g. test2017 or mscoco2017"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    engine = parser.add_argument_group("CTranslate2 (optional: pip install ctranslate2; no per-head attention)")
-    engine.add_argument("--export-ctranslate2", metavar="DIR", help="write the model as a CTranslate2 model folder")
+    engine = parser.add_argument_group(
+        "CTranslate2 (optional: pip install ctranslate2; no per-head attention)"
+    )
+    engine.add_argument(
+        "--export-ctranslate2", metavar="DIR", help="write the model as a CTranslate2 model folder"
+    )
     engine.add_argument(
         "--engine", choices=("pytorch", "ctranslate2"), default="pytorch",
         help="translate with this engine (default: pytorch); ctranslate2 runs on the CPU",
@@ -164,7 +185,9 @@ def read_sentences(text: str, stdin=None) -> list[str]:
     """The sentences of ``--translate TEXT``, or of stdin's lines for ``-``; an empty one is an error."""
     if text != "-":
         if not text.strip():
-            raise InputError("--translate: the sentence is empty; give a sentence, or '-' to read lines from stdin")
+            raise InputError(
+                "--translate: the sentence is empty; give a sentence, or '-' to read lines from stdin"
+            )
         return [text.strip()]
     sentences = [line.strip() for line in (sys.stdin if stdin is None else stdin)]
     for number, sentence in enumerate(sentences, start=1):
@@ -196,7 +219,9 @@ def run_translate(args, run, device, sentences: list[str]) -> None:
         for number, (source, ids) in enumerate(zip(sentences, hypotheses), start=1):
             folder = out / f"sentence_{number}"
             check_new(folder, args.overwrite)
-            written = export_attention(model, dm.src_tokenizer, dm.tgt_tokenizer, source, ids, folder, overwrite=args.overwrite)
+            written = export_attention(
+                model, dm.src_tokenizer, dm.tgt_tokenizer, source, ids, folder, overwrite=args.overwrite
+            )
             print(f"wrote {len(written)} files to {folder}", file=sys.stderr)
 
 
@@ -318,7 +343,8 @@ def run_evaluation(args, run, device) -> dict:
 def print_summary(result: dict) -> None:
     print(
         f"{result['data']}: {result['num_sentences']} sentences, beam {result['beam_size']}\n"
-        f"  BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  exact match {100 * result['exact_match']:.2f}%\n"
+        f"  BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  "
+        f"exact match {100 * result['exact_match']:.2f}%\n"
         f"  {result['sentences_per_second']:.1f} sentences/s on {result['device']}\n"
         f"  sacreBLEU {result['signature']}"
     )
@@ -354,7 +380,11 @@ def main(argv: list[str] | None = None) -> int:
             state_dict = average_state_dicts(paths)
             print(f"averaging {len(paths)} checkpoints: {', '.join(p.name for p in paths)}", file=sys.stderr)
         run = load_run(
-            args.checkpoint, state_dict=state_dict, data_path=args.data_path, test_split=args.test_split, device=str(device)
+            args.checkpoint,
+            state_dict=state_dict,
+            data_path=args.data_path,
+            test_split=args.test_split,
+            device=str(device),
         )
         if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
@@ -368,7 +398,15 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate_with_engine(args, run)
         else:
             result = {**run_evaluation(args, run, device), "engine": "pytorch"}
-    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, EngineError, FileNotFoundError, InputError) as error:
+    except (
+        CheckpointError,
+        CorpusError,
+        OutputExistsError,
+        AnalysisError,
+        EngineError,
+        FileNotFoundError,
+        InputError,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print_summary(result)

@@ -66,7 +66,9 @@ def head_view_data(
         given: {"label": str, "queries": [Tq] tokens, "keys": [Tk] tokens, "layers": [L][H][Tq][Tk] weights}.
     """
     axes = attention_axes(
-        [str(t) for t in source_tokens], [str(t) for t in target_in_tokens], [str(t) for t in target_out_tokens]
+        [str(t) for t in source_tokens],
+        [str(t) for t in target_in_tokens],
+        [str(t) for t in target_out_tokens],
     )
     kinds = {}
     for kind, layers in zip(KINDS, (encoder, decoder, cross)):

@@ -9,7 +9,7 @@ import sacrebleu
 class TranslationScores:
     bleu: float  # corpus BLEU, 0..100 (sacreBLEU, 13a tokenization)
     chrf: float  # corpus chrF, 0..100
-    exact_match: float  # share of hypotheses identical to their reference after whitespace normalisation, 0..1
+    exact_match: float  # share of hypotheses equal to their reference after whitespace normalisation, 0..1
     num_sentences: int
     signature: str  # sacreBLEU's BLEU signature, so the figure can be reproduced
 

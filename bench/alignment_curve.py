@@ -14,7 +14,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("run_dir")
     parser.add_argument("output")
     parser.add_argument("--overwrite", action="store_true")

@@ -1,4 +1,5 @@
-"""Training speed on a CPU: one process using every core, against DDP with one single-threaded process per core.
+"""Training speed on a CPU: one process using every core, against DDP with one single-threaded process per
+core.
 
     python bench/cpu_parallel.py --data-path ../shared/corpora/multi30k       # the Multi30k recipe
     python bench/cpu_parallel.py --config configs/default.yaml                # the toy run
@@ -28,7 +29,8 @@ WARMUP_STEPS = "BENCH_WARMUP_STEPS"
 
 
 class UpdateTimer(L.Callback):
-    """Times the updates after the first ``$BENCH_WARMUP_STEPS`` and writes ``rank<R>.json`` to ``$BENCH_TIMING_DIR``."""
+    """Times the updates after the first ``$BENCH_WARMUP_STEPS`` and writes ``rank<R>.json`` to
+    ``$BENCH_TIMING_DIR``."""
 
     def __init__(self) -> None:
         self.warmup = int(os.environ.get(WARMUP_STEPS, "0"))
@@ -93,7 +95,8 @@ def train_command(setup: Setup, args: argparse.Namespace, out_dir: Path) -> list
         "--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", "0",
         "--trainer.enable_progress_bar", "false",
         "--model.decode_every_n_epochs", "0", "--attention.every_n_epochs", "0",
-        "--trainer.logger.init_args.save_dir", str(out_dir / "runs"), "--trainer.default_root_dir", str(out_dir),
+        "--trainer.logger.init_args.save_dir", str(out_dir / "runs"),
+        "--trainer.default_root_dir", str(out_dir),
         "--trainer.callbacks+=bench.cpu_parallel.UpdateTimer",
     ]
     if setup.processes > 1:
@@ -128,7 +131,8 @@ def combine(setup: Setup, ranks: list[dict]) -> dict:
     return {
         "setup": setup.name, "processes": setup.processes, "threads": setup.threads, "updates": updates,
         "batches": batches, "target_tokens": tokens, "seconds": seconds,
-        "updates_per_s": updates / seconds, "batches_per_s": batches / seconds, "target_tokens_per_s": tokens / seconds,
+        "updates_per_s": updates / seconds, "batches_per_s": batches / seconds,
+        "target_tokens_per_s": tokens / seconds,
     }
 
 
@@ -136,8 +140,8 @@ def table(rows: list[dict]) -> str:
     """A Markdown table; the ratio is each row's target tokens/s over the first row's."""
     lines = [
         (
-            "| setup | processes x threads | updates | batches | target tokens | seconds | updates/s | batches/s "
-            "| target tokens/s | ratio |"
+            "| setup | processes x threads | updates | batches | target tokens | seconds | updates/s "
+            "| batches/s | target tokens/s | ratio |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -178,7 +182,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.data_path is None and args.config.name == "multi30k.yaml" and not any(
         a.startswith("--data.path") for a in extra
     ):
-        parser.error("configs/multi30k.yaml needs --data-path (or --config configs/default.yaml for the toy data)")
+        parser.error(
+            "configs/multi30k.yaml needs --data-path (or --config configs/default.yaml for the toy data)"
+        )
     for name in ("processes", "threads", "steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # run as `python bench/ctranslate2_speed.py`: make the repository root importable
+# run as `python bench/ctranslate2_speed.py`: make the repository root importable
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.metrics import score_translations
@@ -74,7 +75,8 @@ def quick_run(sentences: int) -> tuple[Transformer, Tokenizer, Tokenizer, list[P
     tgt = Tokenizer.train([p.target for p in splits["train"]])
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, d_model=32, num_heads=2, d_ff=64,
-                                          num_encoder_layers=2, num_decoder_layers=2, dropout=0.0, max_len=64))
+                                          num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
+                                          max_len=64))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     train = splits["train"]
     for step in range(40):
@@ -134,12 +136,14 @@ def measure(model, src, tgt, pairs, args, model_dir: Path) -> list[dict]:
         reference_row = "PyTorch greedy" if row.beam_size == 1 else f"PyTorch beam {args.beam_size}"
         pytorch_ids = outputs[reference_row]
         result = {
-            "name": row.name, "engine": row.engine, "compute_type": row.compute_type, "beam_size": row.beam_size,
-            "seconds": seconds, "sentences_per_second": len(sources) / seconds,
+            "name": row.name, "engine": row.engine, "compute_type": row.compute_type,
+            "beam_size": row.beam_size, "seconds": seconds, "sentences_per_second": len(sources) / seconds,
             "same_tokens_as_pytorch": sum(a == b for a, b in zip(ids, pytorch_ids)) / len(sources),
         }
         pytorch_speed = next((r["sentences_per_second"] for r in rows if r["name"] == reference_row), None)
-        result["ratio_to_pytorch"] = result["sentences_per_second"] / (pytorch_speed or result["sentences_per_second"])
+        result["ratio_to_pytorch"] = result["sentences_per_second"] / (
+            pytorch_speed or result["sentences_per_second"]
+        )
         if has_references:
             result["bleu"] = score_translations([tgt.decode(i) for i in ids], references).bleu
         rows.append(result)
@@ -151,25 +155,31 @@ def table(rows: list[dict]) -> str:
              "|---|---|---|---|---|"]
     for r in rows:
         bleu = f"{r['bleu']:.2f}" if "bleu" in r else "-"
-        lines.append(f"| {r['name']} | {r['sentences_per_second']:.1f} | {r['ratio_to_pytorch']:.2f}x | {bleu} "
-                     f"| {100 * r['same_tokens_as_pytorch']:.1f}% |")
+        lines.append(f"| {r['name']} | {r['sentences_per_second']:.1f} | {r['ratio_to_pytorch']:.2f}x "
+                     f"| {bleu} | {100 * r['same_tokens_as_pytorch']:.1f}% |")
     return "\n".join(lines)
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("checkpoint", nargs="?", help="a .ckpt file written by train.py (not with --quick)")
-    parser.add_argument("--quick", action="store_true", help="tiny model trained in seconds, a few dozen sentences")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny model trained in seconds, a few dozen sentences")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="CPU threads of both engines (default: torch's current setting)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     parser.add_argument("--beam-size", type=int, default=5, help="beam width of the beam rows (default: 5)")
     parser.add_argument("--length-penalty", type=float, default=0.0,
-                        help="length penalty alpha of the beam rows (default: 0, where both engines rank alike)")
+                        help="length penalty alpha of the beam rows "
+                             "(default: 0, where both engines rank alike)")
     parser.add_argument("--max-len", type=int, default=None,
-                        help="most tokens per sentence (default: twice the source length + 10, as evaluate.py)")
+                        help="most tokens per sentence "
+                             "(default: twice the source length + 10, as evaluate.py)")
     parser.add_argument("--max-sentences", type=int, default=None, help="the first N test sentences only")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each decoding, median (default: 3)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs of each decoding, median (default: 3)")
     parser.add_argument("--data-path", help="corpus folder, if it moved since training")
     parser.add_argument("--test-split", metavar="NAME", help="another test set of the corpus, e.g. test2017")
     parser.add_argument("--json", metavar="FILE", help="also write every figure and the settings here")

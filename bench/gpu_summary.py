@@ -2,7 +2,8 @@
 
     python bench/gpu_summary.py pytest gpu_results/gpu_tests.log     # "5 passed"
     python bench/gpu_summary.py speed gpu_results/speed.json         # "training 1.27x, KV cache 5.3x"
-    python bench/gpu_summary.py evaluate gpu_results/toy_eval.json   # "BLEU 99.86, chrF 99.9, exact match 99.4%"
+    python bench/gpu_summary.py evaluate gpu_results/toy_eval.json   # "BLEU 99.86, chrF 99.9,
+                                                                        exact match 99.4%"
 """
 
 import json
@@ -26,7 +27,8 @@ def speed_metric(results: dict) -> str:
 
 
 def evaluate_metric(result: dict) -> str:
-    return (f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.1f}, exact match {100 * result['exact_match']:.1f}% "
+    return (f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.1f}, "
+            f"exact match {100 * result['exact_match']:.1f}% "
             f"({result['data']}, beam {result['beam_size']})")
 
 

@@ -1,14 +1,15 @@
-"""The baseline for the Multi30k results: PyTorch's translation tutorial, trained for a fixed wall-clock budget.
+"""The baseline for the Multi30k results: PyTorch's translation tutorial, trained for a fixed wall-clock
+budget.
 
     python bench/multi30k_baseline.py --data-path ../shared/corpora/multi30k --minutes 60
 
 The model and recipe are those of the tutorial "Language Translation with nn.Transformer and torchtext":
 ``nn.Transformer`` (post-LN) with 512-wide embeddings, 8 heads, 3 + 3 layers and 512-wide feed-forward layers,
 dropout 0.1, batches of 128 shuffled sentences, Adam at a constant learning rate of 1e-4, plain cross-entropy
-(no label smoothing), and greedy decoding that re-runs the decoder over the prefix, stopping at source length + 5.
-Only the data pipeline is this project's: the same joint BPE vocabulary as ``configs/multi30k.yaml`` (the
-tutorial's spaCy tokenizers and torchtext vocabularies are gone with torchtext), so both models see the same
-tokens and are scored by the same sacreBLEU on detokenized text.
+(no label smoothing), and greedy decoding that re-runs the decoder over the prefix, stopping at source
+length + 5. Only the data pipeline is this project's: the same joint BPE vocabulary as
+``configs/multi30k.yaml`` (the tutorial's spaCy tokenizers and torchtext vocabularies are gone with
+torchtext), so both models see the same tokens and are scored by the same sacreBLEU on detokenized text.
 
 Training stops at the first step that ends past the budget (per-epoch validation loss, as in the tutorial,
 counts towards it). Then every test split is translated and scored; the scores go to ``<out>/results.json``.
@@ -166,8 +167,8 @@ def main(argv: list[str] | None = None) -> None:
             val_loss = sum(loss_of(model, b).item() for b in val_loader) / len(val_loader)
         elapsed = time.perf_counter() - start
         history.append(
-            {"epoch": epoch, "steps": steps, "train_loss": train_loss / max(train_batches, 1), "val_loss": val_loss,
-                 "minutes": elapsed / 60}
+            {"epoch": epoch, "steps": steps, "train_loss": train_loss / max(train_batches, 1),
+                 "val_loss": val_loss, "minutes": elapsed / 60}
         )  # fmt: skip
         print(
             f"epoch {epoch}: {steps} steps, train loss {history[-1]['train_loss']:.3f}, "

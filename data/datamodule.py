@@ -94,8 +94,9 @@ class TranslationDataModule(L.LightningDataModule):
         max_tokens: token budget of a training batch (batch size times longest padded sequence).
         eval_max_tokens: token budget of a val/test batch; ``None`` means ``max_tokens``.
         num_workers: data loader worker processes; 0 loads in the main process. ``"auto"``: 0 when training
-            on the CPU (the model needs every core; workers would take them), ``min(4, cores - 1)`` per process
-            on a CUDA GPU (``choose_num_workers``). Page-locked (pinned) memory is used only with CUDA.
+            on the CPU (the model needs every core; workers would take them), ``min(4, cores - 1)`` per
+            process on a CUDA GPU (``choose_num_workers``). Page-locked (pinned) memory is used only
+            with CUDA.
         tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
             restore those instead of training new ones.
     """
@@ -232,8 +233,8 @@ class TranslationDataModule(L.LightningDataModule):
             if not test.is_file() and self.test_split is not None:
                 raise CorpusError(
                     test, None,
-                    f"no such file (test_split={self.test_split!r}; pass --data.test_split NAME to read NAME.tsv, "
-                    "or null for test.tsv)",
+                    f"no such file (test_split={self.test_split!r}; pass --data.test_split NAME to read "
+                    "NAME.tsv, or null for test.tsv)",
                 )
             return {split: read_tsv(self._file(split)) for split in SPLITS}
         # SCAN

@@ -5,7 +5,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SpecialTokens:
-    """Strings and ids of the special tokens. Every tokenizer of the project puts them first, in this order."""
+    """Strings and ids of the special tokens.
+
+    Every tokenizer of the project puts them first, in this order.
+    """
 
     pad: str = "<pad>"
     bos: str = "<s>"

@@ -1,1 +1,2 @@
-"""Evaluating and exploring trained checkpoints: loading, batched translation, attention export, head ablation."""
+"""Evaluating and exploring trained checkpoints: loading, batched translation, attention export, head
+ablation."""

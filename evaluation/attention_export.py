@@ -30,7 +30,8 @@ def export_attention(
     before anything is written.
     """
     attention = sentence_attention(
-        model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis, where="attention export"
+        model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis,
+        where="attention export",
     )
     axes = attention.axes
     directory.mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,9 @@ def sentence_attention(
     starts with ``where``.
     """
     config = model.config
-    # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its last
-    # token, and reading it would take one position more than there are. Its rows are the tokens generated.
+    # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its
+    # last token, and reading it would take one position more than there are. Its rows are the tokens
+    # generated.
     capped = len(tgt_ids) == config.max_len
     item = (0, src_ids, tgt_ids[:-1] if capped else tgt_ids)
     check_fits([item], config.max_len, lambda index, side: (where, None))

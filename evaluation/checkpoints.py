@@ -29,13 +29,17 @@ def read_checkpoint(path: str | Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     if not zipfile.is_zipfile(path):
-        raise CheckpointError(f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)")
+        raise CheckpointError(
+            f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as error:
         reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
         raise CheckpointError(f"{path}: corrupt or unsafe checkpoint ({reason})") from None
-    required = ("state_dict", "hyper_parameters", "datamodule_hyper_parameters", TranslationDataModule.__qualname__)
+    required = (
+        "state_dict", "hyper_parameters", "datamodule_hyper_parameters", TranslationDataModule.__qualname__
+    )
     missing = [key for key in required if not isinstance(checkpoint, dict) or key not in checkpoint]
     if missing:
         raise CheckpointError(f"{path}: not a checkpoint of train.py (missing {', '.join(missing)})")
@@ -43,7 +47,8 @@ def read_checkpoint(path: str | Path) -> dict:
 
 
 def _init_arguments(cls: type, saved: dict) -> dict:
-    """The saved hyperparameters that ``cls.__init__`` takes (drops bookkeeping keys such as ``_instantiator``)."""
+    """The saved hyperparameters that ``cls.__init__`` takes (drops bookkeeping keys such as
+    ``_instantiator``)."""
     accepted = inspect.signature(cls.__init__).parameters
     return {name: value for name, value in saved.items() if name in accepted}
 
@@ -59,14 +64,17 @@ def load_run(
     """Rebuild the trained model and its data module from a checkpoint.
 
     Tokenizers come from the checkpoint (never retrained). ``state_dict`` replaces the checkpoint's weights
-    (e.g. an average of several checkpoints); ``data_path`` replaces the corpus folder recorded at training time.
+    (e.g. an average of several checkpoints); ``data_path`` replaces the corpus folder recorded at training
+    time.
     """
     checkpoint = read_checkpoint(path)
     module = TranslationModule(**_init_arguments(TranslationModule, checkpoint["hyper_parameters"]))
     try:
         module.load_state_dict(state_dict if state_dict is not None else checkpoint["state_dict"])
     except RuntimeError as error:
-        raise CheckpointError(f"{path}: weights do not fit the saved model settings ({str(error).splitlines()[0]})")
+        raise CheckpointError(
+            f"{path}: weights do not fit the saved model settings ({str(error).splitlines()[0]})"
+        )
     data_args = _init_arguments(TranslationDataModule, checkpoint["datamodule_hyper_parameters"])
     if data_path is not None:
         data_args["path"] = data_path

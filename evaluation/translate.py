@@ -15,7 +15,8 @@ from model import HeadMask, Transformer
 def length_sorted_batches(
     sources: Sequence[list[int]], targets: Sequence[list[int]] | None, batch_size: int
 ) -> Iterator[Batch]:
-    """Batches of ``batch_size`` sentences of similar length (little padding); ``Batch.index`` gives the order."""
+    """Batches of ``batch_size`` sentences of similar length (little padding); ``Batch.index`` gives the
+    order."""
     if batch_size < 1:
         raise ValueError(f"batch size must be at least 1, got {batch_size}")
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))

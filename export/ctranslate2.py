@@ -9,11 +9,12 @@ What maps, and how (checked against ctranslate2 4.8's ``TransformerSpec`` and it
 * pre-LN / post-LN (``norm_first``) → ``pre_norm``; the final LayerNorm of a pre-LN stack → the stack's
   ``layer_norm`` (a post-LN stack has none, in both). LayerNorm epsilon: copied from the modules.
 * self-attention: the fused (3D, D) query/key/value projection, then the output projection;
-  cross-attention: the query projection, the fused (2D, D) key/value projection, the output projection; biases.
+  cross-attention: the query projection, the fused (2D, D) key/value projection, the output projection;
+  biases.
 * feed-forward: ``up`` → ``linear_0``, ``down`` → ``linear_1``; ``relu`` → ReLU, ``gelu`` → GELU (erf form, as
   ``F.gelu``).
-* embeddings: multiplied by sqrt(D) in both (``scale_embeddings``); shared source/target embeddings and the tied
-  output projection are written as copies (CTranslate2 stores identical arrays once).
+* embeddings: multiplied by sqrt(D) in both (``scale_embeddings``); shared source/target embeddings and the
+  tied output projection are written as copies (CTranslate2 stores identical arrays once).
 * positions: CTranslate2's built-in sinusoids differ from this model's (tensor2tensor's layout: sines then
   cosines, frequencies 10000^(-i/(D/2-1)), positions counted from 1; this model interleaves sine and cosine
   with frequencies 10000^(-2i/D) from position 0), so the model's own (max_len, D) table is exported as the
@@ -30,10 +31,10 @@ What maps, and how (checked against ctranslate2 4.8's ``TransformerSpec`` and it
 
 What does not map, and is refused with a message naming the option: a ``positional`` setting other than
 those tables (rope, alibi, relative: CTranslate2's counterparts have not been checked against this project's
-definitions, so they are not exported; a config without that field is sinusoidal), any activation other than relu/gelu, and modules
-of other types than the ones above (a changed architecture must extend this file first). Decoding: CTranslate2
-divides a hypothesis's log-probability by ``length ** alpha`` (EOS not counted), not by GNMT's
-``((5 + length) / 6) ** alpha``; the two rank hypotheses alike only for alpha = 0.
+definitions, so they are not exported; a config without that field is sinusoidal), any activation other than
+relu/gelu, and modules of other types than the ones above (a changed architecture must extend this file
+first). Decoding: CTranslate2 divides a hypothesis's log-probability by ``length ** alpha`` (EOS not counted),
+not by GNMT's ``((5 + length) / 6) ** alpha``; the two rank hypotheses alike only for alpha = 0.
 
 Shape legend: D model dim, V vocabulary size.
 """
@@ -74,7 +75,7 @@ def import_ctranslate2():
     return ctranslate2
 
 
-# -- what can be exported ----------------------------------------------------------------------------------------
+# -- what can be exported ------------------------------------------------------------------------------------
 
 
 def check_exportable(model: Transformer) -> None:
@@ -87,12 +88,16 @@ def check_exportable(model: Transformer) -> None:
             f"embeddings ({', '.join(EXPORTABLE_POSITIONAL)}) are mapped exactly"
         )
     if c.activation not in ("relu", "gelu"):
-        raise EngineError(f"activation={c.activation!r} cannot be exported to CTranslate2: only relu and gelu")
+        raise EngineError(
+            f"activation={c.activation!r} cannot be exported to CTranslate2: only relu and gelu"
+        )
     layers = [*model.encoder_layers, *model.decoder_layers]
     for layer in layers:
         for name, module in layer.named_modules():
             if isinstance(module, MultiHeadAttention) and module.num_heads != c.num_heads:
-                raise EngineError(f"{name}: {module.num_heads} heads, but CTranslate2 needs num_heads for every layer")
+                raise EngineError(
+                    f"{name}: {module.num_heads} heads, but CTranslate2 needs num_heads for every layer"
+                )
             if isinstance(module, nn.LayerNorm) and not module.elementwise_affine:
                 raise EngineError(f"{name}: a LayerNorm without weights cannot be exported to CTranslate2")
             if isinstance(module, FeedForward) and module.activation not in (torch.nn.functional.relu,
@@ -112,15 +117,15 @@ def vocabulary(tokenizer: Tokenizer, side: str, config) -> list[str]:
     for token_id, token in expected.items():
         if tokens[token_id] != token:
             raise EngineError(
-                f"{side} vocabulary has {tokens[token_id]!r} at id {token_id}, where CTranslate2 needs {token!r} "
-                "(it finds special tokens by their strings)"
+                f"{side} vocabulary has {tokens[token_id]!r} at id {token_id}, where CTranslate2 needs "
+                f"{token!r} (it finds special tokens by their strings)"
             )
     if len(set(tokens)) != len(tokens):
         raise EngineError(f"{side} vocabulary has repeated token strings; CTranslate2 maps strings to ids")
     return tokens
 
 
-# -- building the CTranslate2 model ------------------------------------------------------------------------------
+# -- building the CTranslate2 model --------------------------------------------------------------------------
 
 
 def _array(tensor: torch.Tensor) -> np.ndarray:
@@ -163,7 +168,8 @@ def position_table(model: Transformer, side: str) -> torch.Tensor:
     c = model.config
     zeros = torch.zeros(1, c.max_len, c.d_model)  # (1, max_len, D)
     with torch.no_grad():
-        embed = getattr(model.positions, "embed", None)  # positions(x, offset) or positions.embed(x, side, offset)
+        # positions(x, offset) or positions.embed(x, side, offset)
+        embed = getattr(model.positions, "embed", None)
         table = embed(zeros, side) if embed is not None else model.positions(zeros)
     return table[0]  # (max_len, D)
 
@@ -177,7 +183,10 @@ def build_spec(model: Transformer, src_tokens: list[str], tgt_tokens: list[str])
     c = model.config
     activation = common_spec.Activation.GELU if c.activation == "gelu" else common_spec.Activation.RELU
     spec = transformer_spec.TransformerSpec.from_config(
-        (c.num_encoder_layers, c.num_decoder_layers), c.num_heads, pre_norm=c.norm_first, activation=activation
+        (c.num_encoder_layers, c.num_decoder_layers),
+        c.num_heads,
+        pre_norm=c.norm_first,
+        activation=activation,
     )
     for side, stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
         stack.scale_embeddings = True  # x * sqrt(D), as Transformer._embed
@@ -267,7 +276,7 @@ def exported_vocabularies(model_dir: str | os.PathLike[str]) -> tuple[list[str],
         raise EngineError(f"{folder}: unreadable vocabulary ({error})") from None
 
 
-# -- translating with the exported model -------------------------------------------------------------------------
+# -- translating with the exported model ---------------------------------------------------------------------
 
 
 def default_limit(source_length: int, max_len: int | None, model_max_len: int) -> int:
@@ -286,8 +295,10 @@ class CTranslate2Translator:
     Args:
         model_dir: a folder written by :func:`export`.
         src_tokenizer, tgt_tokenizer: the run's tokenizers; their vocabularies must equal the export's.
-        model_max_len: the model's ``max_len`` (its position table): generation is capped there, as in PyTorch.
-        compute_type: ``"float32"``, or ``"int8"`` (weights quantized when loaded), or another CTranslate2 type.
+        model_max_len: the model's ``max_len`` (its position table): generation is capped there, as in
+            PyTorch.
+        compute_type: ``"float32"``, or ``"int8"`` (weights quantized when loaded), or another CTranslate2
+            type.
         threads: CPU threads of one translation (``intra_threads``); 0 lets CTranslate2 choose.
     """
 
@@ -303,15 +314,26 @@ class CTranslate2Translator:
     ) -> None:
         ct2 = import_ctranslate2()
         src_tokens, tgt_tokens = exported_vocabularies(model_dir)
-        for side, exported, tokenizer in (("source", src_tokens, src_tokenizer), ("target", tgt_tokens, tgt_tokenizer)):
+        for side, exported, tokenizer in (
+            ("source", src_tokens, src_tokenizer),
+            ("target", tgt_tokens, tgt_tokenizer),
+        ):
             if exported != tokenizer.tokens(range(tokenizer.vocab_size)):
-                raise EngineError(f"{model_dir}: its {side} vocabulary is not the checkpoint's; export it again")
+                raise EngineError(
+                    f"{model_dir}: its {side} vocabulary is not the checkpoint's; export it again"
+                )
         try:
             self.translator = ct2.Translator(
-                str(model_dir), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
+                str(model_dir),
+                device="cpu",
+                compute_type=compute_type,
+                inter_threads=1,
+                intra_threads=threads,
             )
         except (RuntimeError, ValueError) as error:
-            raise EngineError(f"{model_dir}: CTranslate2 cannot load it ({str(error).splitlines()[0]})") from None
+            raise EngineError(
+                f"{model_dir}: CTranslate2 cannot load it ({str(error).splitlines()[0]})"
+            ) from None
         self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.model_max_len = model_max_len
         self.target_ids = {token: i for i, token in enumerate(tgt_tokens)}
@@ -364,8 +386,8 @@ class CTranslate2Translator:
         for number, ids in enumerate(encoded, start=1):
             if len(ids) + 1 > self.model_max_len:
                 raise EngineError(
-                    f"sentence {number} has {len(ids) + 1} source tokens (EOS included), more than the model's "
-                    f"max_len ({self.model_max_len})"
+                    f"sentence {number} has {len(ids) + 1} source tokens (EOS included), more than the "
+                    f"model's max_len ({self.model_max_len})"
                 )
         groups: dict[int, list[int]] = {}
         for i, ids in enumerate(encoded):
@@ -396,7 +418,9 @@ def length_penalty_note(beam_size: int, length_penalty: float) -> str | None:
     return None
 
 
-def temporary_export(model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> tempfile.TemporaryDirectory:
+def temporary_export(
+    model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
+) -> tempfile.TemporaryDirectory:
     """Export to a new temporary folder (``.name``), removed when the returned object is cleaned up."""
     folder = tempfile.TemporaryDirectory(prefix="ctranslate2-")
     export(model, src_tokenizer, tgt_tokenizer, Path(folder.name) / "model")

@@ -1,7 +1,7 @@
 """evaluate.py's CTranslate2 options: ``--export-ctranslate2 DIR`` and ``--engine ctranslate2``.
 
-Kept here so that evaluate.py only parses the options and dispatches; the scores and the JSON summary are those
-of the PyTorch evaluation (same sacreBLEU, chrF and exact match on the same detokenized text).
+Kept here so that evaluate.py only parses the options and dispatches; the scores and the JSON summary are
+those of the PyTorch evaluation (same sacreBLEU, chrF and exact match on the same detokenized text).
 """
 
 import json
@@ -33,14 +33,17 @@ def engine_option_error(args) -> str | None:
     if args.engine_model and not uses_engine:
         return "--engine-model needs --engine ctranslate2"
     if args.export_ctranslate2 and uses_engine:
-        return "--export-ctranslate2 only exports; evaluate with --engine ctranslate2 --engine-model DIR afterwards"
+        return (
+            "--export-ctranslate2 only exports; evaluate with --engine ctranslate2 --engine-model DIR "
+            "afterwards"
+        )
     if not (uses_engine or args.export_ctranslate2):
         return None
     option = "--engine ctranslate2" if uses_engine else "--export-ctranslate2"
     for name in NEEDS_ATTENTION:
         if getattr(args, name) not in (None, False):
-            return (f"--{name.replace('_', '-')} cannot be used with {option}: CTranslate2 returns no per-head "
-                    "attention; use the PyTorch engine (the default) to look inside")
+            return (f"--{name.replace('_', '-')} cannot be used with {option}: CTranslate2 returns no "
+                    "per-head attention; use the PyTorch engine (the default) to look inside")
     if args.translate is not None:
         return f"--translate cannot be used with {option}; evaluate a split or --tsv file"
     if args.device not in ("auto", "cpu"):

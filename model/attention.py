@@ -5,8 +5,8 @@ Shape legend: B batch, Tq query length, Tk key length, D model dim, H heads, Dh 
 Masks are boolean with ``True`` = may attend, broadcastable to (B, H, Tq, Tk).
 
 Two hooks carry position signals in without copies of this module (see ``model.positions``): ``rotate``
-transforms the queries and the new keys before they are scored or cached (RoPE), and ``score_bias`` is added to
-the scaled scores (ALiBi, T5's relative bias).
+transforms the queries and the new keys before they are scored or cached (RoPE), and ``score_bias`` is added
+to the scaled scores (ALiBi, T5's relative bias).
 """
 
 from collections.abc import Callable
@@ -104,27 +104,30 @@ class MultiHeadAttention(nn.Module):
         Args:
             query: (B, Tq, D).
             key, value: (B, Tk, D). Pass the same tensor three times for self-attention.
-            mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk). With a cache, Tk counts the cached
-                keys too.
-            need_weights: also return the attention weights (takes the explicit path instead of the fused kernel).
+            mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk). With a cache, Tk counts the
+                cached keys too.
+            need_weights: also return the attention weights (takes the explicit path instead of the fused
+                kernel).
             cache: keys/values from earlier decoding steps; updated in place.
             head_mask: (H,) or (B, H) multipliers of each head's output before the heads are merged:
                 1 keeps a head, 0 silences it (head ablation, Michel et al. 2019).
-            rotate: maps queries (B, H, Tq, Dh) and the new keys (B, H, Tk_new, Dh) to rotated ones of the same
-                shape, before keys enter the cache; for self-attention, where both share positions.
-            score_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores before the mask; the
-                fused kernel gets it as its float ``attn_mask`` with masked keys at -inf.
+            rotate: maps queries (B, H, Tq, Dh) and the new keys (B, H, Tk_new, Dh) to rotated ones of the
+                same shape, before keys enter the cache; for self-attention, where both share positions.
+            score_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores before the mask;
+                the fused kernel gets it as its float ``attn_mask`` with masked keys at -inf.
 
         Returns:
-            output (B, Tq, D) and weights (B, H, Tq, Tk), or None when ``need_weights`` is False. A query whose keys
-            are all masked gets zero weights and zero output (before the output projection), never NaN.
+            output (B, Tq, D) and weights (B, H, Tq, Tk), or None when ``need_weights`` is False.
+            A query whose keys are all masked gets zero weights and zero output (before the output
+            projection), never NaN.
         """
         q, k, v = self._project(query, key, value, cache, rotate)
         dropout_p = self.dropout if self.training else 0.0
 
         has_key = None
         if mask is not None:
-            # A query row with no key to attend would make softmax 0/0. Let it attend everything, then zero it.
+            # A query row with no key to attend would make softmax 0/0.
+            # Let it attend everything, then zero it.
             has_key = mask.any(dim=-1, keepdim=True)  # (B|1, 1|H, Tq|1, 1)
             mask = mask | ~has_key
 
@@ -144,8 +147,12 @@ class MultiHeadAttention(nn.Module):
             if score_bias is not None:
                 # Every row keeps a key (``mask | ~has_key`` above), so -inf never fills a whole row (NaN).
                 bias = score_bias.to(q.dtype)
-                attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))  # (B|1, H, Tq, Tk)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B,H,Tq,Dh)
+                attn_mask = (
+                    bias if mask is None else torch.where(mask, bias, float("-inf"))
+                )  # (B|1, H, Tq, Tk)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
+            )  # (B, H, Tq, Dh)
             if has_key is not None:
                 out = out * has_key
 

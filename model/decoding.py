@@ -73,7 +73,9 @@ def greedy_search(
     cache = model.new_cache(reserve=steps) if use_cache else None  # BOS and every token but the last
     for step in range(1, steps + 1):
         step_in = tokens[:, -1:] if use_cache else tokens
-        logits = model.decode(step_in, encoded, cache=cache, head_mask=masks, last_only=True).logits[:, -1]  # (B, V)
+        logits = model.decode(
+            step_in, encoded, cache=cache, head_mask=masks, last_only=True
+        ).logits[:, -1]  # (B, V)
         # max(...).indices: the same first-maximum index as argmax, and about twice as fast on CPU.
         next_token = _allowed_logits(logits, c.pad_id, c.bos_id).max(dim=-1).indices  # (B,)
         next_token = next_token.masked_fill(finished, c.pad_id)
@@ -114,8 +116,8 @@ def beam_search(
     by log-probability. Extensions ending in EOS that rank among the best K leave the beam as finished
     hypotheses, scored by log-probability divided by the GNMT length penalty; the best K others live on.
     A sentence is done once it holds K finished hypotheses and no live beam can still beat the worst of them;
-    decoding stops when every sentence is done; a sentence that reaches its ``max_len`` tokens finishes its live
-    beams as they are.
+    decoding stops when every sentence is done; a sentence that reaches its ``max_len`` tokens finishes its
+    live beams as they are.
 
     Args:
         src: (B, S) source ids.
@@ -166,7 +168,9 @@ def beam_search(
         out_of_room = (step >= limits)[:, None]  # (B, 1): live candidates finish as they are
         new_finished = (new_finished | (~is_eos & rank_ok & out_of_room)) & ~done[:, None]
         normalised = top_scores / _length_penalty(torch.tensor(float(step), device=device), length_penalty)
-        pool_scores = torch.cat([finished_scores, normalised.masked_fill(~new_finished, float("-inf"))], dim=1)
+        pool_scores = torch.cat(
+            [finished_scores, normalised.masked_fill(~new_finished, float("-inf"))], dim=1
+        )
         padded = torch.full((b, 2 * k, steps), c.pad_id, dtype=torch.long, device=device)
         padded[:, :, :step] = candidate_tokens
         pool_tokens = torch.cat([finished_tokens, padded], dim=1)  # (B, 3K, steps)

@@ -73,7 +73,9 @@ class TransformerConfig:
         for name, value in ids.items():
             smallest = min(self.src_vocab_size, self.tgt_vocab_size)
             if not 0 <= value < smallest:
-                raise ValueError(f"{name} ({value}) must be a valid id of both vocabularies (size {smallest})")
+                raise ValueError(
+                    f"{name} ({value}) must be a valid id of both vocabularies (size {smallest})"
+                )
         if self.positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
         if self.positional == "sinusoidal" and self.d_model % 2 != 0:
@@ -115,7 +117,8 @@ class DecoderOutput(NamedTuple):
 
 @dataclass
 class DecoderCache:
-    """Everything incremental decoding keeps between steps: one self- and one cross-attention cache per layer."""
+    """Everything incremental decoding keeps between steps: one self- and one cross-attention cache per
+    layer."""
 
     layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
     length: int = 0  # target positions decoded so far; the next position's index
@@ -123,7 +126,9 @@ class DecoderCache:
     @classmethod
     def empty(cls, num_layers: int, reserve: int = 16) -> "DecoderCache":
         """A cache with room for ``reserve`` target positions before its buffers must grow."""
-        return cls([(KVCache(static=False, reserve=reserve), KVCache(static=True)) for _ in range(num_layers)])
+        return cls(
+            [(KVCache(static=False, reserve=reserve), KVCache(static=True)) for _ in range(num_layers)]
+        )
 
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows in ``index`` (B',), e.g. the beams that survive a beam-search step."""
@@ -133,7 +138,8 @@ class DecoderCache:
 
 
 class HeadMask(NamedTuple):
-    """Multipliers of each head's output, 1 keeps a head and 0 silences it: (L, H), or (B, L, H) per sentence."""
+    """Multipliers of each head's output, 1 keeps a head and 0 silences it: (L, H), or (B, L, H)
+    per sentence."""
 
     encoder: Tensor | None = None
     decoder: Tensor | None = None
@@ -224,7 +230,8 @@ class EncoderLayer(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """x: (B, S, D), attend: (B, 1, 1, S) → (B, S, D), weights (B, H, S, S) or None.
 
-        ``rotate`` and ``score_bias`` (1, H, S, S): the self-attention position hooks, see ``model.positions``.
+        ``rotate`` and ``score_bias`` (1, H, S, S): the self-attention position hooks, see
+        ``model.positions``.
         """
         x, weights = self.attn_block(
             x,
@@ -259,9 +266,11 @@ class DecoderLayer(nn.Module):
         rotate: Callable[[Tensor], Tensor] | None = None,
         score_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'), cross weights (B, H, T, S).
+        """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'),
+        cross weights (B, H, T, S).
 
-        ``rotate`` and ``score_bias`` (1, H, T, T'): self-attention's position hooks; cross-attention has none.
+        ``rotate`` and ``score_bias`` (1, H, T, T'): self-attention's position hooks;
+        cross-attention has none.
         """
         self_cache, cross_cache = cache if cache is not None else (None, None)
         self_mask, cross_mask = head_masks
@@ -293,7 +302,11 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = c = config
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
-        self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = (
+            self.src_embed
+            if c.share_embeddings
+            else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        )
         for embedding in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
             # With embeddings scaled by sqrt(D) (§3.4), std D^-0.5 gives inputs of unit scale (as in fairseq).
             nn.init.normal_(embedding.weight, mean=0.0, std=c.d_model**-0.5)
@@ -305,7 +318,9 @@ class Transformer(nn.Module):
         # Pre-LN leaves the residual stream unnormalised: normalise it once at the end of each stack.
         self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
-        self.output_proj = None if c.tie_output_embedding else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.output_proj = (
+            None if c.tie_output_embedding else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        )
         for layer in (*self.encoder_layers, *self.decoder_layers):
             for module in layer.modules():
                 if isinstance(module, FeedForward):
@@ -316,7 +331,9 @@ class Transformer(nn.Module):
         x = embedding(ids) * math.sqrt(self.config.d_model)  # (B, T, D)
         return self.embed_dropout(self.positions.embed(x, side, offset))
 
-    def encode(self, src: Tensor, *, need_weights: bool = False, head_mask: Tensor | None = None) -> EncoderOutput:
+    def encode(
+        self, src: Tensor, *, need_weights: bool = False, head_mask: Tensor | None = None
+    ) -> EncoderOutput:
         """Run the encoder over src (B, S). ``head_mask``: (L, H) or (B, L, H), see ``HeadMask``."""
         src_attend = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         x = self._embed(self.src_embed, src, "encoder")
@@ -404,10 +421,12 @@ class Transformer(nn.Module):
 
         Args:
             src: (B, S) source ids, padded with ``pad_id``.
-            tgt_in: (B, T) decoder input ids (BOS followed by the target shifted right), padded with ``pad_id``.
+            tgt_in: (B, T) decoder input ids (BOS followed by the target shifted right), padded with
+                ``pad_id``.
             return_attention: also return every layer's attention weights (explicit, slower path).
             head_mask: optional per-head multipliers for ablation studies.
-            keep: (B, T) boolean, e.g. ``tgt_out != pad_id``: logits only at these positions, packed as (N, V).
+            keep: (B, T) boolean, e.g. ``tgt_out != pad_id``: logits only at these positions, packed as
+                (N, V).
 
         Returns:
             logits (B, T, V) (or (N, V) with ``keep``), and with ``return_attention`` an ``AttentionMaps``.
@@ -448,8 +467,8 @@ class Transformer(nn.Module):
         Args:
             src: (B, S) source ids, padded with ``pad_id``.
             max_len: most tokens to generate per sentence (EOS included). Default: twice the sentence's source
-                length (without padding) plus 10. Always capped at the model's ``max_len``: the decoder reads BOS
-                and every generated token but the last, at positions 0 .. max_len - 1.
+                length (without padding) plus 10. Always capped at the model's ``max_len``: the decoder reads
+                BOS and every generated token but the last, at positions 0 .. max_len - 1.
             beam_size: 1 decodes greedily; more runs batched beam search.
             length_penalty: GNMT length-penalty exponent alpha (Wu et al. 2016), beam search only.
 

@@ -140,7 +140,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
     # -- reading the logged data ----------------------------------------------------------------------------
 
     def _environ(self, request) -> dict:
-        return {"ctx": plugin_util.context(request.environ), "experiment_id": plugin_util.experiment_id(request.environ)}
+        return {
+            "ctx": plugin_util.context(request.environ),
+            "experiment_id": plugin_util.experiment_id(request.environ),
+        }
 
     def _listing(self, request) -> dict[str, dict[str, provider.TensorTimeSeries]]:
         return self._provider.list_tensors(plugin_name=PLUGIN_NAME, **self._environ(request))
@@ -151,7 +154,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             plugin_name=PLUGIN_NAME, downsample=ALL_STEPS, run_tag_filter=provider.RunTagFilter([run], tags),
             **self._environ(request),
         )
-        return {tag: {datum.step: datum.numpy for datum in series} for tag, series in data.get(run, {}).items()}
+        return {
+            tag: {datum.step: datum.numpy for datum in series} for tag, series in data.get(run, {}).items()
+        }
 
     def _run_tags(self, request, run: str) -> dict[str, provider.TensorTimeSeries]:
         listing = self._listing(request)
@@ -222,7 +227,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         sentence = _integer(request, "sentence")
         tags = self._run_tags(request, run)
         if sentence not in self._sentences(tags):
-            raise RequestError(404, f"run {run!r} has no probe sentence {sentence} (it has {self._sentences(tags)})")
+            raise RequestError(404, f"run {run!r} has no probe sentence {sentence} "
+                                    f"(it has {self._sentences(tags)})")
         parts = [sentence_tag(sentence, part) for part in ("text", *KINDS)]
         data = self._read(request, run, parts)
         missing = [tag for tag in parts[1:] if step not in data.get(tag, {})]
@@ -232,9 +238,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
                                     f"(logged steps: {_abridged(steps)})")
         text = self._text(data[parts[0]], step)
         weights = {kind: data[sentence_tag(sentence, kind)][step] for kind in KINDS}
-        answer = {"run": run, "step": step, "sentence": sentence, "source": text["source"], "target": text["target"]}
-        return answer | _maps_answer(request, text["source_tokens"], text["target_in"], text["target_out"], weights,
-                                     text.get("gold"))
+        answer = {"run": run, "step": step, "sentence": sentence, "source": text["source"],
+                  "target": text["target"]}
+        return answer | _maps_answer(request, text["source_tokens"], text["target_in"], text["target_out"],
+                                     weights, text.get("gold"))
 
     @_route
     def _serve_statistics(self, request) -> dict:
@@ -265,13 +272,14 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if not text:
             raise RequestError(400, "the sentence is empty: type a sentence to translate")
         if len(text) > MAX_TEXT_CHARACTERS:
-            raise RequestError(400, f"the sentence has {len(text)} characters; at most {MAX_TEXT_CHARACTERS} are "
-                                    "translated here")
+            raise RequestError(400, f"the sentence has {len(text)} characters; at most "
+                                    f"{MAX_TEXT_CHARACTERS} are translated here")
         if not 1 <= beam <= MAX_BEAM:
             raise RequestError(400, f"beam must be between 1 and {MAX_BEAM}, got {beam}")
         lock = self._lock(run)
         if not lock.acquire(blocking=False):
-            raise RequestError(429, f"a translation is already running for run {run!r}; try again when it ends")
+            raise RequestError(429, f"a translation is already running for run {run!r}; "
+                                    "try again when it ends")
         try:
             return self._translate(run, text, beam, request)
         finally:
@@ -291,7 +299,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if not folder.is_relative_to(self._logdir):
             return None, f"run {run!r} is outside the log directory"
         last = folder / "last.ckpt"
-        candidates = [last] if last.is_file() else sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+        candidates = (
+            [last] if last.is_file() else sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+        )
         if not candidates:
             return None, f"no checkpoint yet in {folder}"
         return candidates[-1], None
@@ -324,8 +334,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
         src_ids = src_tok.encode(text)
         if len(src_ids) + 1 > model.config.max_len:
-            raise RequestError(400, f"the sentence has {len(src_ids) + 1} tokens with </s>; this model reads at most "
-                                    f"{model.config.max_len}")
+            raise RequestError(400, f"the sentence has {len(src_ids) + 1} tokens with </s>; this model reads "
+                                    f"at most {model.config.max_len}")
         with torch.inference_mode():
             ids = translate(model, src_tok, tgt_tok, [text], beam_size=beam,
                             max_len=loaded.module.hparams.get("decode_max_len"))[0]
@@ -333,8 +343,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         weights = {kind: torch.stack(layers).numpy() for kind, layers in attention.maps.items()}
         answer = {"run": run, "text": text, "translation": tgt_tok.decode(ids), "checkpoint": checkpoint.name,
                   "step": loaded.global_step, "beam": beam}
-        return answer | _maps_answer(request, attention.source, attention.target_in, attention.target_out, weights,
-                                     None)
+        return answer | _maps_answer(request, attention.source, attention.target_in, attention.target_out,
+                                     weights, None)
 
 
 def _maps_answer(request, source, target_in, target_out, weights: dict[str, np.ndarray], gold) -> dict:

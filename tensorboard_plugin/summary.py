@@ -13,8 +13,12 @@ _DTYPES = {np.dtype(np.float16): types_pb2.DT_HALF, np.dtype(np.float32): types_
 def _tensor_proto(array: np.ndarray) -> tensor_pb2.TensorProto:
     """Raw little-endian bytes (2 bytes a value for float16), the most compact form an event file holds."""
     array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-    shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=n) for n in array.shape])
-    return tensor_pb2.TensorProto(dtype=_DTYPES[array.dtype], tensor_shape=shape, tensor_content=array.tobytes())
+    shape = tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=n) for n in array.shape]
+    )
+    return tensor_pb2.TensorProto(
+        dtype=_DTYPES[array.dtype], tensor_shape=shape, tensor_content=array.tobytes()
+    )
 
 
 def tensor_summary(tag: str, array: np.ndarray) -> summary_pb2.Summary:
@@ -28,7 +32,7 @@ def tensor_summary(tag: str, array: np.ndarray) -> summary_pb2.Summary:
 def json_summary(tag: str, data: dict) -> summary_pb2.Summary:
     """A JSON object under ``tag``, as a scalar string tensor."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, tensor_shape=tensor_shape_pb2.TensorShapeProto(),
-                                    string_val=[text])
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING,
+                                    tensor_shape=tensor_shape_pb2.TensorShapeProto(), string_val=[text])
     value = summary_pb2.Summary.Value(tag=tag, metadata=create_metadata(), tensor=tensor)
     return summary_pb2.Summary(value=[value])

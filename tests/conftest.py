@@ -35,14 +35,15 @@ def random_ids(batch: int, length: int, vocab: int, *, generator=None) -> torch.
     return torch.randint(3, vocab, (batch, length), generator=generator)
 
 
-# -- runs of train.py, shared by the training and evaluation tests -----------------------------------------------
+# -- runs of train.py, shared by the training and evaluation tests -------------------------------------------
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 TINY_CONFIG = str(REPO / "configs" / "tiny.yaml")
 
 
 def train_tiny(save_dir, *extra: str):
-    """Run ``train.py --config configs/tiny.yaml`` in this process, logging under ``save_dir``; the run dir."""
+    """Run ``train.py --config configs/tiny.yaml`` in this process, logging under ``save_dir``; the run
+    dir."""
     from training.cli import main
 
     main([

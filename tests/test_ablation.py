@@ -312,8 +312,8 @@ def test_reverse_task_has_a_cross_attention_head_on_the_anti_diagonal(reverse_ru
     assert code == 0
     alignment = last_json(out)["alignment"]
     # The best head puts its arg-max on the anti-diagonal for 96% of the target letters (92% when trained from
-    # another seed); the heads of the first decoder layer, which have not found it, reach 51-72%: on strings of
-    # 3 to 6 letters the anti-diagonal cell is often also the middle or a neighbour. 85% is clear of both.
+    # another seed); the heads of the first decoder layer, which have not found it, reach 51-72%: on strings
+    # of 3 to 6 letters the anti-diagonal cell is often also the middle or a neighbour. 85% is clear of both.
     assert alignment["best_head"]["agreement"] >= 0.85, alignment
     assert alignment["best_head"]["aer"] <= 0.15, alignment
 

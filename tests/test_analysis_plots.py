@@ -15,7 +15,7 @@ from analysis.plots import attention_grid, attention_heatmap, figure_to_array, l
 
 SOURCE = ["<s>", "a", "<b>", "&amp;", '"q"', "</script>", "</s>"]  # S = 7, every kind of HTML trouble
 TARGET = ["<s>", "x", "y'", "</s>"]  # T = 4
-TARGET_IN, TARGET_OUT = ["<s>", "x", "y'", "z"], ["x", "y'", "z", "</s>"]  # what the decoder reads / generates
+TARGET_IN, TARGET_OUT = ["<s>", "x", "y'", "z"], ["x", "y'", "z", "</s>"]  # what the decoder reads/generates
 
 
 def softmax_maps(*shape: int) -> torch.Tensor:
@@ -133,8 +133,11 @@ def test_head_view_escapes_tokens_and_embeds_nested_json(tmp_path):
     data = json.loads(page.json)
     assert (data["source"], data["target"]) == (SOURCE, TARGET_OUT)
     shapes = {kind: (data["kinds"][kind]["queries"], data["kinds"][kind]["keys"]) for kind in data["kinds"]}
-    # Rows of decoder and cross maps are the generated tokens, decoder columns the tokens read (analysis.axes).
-    assert shapes == {"encoder": (SOURCE, SOURCE), "decoder": (TARGET_OUT, TARGET_IN), "cross": (TARGET_OUT, SOURCE)}
+    # Rows of decoder and cross maps are the generated tokens, decoder columns the tokens read
+    # (analysis.axes).
+    assert shapes == {
+        "encoder": (SOURCE, SOURCE), "decoder": (TARGET_OUT, TARGET_IN), "cross": (TARGET_OUT, SOURCE)
+    }
     cross = data["kinds"]["cross"]["layers"]  # [L][H][T][S]
     assert (len(cross), len(cross[0]), len(cross[0][0]), len(cross[0][0][0])) == (3, 2, 4, 7)
     assert torch.allclose(torch.tensor(cross[0]), softmax_maps(2, 4, 7), atol=5e-5)

@@ -109,13 +109,15 @@ def test_rows_without_keys_stay_finite_with_a_kernel_that_gives_nan(attn, monkey
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
     out, _ = attn(x, memory, memory, key_padding([7, 0], TK))
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
-    torch.testing.assert_close(out[0], attn(x, memory, memory, key_padding([7, 0], TK), need_weights=True)[0][0])
+    torch.testing.assert_close(
+        out[0], attn(x, memory, memory, key_padding([7, 0], TK), need_weights=True)[0][0]
+    )
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_attention_dropout_is_unbiased_and_only_in_training(need_weights):
-    """Dropout on the attention weights: outputs vary in training, average to the eval output, and the returned
-    weights are the undropped ones (rows still sum to 1)."""
+    """Dropout on the attention weights: outputs vary in training, average to the eval output, and the
+    returned weights are the undropped ones (rows still sum to 1)."""
     torch.manual_seed(0)
     attn = MultiHeadAttention(D, H, dropout=0.5)
     x = torch.randn(1, TQ, D).expand(20000, TQ, D)  # one sentence, 20000 independent dropout draws
@@ -206,7 +208,9 @@ def test_reordered_cache_decodes_like_a_cache_of_the_reordered_rows(attn):
     assert cache.key.shape == reference.key.shape  # the capacity is kept
     for t in range(2, TQ):
         step = x[index, t : t + 1]
-        torch.testing.assert_close(attn(step, step, step, cache=cache)[0], attn(step, step, step, cache=reference)[0])
+        torch.testing.assert_close(
+            attn(step, step, step, cache=cache)[0], attn(step, step, step, cache=reference)[0]
+        )
 
 
 @pytest.mark.parametrize("need_weights", [False, True])

@@ -10,7 +10,9 @@ import torch
 
 from bench.speed import BOS, EOS, QUICK, TutorialSeq2Seq, main, make_batches, suppress_eos
 
-CORPORA = Path(os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora"))
+CORPORA = Path(
+    os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
+)
 
 # The tutorial's own mix of float and boolean masks; pytest applies its own warning filters inside each test.
 pytestmark = pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask:UserWarning")
@@ -136,7 +138,9 @@ def test_positions_quick_table_shows_the_json_figures(tmp_path, capsys):
     assert json.loads(path.read_text()) == json.loads(json.dumps(results))
     out = capsys.readouterr().out
     rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| toy")]
-    assert [[c.strip() for c in r[:2]] for r in rows] == [["toy_length", "sinusoidal"], ["toy_length", "alibi"]]
+    assert [[c.strip() for c in r[:2]] for r in rows] == [
+        ["toy_length", "sinusoidal"], ["toy_length", "alibi"]
+    ]
 
     datamodule = TranslationDataModule(seed=1234, **QUICK_TOY.data)
     tokenizer = datamodule.tgt_tokenizer
@@ -169,7 +173,7 @@ def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_lengt
     assert [len(o) for o in oracle] == [2, 7, 4]
 
 
-# -- bench/cpu_parallel.py: one process on every core against single-threaded DDP processes ---------------------
+# -- bench/cpu_parallel.py: one process on every core against single-threaded DDP processes ------------------
 
 
 def test_cpu_parallel_rows_sum_the_processes_and_compare_tokens_per_second():
@@ -193,7 +197,9 @@ def test_cpu_parallel_rows_sum_the_processes_and_compare_tokens_per_second():
 def test_cpu_parallel_commands(tmp_path):
     from bench.cpu_parallel import Setup, parse_args, train_command
 
-    args = parse_args(["--config", "configs/tiny.yaml", "--steps", "7", "--warmup", "2", "--", "--data.max_tokens", "512"])
+    args = parse_args(
+        ["--config", "configs/tiny.yaml", "--steps", "7", "--warmup", "2", "--", "--data.max_tokens", "512"]
+    )
     one = train_command(Setup("one process", 1, 2), args, tmp_path)
     ddp = train_command(Setup("DDP", 3, 1), args, tmp_path)
     for command, devices in ((one, "1"), (ddp, "3")):
@@ -219,7 +225,9 @@ def test_cpu_parallel_measures_one_process_and_two_process_ddp(tmp_path, capsys)
 
     rows = main(["--config", "configs/tiny.yaml", "--processes", "2", "--threads", "1", "--steps", "3",
                  "--warmup", "1", "--json", str(tmp_path / "rows.json")])
-    assert [(r["setup"], r["processes"], r["threads"]) for r in rows] == [("one process", 1, 1), ("DDP", 2, 1)]
+    assert [(r["setup"], r["processes"], r["threads"]) for r in rows] == [
+        ("one process", 1, 1), ("DDP", 2, 1)
+    ]
     assert [r["updates"] for r in rows] == [3, 3]
     assert [r["batches"] for r in rows] == [3, 6]  # a DDP update takes a batch from each process
     assert all(r["seconds"] > 0 and r["target_tokens"] > 0 for r in rows)
@@ -229,7 +237,7 @@ def test_cpu_parallel_measures_one_process_and_two_process_ddp(tmp_path, capsys)
     assert json.loads((tmp_path / "rows.json").read_text()) == rows
 
 
-# -- bench/gpu.sh: its commands and its summary, checked without a GPU -------------------------------------------
+# -- bench/gpu.sh: its commands and its summary, checked without a GPU ---------------------------------------
 
 GPU_SH = Path(__file__).resolve().parents[1] / "bench" / "gpu.sh"
 
@@ -237,8 +245,8 @@ GPU_SH = Path(__file__).resolve().parents[1] / "bench" / "gpu.sh"
 def gpu_sh(*args, env=None):
     import subprocess
 
-    return subprocess.run(["bash", str(GPU_SH), *args], check=False, cwd=GPU_SH.parents[1], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.run(["bash", str(GPU_SH), *args], check=False, cwd=GPU_SH.parents[1],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
 
 
 def test_gpu_sh_dry_run_prints_every_command_and_the_table_rows(tmp_path):
@@ -249,13 +257,17 @@ def test_gpu_sh_dry_run_prints_every_command_and_the_table_rows(tmp_path):
     assert commands == [
         "python -m pytest -m gpu tests/test_gpu.py -q -rs",
         f"python bench/speed.py --device cuda --json {out}/speed.json",
-        f"python train.py --trainer.logger.init_args.save_dir {out}/runs --trainer.logger.init_args.version gpu",
+        (
+            f"python train.py --trainer.logger.init_args.save_dir {out}/runs "
+            "--trainer.logger.init_args.version gpu"
+        ),
         f"python evaluate.py {out}/runs/toy/gpu/checkpoints/last.ckpt --quiet",
     ]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert rows[0] == "| what | wall time | metric |"
     assert [r.split(" | ")[0][2:] for r in rows[1:]] == [
-        "GPU tests", "bench/speed.py --device cuda", "toy: python train.py", "toy: evaluate.py last.ckpt", "Multi30k",
+        "GPU tests", "bench/speed.py --device cuda", "toy: python train.py", "toy: evaluate.py last.ckpt",
+        "Multi30k",
     ]
     assert rows[-1] == f"| Multi30k | - | skipped: no folder {tmp_path / 'absent'} |"
     assert not out.exists()  # a dry run writes nothing
@@ -269,7 +281,10 @@ def test_gpu_sh_dry_run_trains_and_evaluates_multi30k_when_its_folder_exists(tmp
             f"python train.py --config configs/multi30k.yaml --data.path {tmp_path} "
             "--trainer.logger.init_args.save_dir o/runs --trainer.logger.init_args.version gpu"
         ),
-        "python evaluate.py o/runs/multi30k/gpu/checkpoints/last.ckpt --beam-size 5 --length-penalty 1.0 --quiet",
+        (
+            "python evaluate.py o/runs/multi30k/gpu/checkpoints/last.ckpt --beam-size 5 --length-penalty 1.0 "
+            "--quiet"
+        ),
     ]
 
 
@@ -277,7 +292,9 @@ def test_gpu_sh_dry_run_trains_and_evaluates_multi30k_when_its_folder_exists(tmp
 def test_gpu_sh_refuses_to_run_without_cuda(tmp_path):
     done = gpu_sh(env={"GPU_OUT": str(tmp_path / "out")})
     assert done.returncode == 1
-    assert done.stderr.strip() == "error: bench/gpu.sh needs a CUDA device and torch sees none (--dry-run prints the commands)"
+    assert done.stderr.strip() == (
+        "error: bench/gpu.sh needs a CUDA device and torch sees none (--dry-run prints the commands)"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -314,8 +331,8 @@ def test_ctranslate2_quick_run_table_matches_its_json(tmp_path, capsys):
     assert written["rows"] == returned["rows"]
     assert written["settings"]["threads"] == 1 and written["settings"]["sentences"] == 48
     rows = {r["name"]: r for r in written["rows"]}
-    assert list(rows) == ["PyTorch greedy", "PyTorch beam 5", "CTranslate2 fp32 greedy", "CTranslate2 fp32 beam 5",
-                          "CTranslate2 int8 greedy", "CTranslate2 int8 beam 5"]
+    assert list(rows) == ["PyTorch greedy", "PyTorch beam 5", "CTranslate2 fp32 greedy",
+                          "CTranslate2 fp32 beam 5", "CTranslate2 int8 greedy", "CTranslate2 int8 beam 5"]
     for name in ("CTranslate2 fp32 greedy", "CTranslate2 fp32 beam 5"):
         assert rows[name]["same_tokens_as_pytorch"] == 1.0  # fp32 decodes exactly like PyTorch
         assert rows[name]["bleu"] == rows["PyTorch " + name.split(" ", 2)[2]]["bleu"]
@@ -327,8 +344,13 @@ def test_ctranslate2_quick_run_table_matches_its_json(tmp_path, capsys):
         assert r["ratio_to_pytorch"] == pytest.approx(speed / pytorch)
 
     # Every figure of the printed table is the JSON's, rounded as printed.
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]
-    printed = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])}
+    lines = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    printed = {
+        cells[0]: cells[1:]
+        for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])
+    }
     assert list(printed) == list(rows)
     for name, (speed, ratio, bleu, same) in printed.items():
         r = rows[name]

@@ -1,4 +1,5 @@
-"""The config files parse, and configs/default.yaml says exactly what `python train.py` does without options."""
+"""The config files parse, and configs/default.yaml says exactly what `python train.py` does without
+options."""
 
 import inspect
 import subprocess
@@ -26,7 +27,9 @@ def defaults(cls) -> dict:
 
 def test_default_yaml_matches_the_code_defaults():
     config = yaml.safe_load((CONFIGS / "default.yaml").read_text())
-    for section, cls in (("model", TranslationModule), ("data", TranslationDataModule), ("attention", AttentionLogger)):
+    for section, cls in (
+        ("model", TranslationModule), ("data", TranslationDataModule), ("attention", AttentionLogger)
+    ):
         code = defaults(cls)
         for key, value in config[section].items():
             assert code[key] == value, f"{section}.{key}: default.yaml says {value!r}, the code {code[key]!r}"

@@ -249,7 +249,9 @@ def test_pinned_memory_only_for_cuda():
 
 
 def attach_trainer(dm: TranslationDataModule, device: str, processes: int = 1) -> TranslationDataModule:
-    dm.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device), num_processes=processes))
+    dm.trainer = SimpleNamespace(
+        strategy=SimpleNamespace(root_device=torch.device(device), num_processes=processes)
+    )
     return dm
 
 
@@ -274,7 +276,9 @@ def test_the_test_split_defaults_to_the_datasets_own(tmp_path):
     folder = tsv_folder(tmp_path / "tsv", [f"ein {i}\ta {i}" for i in range(5)])
     assert TranslationDataModule(dataset="tsv", path=folder).pairs("test")[0] == Pair("ein test", "a test")
     # The Multi30k recipe's data settings on a TSV corpus read its test.tsv (it once asked for test2016.tsv).
-    recipe = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "multi30k.yaml").read_text())["data"]
+    recipe = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "configs" / "multi30k.yaml").read_text()
+    )["data"]
     dm = TranslationDataModule(**{**recipe, "dataset": "tsv", "path": folder})
     assert dm.pairs("test")[1] == Pair("zwei test", "two test")
     for name in ("train", "val", "test2016"):
@@ -290,8 +294,8 @@ def test_a_missing_named_tsv_test_split_says_which_option_to_change(tmp_path):
     with pytest.raises(CorpusError) as error:
         dm.pairs("test")
     assert str(error.value) == (
-        f"{tmp_path / 'test2016.tsv'}: no such file (test_split='test2016'; pass --data.test_split NAME to read "
-        "NAME.tsv, or null for test.tsv)"
+        f"{tmp_path / 'test2016.tsv'}: no such file (test_split='test2016'; pass --data.test_split NAME to "
+        "read NAME.tsv, or null for test.tsv)"
     )
 
 

@@ -1,4 +1,5 @@
-"""Decoding: the cache changes nothing, beam search finds what exhaustive search finds, batching changes nothing."""
+"""Decoding: the cache changes nothing, beam search finds what exhaustive search finds, batching changes
+nothing."""
 
 import itertools
 import math
@@ -31,7 +32,8 @@ def src():
 
 
 def teacher_forced_greedy(model, src, max_len):
-    """The textbook definition: re-run the full model on the prefix, take the argmax, for each sentence alone."""
+    """The textbook definition: re-run the full model on the prefix, take the argmax, for each sentence
+    alone."""
     rows = []
     for sentence in src:
         sentence = sentence[sentence != PAD][None]
@@ -81,7 +83,9 @@ def test_cached_greedy_equals_uncached_and_teacher_forced(model, src):
 
 def never_ending(model):
     """The fixture model with EOS all but impossible: every hypothesis runs into its length limit."""
-    direction = torch.nn.functional.normalize(torch.randn(model.config.d_model, generator=torch.Generator().manual_seed(0)), dim=0)
+    direction = torch.nn.functional.normalize(
+        torch.randn(model.config.d_model, generator=torch.Generator().manual_seed(0)), dim=0
+    )
     with torch.no_grad():
         model.decoder_norm.bias.copy_(8.0 * direction)
         model.output_proj.weight[EOS] = -direction
@@ -131,7 +135,9 @@ def test_batched_generation_equals_one_sentence_at_a_time(model, src, max_len):
 
 
 def test_beam_of_one_equals_greedy(model, src):
-    assert torch.equal(beam_search(model, src, 12, beam_size=1, length_penalty=0.0), greedy_search(model, src, 12))
+    assert torch.equal(
+        beam_search(model, src, 12, beam_size=1, length_penalty=0.0), greedy_search(model, src, 12)
+    )
     assert torch.equal(model.generate(src, max_len=12, beam_size=1), greedy_search(model, src, 12))
 
 
@@ -211,7 +217,8 @@ def test_generation_is_capped_at_the_models_max_len():
 
 
 def plain_beam_search(model, sentence, max_len, beam_size, alpha):
-    """The beam search of ``beam_search``'s docstring for one sentence, with lists and full re-runs, no cache."""
+    """The beam search of ``beam_search``'s docstring for one sentence, with lists and full re-runs, no
+    cache."""
     def penalty(n):
         return ((5 + n) / 6) ** alpha
 

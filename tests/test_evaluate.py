@@ -1,4 +1,5 @@
-"""evaluate.py on checkpoints trained inside the tests: scores, decoding, averaging, attention export, errors."""
+"""evaluate.py on checkpoints trained inside the tests: scores, decoding, averaging, attention export,
+errors."""
 
 import json
 from html.parser import HTMLParser
@@ -34,8 +35,10 @@ def overfit_run(tmp_path_factory):
     """A tiny model trained until it has memorised its 24 training pairs (about half a minute on a CPU)."""
     return train_tiny(
         tmp_path_factory.mktemp("overfit"),
-        "--data.toy_train_size", "24", "--trainer.max_epochs", "200", "--trainer.check_val_every_n_epoch", "200",
-        "--model.d_model", "64", "--model.d_ff", "128", "--model.dropout", "0.0", "--model.label_smoothing", "0.0",
+        "--data.toy_train_size", "24", "--trainer.max_epochs", "200",
+        "--trainer.check_val_every_n_epoch", "200",
+        "--model.d_model", "64", "--model.d_ff", "128", "--model.dropout", "0.0",
+        "--model.label_smoothing", "0.0",
         "--model.lr", "0.003", "--model.warmup_steps", "20", "--attention.every_n_epochs", "0",
         "--trainer.log_every_n_steps", "50", "--recent.save_top_k", "1",
     )
@@ -54,7 +57,9 @@ def test_json_summary_keys_and_types(tiny_run, capsys):
 
 def test_split_and_output_file(tiny_run, tmp_path, capsys):
     output = tmp_path / "val.jsonl"
-    code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--split", "val", "--output", output, "--quiet")
+    code, out, _ = run_evaluate(
+        capsys, tiny_run / "checkpoints" / "last.ckpt", "--split", "val", "--output", output, "--quiet"
+    )
     assert code == 0
     lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == last_json(out)["num_sentences"] == 40
@@ -101,7 +106,9 @@ def test_average_last_equals_the_manual_average(tiny_run, capsys):
     for name, value in states[0]["state_dict"].items():
         torch.testing.assert_close(averaged[name], (value + states[1]["state_dict"][name]) / 2)
     model = load_run(checkpoint, state_dict=averaged).module
-    torch.testing.assert_close(model.state_dict()["model.src_embed.weight"], averaged["model.src_embed.weight"])
+    torch.testing.assert_close(
+        model.state_dict()["model.src_embed.weight"], averaged["model.src_embed.weight"]
+    )
     code, out, err = run_evaluate(capsys, checkpoint, "--average-last", "2", "--quiet")
     assert code == 0 and last_json(out)["averaged_checkpoints"] == 2
     assert "averaging 2 checkpoints" in err
@@ -166,7 +173,9 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
     # Refuses to overwrite what it wrote, unless asked.
     code, _, err = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
     assert code == 1 and "exists" in err
-    assert run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir, "--overwrite")[0] == 0
+    assert run_evaluate(
+        capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir, "--overwrite"
+    )[0] == 0
 
 
 def test_translate_from_stdin(tiny_run, capsys, monkeypatch):
@@ -281,9 +290,9 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkey
 def test_a_position_variant_trains_logs_attention_evaluates_and_old_checkpoints_load_as_sinusoidal(
     tmp_path, capsys
 ):
-    """``--model.positional alibi`` end to end: the checkpoint records it, validation logs per-head maps and head
-    statistics through the weight-returning path, evaluate.py scores and exports attention; a checkpoint saved
-    before the option existed (no ``positional`` hyperparameter) loads as sinusoidal."""
+    """``--model.positional alibi`` end to end: the checkpoint records it, validation logs per-head maps and
+    head statistics through the weight-returning path, evaluate.py scores and exports attention; a checkpoint
+    saved before the option existed (no ``positional`` hyperparameter) loads as sinusoidal."""
     from tests.conftest import read_events
 
     run = train_tiny(tmp_path / "runs", "--model.positional", "alibi", "--trainer.max_epochs", "1")
@@ -301,7 +310,9 @@ def test_a_position_variant_trains_logs_attention_evaluates_and_old_checkpoints_
     code, out, _ = run_evaluate(capsys, checkpoint, "--quiet")
     assert code == 0 and last_json(out)["num_sentences"] == 40
     sentence = loaded.datamodule.pairs("test")[0].source
-    code, _, _ = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", tmp_path / "maps")
+    code, _, _ = run_evaluate(
+        capsys, checkpoint, "--translate", sentence, "--attention-out", tmp_path / "maps"
+    )
     assert code == 0 and len(list((tmp_path / "maps" / "sentence_1").glob("*.png"))) == 2 * 2 * 3
 
     del saved["hyper_parameters"]["positional"]

@@ -1,5 +1,6 @@
-"""The CTranslate2 export decodes exactly like the PyTorch model, refuses what it cannot map, and evaluate.py's
---export-ctranslate2 and --engine ctranslate2 behave. CTranslate2 is optional: its tests skip without it."""
+"""The CTranslate2 export decodes exactly like the PyTorch model, refuses what it cannot map, and
+evaluate.py's --export-ctranslate2 and --engine ctranslate2 behave. CTranslate2 is optional: its tests skip
+without it."""
 
 import dataclasses
 import sys
@@ -45,7 +46,9 @@ def train_model(toy, *, steps: int = 80, **overrides) -> Transformer:
     pairs = splits["train"]
     for step in range(steps):
         start = (step * 32) % (len(pairs) - 32)
-        batch = collate([(i, src.encode(p.source), tgt.encode(p.target)) for i, p in enumerate(pairs[start : start + 32])])
+        batch = collate(
+            [(i, src.encode(p.source), tgt.encode(p.target)) for i, p in enumerate(pairs[start : start + 32])]
+        )
         loss = F.cross_entropy(model(batch.src, batch.tgt_in).transpose(1, 2), batch.tgt_out, ignore_index=0)
         optimizer.zero_grad()
         loss.backward()
@@ -85,7 +88,9 @@ def test_greedy_equals_pytorch_token_for_token(exported, toy):
     assert len(sources) >= 64
     ours = translate(model, src, tgt, sources, beam_size=1, max_len=MAX_LEN, batch_size=len(sources))
     # CTranslate2 on token strings, one translate_batch call for the whole batch.
-    theirs, _ = translator.translate_tokens([src.tokens(src.encode(s)) for s in sources], max_decoding_length=MAX_LEN)
+    theirs, _ = translator.translate_tokens(
+        [src.tokens(src.encode(s)) for s in sources], max_decoding_length=MAX_LEN
+    )
     assert [tgt.tokens(ids) for ids in ours] == theirs
     # Not a trivial model: outputs differ, some end early with EOS, some reach the limit.
     lengths = {len(ids) for ids in ours}
@@ -109,7 +114,10 @@ def test_beam_4_equals_pytorch_with_scores(exported, toy):
     _, src, tgt = toy
     ours = translate(model, src, tgt, sources, beam_size=4, length_penalty=0.0, max_len=MAX_LEN)
     tokens, scores = translator.translate_tokens(
-        [src.tokens(src.encode(s)) for s in sources], max_decoding_length=MAX_LEN, beam_size=4, length_penalty=0.0
+        [src.tokens(src.encode(s)) for s in sources],
+        max_decoding_length=MAX_LEN,
+        beam_size=4,
+        length_penalty=0.0,
     )
     assert [tgt.tokens(ids) for ids in ours] == tokens
     for source, ids, score in zip(sources, ours, scores):
@@ -147,7 +155,9 @@ def test_gelu_untied_and_shared_bpe_embeddings_equal_pytorch(overrides, tmp_path
         texts = [p.source for p in splits["train"]] + [p.target for p in splits["train"]]
         src = tgt = Tokenizer.train(texts, kind="bpe", vocab_size=300)
     else:
-        src, tgt = (Tokenizer.train([getattr(p, side) for p in splits["train"]]) for side in ("source", "target"))
+        src, tgt = (
+            Tokenizer.train([getattr(p, side) for p in splits["train"]]) for side in ("source", "target")
+        )
     model = train_model((splits, src, tgt), **overrides)
     translator = CTranslate2Translator(export(model, src, tgt, tmp_path / "m"), src, tgt,
                                        model_max_len=model.config.max_len, threads=1)
@@ -167,7 +177,8 @@ def test_position_tables_other_than_the_sinusoid_equal_pytorch(positional, tmp_p
         model = train_model((splits, src, tgt), steps=10, positional=positional)
     except TypeError:
         pytest.skip("this version of TransformerConfig has no positional field")
-    translator = CTranslate2Translator(export(model, src, tgt, tmp_path / "m"), src, tgt, model_max_len=64, threads=1)
+    translator = CTranslate2Translator(export(model, src, tgt, tmp_path / "m"), src, tgt,
+                                       model_max_len=64, threads=1)
     sources = [p.source for p in splits["test"]]
     ours = translate(model, src, tgt, sources, max_len=MAX_LEN)
     assert translator.translate(sources, max_len=MAX_LEN) == ours
@@ -188,7 +199,9 @@ def test_export_refuses_what_it_cannot_map(toy, tmp_path):
         export(model, src, tgt, tmp_path / "swish")
 
     moved = dataclasses.replace(model.config, activation="relu", bos_id=4)  # "<s>" is not at id 4
-    with pytest.raises(EngineError, match=r"source vocabulary has '.+' at id 4, where CTranslate2 needs '<s>'"):
+    with pytest.raises(
+        EngineError, match=r"source vocabulary has '.+' at id 4, where CTranslate2 needs '<s>'"
+    ):
         vocabulary(src, "source", moved)
 
 
@@ -240,8 +253,8 @@ def test_engine_ctranslate2_scores_like_pytorch(tiny_run, capsys, tmp_path):
     folder = tmp_path / "ct2"
     assert run_evaluate(capsys, checkpoint, "--export-ctranslate2", folder)[0] == 0
     args = ("--quiet", "--beam-size", "3", "--length-penalty", "0")
-    code, out, err = run_evaluate(capsys, checkpoint, *args, "--engine", "ctranslate2", "--engine-model", folder,
-                                  "--output", tmp_path / "ct2.jsonl")
+    code, out, err = run_evaluate(capsys, checkpoint, *args, "--engine", "ctranslate2",
+                                  "--engine-model", folder, "--output", tmp_path / "ct2.jsonl")
     assert code == 0, err
     code, out_pt, err = run_evaluate(capsys, checkpoint, *args, "--output", tmp_path / "pt.jsonl")
     assert code == 0, err
@@ -266,11 +279,13 @@ def test_engine_model_of_another_vocabulary_is_refused(tiny_run, capsys, tmp_pat
     "options, message",
     [
         (["--engine", "ctranslate2", "--head-importance"],
-         "--head-importance cannot be used with --engine ctranslate2: CTranslate2 returns no per-head attention"),
+         ("--head-importance cannot be used with --engine ctranslate2: CTranslate2 returns no per-head "
+          "attention")),
         (["--engine", "ctranslate2", "--translate", "a dog", "--attention-out", "maps"],
          "--attention-out cannot be used with --engine ctranslate2"),
         (["--engine-model", "dir"], "--engine-model needs --engine ctranslate2"),
-        (["--export-ctranslate2", "dir", "--alignment"], "--alignment cannot be used with --export-ctranslate2"),
+        (["--export-ctranslate2", "dir", "--alignment"],
+         "--alignment cannot be used with --export-ctranslate2"),
     ],
 )
 def test_engine_refuses_options_that_need_attention(options, message, capsys):

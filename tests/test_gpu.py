@@ -1,5 +1,5 @@
-"""On a CUDA GPU: both attention paths agree under autocast, training picks the hardware's precision, generation
-gives the CPU's tokens, and --trainer.devices 1 works. Skipped where there is no CUDA device
+"""On a CUDA GPU: both attention paths agree under autocast, training picks the hardware's precision,
+generation gives the CPU's tokens, and --trainer.devices 1 works. Skipped where there is no CUDA device
 (``python -m pytest -m gpu`` runs only these; ``bash bench/gpu.sh`` runs them first)."""
 
 import pytest
@@ -22,11 +22,14 @@ TOLERANCE = {torch.bfloat16: {"atol": 3e-2, "rtol": 3e-2}, torch.float16: {"atol
 
 
 def key_padding(lengths, total, device):
-    return (torch.arange(total, device=device)[None] < torch.tensor(lengths, device=device)[:, None])[:, None, None, :]
+    return (
+        torch.arange(total, device=device)[None] < torch.tensor(lengths, device=device)[:, None]
+    )[:, None, None, :]
 
 
 def fused_and_explicit(dtype: torch.dtype, device: str = "cuda"):
-    """Self-attention outputs of the fused kernel and of the weight-returning path under ``dtype`` autocast."""
+    """Self-attention outputs of the fused kernel and of the weight-returning path under ``dtype``
+    autocast."""
     torch.manual_seed(0)
     attn = MultiHeadAttention(D, H).to(device).eval()
     x = torch.randn(B, TQ, D, device=device)
@@ -49,12 +52,14 @@ def test_fused_and_weight_returning_attention_agree_under_autocast(dtype):
     assert fused.dtype == explicit.dtype == dtype  # autocast really ran
     assert torch.isfinite(fused).all() and torch.isfinite(explicit).all()
     torch.testing.assert_close(fused.float(), explicit.float(), **TOLERANCE[dtype])
-    torch.testing.assert_close(weights.float().sum(-1), torch.ones(B, H, TQ, device="cuda"), **TOLERANCE[dtype])
+    torch.testing.assert_close(
+        weights.float().sum(-1), torch.ones(B, H, TQ, device="cuda"), **TOLERANCE[dtype]
+    )
 
 
 def test_a_tiny_run_trains_on_the_gpu_in_the_hardware_precision(tmp_path):
-    run = train_tiny(tmp_path, "--trainer.accelerator", "gpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-                     "--attention.every_n_epochs", "0")
+    run = train_tiny(tmp_path, "--trainer.accelerator", "gpu", "--trainer.devices", "1",
+                     "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
     expected = choose_precision(probe_hardware("gpu")).precision
     assert expected in ("bf16-mixed", "16-mixed")
     assert f"precision: {expected}" in (run / "config.yaml").read_text()
@@ -66,8 +71,9 @@ def test_a_tiny_run_trains_on_the_gpu_in_the_hardware_precision(tmp_path):
 
 
 def test_devices_1_with_ddp_strategy_on_the_gpu(tmp_path):
-    run = train_tiny(tmp_path, "--trainer.accelerator", "gpu", "--trainer.devices", "1", "--trainer.strategy", "ddp",
-                     "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
+    run = train_tiny(tmp_path, "--trainer.accelerator", "gpu", "--trainer.devices", "1",
+                     "--trainer.strategy", "ddp", "--trainer.max_epochs", "1",
+                     "--attention.every_n_epochs", "0")
     state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert state["global_step"] > 0 and state["epoch"] == 0
 
@@ -91,7 +97,9 @@ def trained_copy_model(steps: int = 300) -> tuple[Transformer, torch.Tensor]:
         tgt_out[torch.arange(32), (src != PAD).sum(1)] = config.eos_id
         tgt_in = torch.cat([torch.full((32, 1), config.bos_id), src], 1)  # (32, 8): BOS, the tokens, padding
         logits = model(src, tgt_in)  # (32, 8, 12)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1), ignore_index=PAD)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, 12), tgt_out.reshape(-1), ignore_index=PAD
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -28,7 +28,9 @@ def test_inverse_sqrt_schedule_warms_up_linearly_then_decays():
     m = module(schedule="inverse_sqrt")
     factors = [m._lr_factor(step) for step in range(8)]
     assert factors[:4] == [0.25, 0.5, 0.75, 1.0]
-    assert factors[4:] == pytest.approx([math.sqrt(4 / 5), math.sqrt(4 / 6), math.sqrt(4 / 7), math.sqrt(4 / 8)])
+    assert factors[4:] == pytest.approx(
+        [math.sqrt(4 / 5), math.sqrt(4 / 6), math.sqrt(4 / 7), math.sqrt(4 / 8)]
+    )
 
 
 def test_cosine_schedule_reaches_zero_at_the_last_step():
@@ -55,7 +57,9 @@ def test_loss_ignores_padding_and_accepts_packed_logits():
     torch.testing.assert_close(full, torch.nn.functional.cross_entropy(logits[keep], targets[keep]))
 
 
-@pytest.mark.parametrize("overrides, message", [({"label_smoothing": 1.0}, "label_smoothing"), ({"lr": 0.0}, "lr")])
+@pytest.mark.parametrize(
+    "overrides, message", [({"label_smoothing": 1.0}, "label_smoothing"), ({"lr": 0.0}, "lr")]
+)
 def test_bad_settings_name_the_setting(overrides, message):
     with pytest.raises(ValueError, match=message):
         module(**overrides)

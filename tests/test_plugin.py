@@ -50,7 +50,12 @@ def board(tiny_run):
     """(client, plugin, run name, the run's last checkpoint loaded)."""
     logdir = tiny_run.parent.parent
     client, plugin = serve(logdir)
-    return client, plugin, tiny_run.relative_to(logdir).as_posix(), load_run(tiny_run / "checkpoints" / "last.ckpt")
+    return (
+        client,
+        plugin,
+        tiny_run.relative_to(logdir).as_posix(),
+        load_run(tiny_run / "checkpoints" / "last.ckpt"),
+    )
 
 
 def get(client, path, status=200):
@@ -74,7 +79,9 @@ def test_runs_lists_steps_probe_sentences_and_shapes(board):
     assert [s["id"] for s in described["sentences"]] == [0, 1]
     # The probes are the first validation sentences short enough for the tiny config's max_tokens (12).
     probes = [p for p in val if max(len(p.source.split()), len(p.target.split())) + 1 <= 12][:2]
-    assert [(s["source"], s["target"]) for s in described["sentences"]] == [(p.source, p.target) for p in probes]
+    assert [(s["source"], s["target"]) for s in described["sentences"]] == [
+        (p.source, p.target) for p in probes
+    ]
     assert described["num_layers"] == {"encoder": LAYERS, "decoder": LAYERS, "cross": LAYERS}
     assert described["num_heads"] == HEADS
     assert described["has_gold"] and described["can_translate"] and described["translate_note"] is None
@@ -91,7 +98,9 @@ def test_a_map_equals_the_models_return_attention_for_that_sentence(board):
     with torch.no_grad():
         _, maps = loaded.module.model(batch.src, batch.tgt_in, return_attention=True)
     source = src_tok.tokens(batch.src[0].tolist())
-    target_in, target_out = tgt_tok.tokens(batch.tgt_in[0].tolist()), tgt_tok.tokens(batch.tgt_out[0].tolist())
+    target_in, target_out = (
+        tgt_tok.tokens(batch.tgt_in[0].tolist()), tgt_tok.tokens(batch.tgt_out[0].tolist())
+    )
     axes = {"encoder": (source, source), "decoder": (target_out, target_in), "cross": (target_out, source)}
     for kind, layers in zip(("encoder", "decoder", "cross"), maps):
         entry = answer["kinds"][kind]
@@ -127,8 +136,8 @@ def test_statistics_equal_the_head_statistics_of_the_checkpoint(board):
     with torch.no_grad():
         _, maps = loaded.module.model(batch.src, batch.tgt_in, return_attention=True)
     expected = summarize(
-        dict(zip(("encoder", "decoder", "cross"), maps)), src_valid=batch.src != 0, tgt_valid=batch.tgt_out != 0,
-        gold=[set(p.alignment) for p in pairs],
+        dict(zip(("encoder", "decoder", "cross"), maps)), src_valid=batch.src != 0,
+        tgt_valid=batch.tgt_out != 0, gold=[set(p.alignment) for p in pairs],
     )
     assert list(answer["kinds"]) == ["encoder", "decoder", "cross"]
     for kind, named in expected.items():
@@ -166,13 +175,15 @@ def test_translating_writes_nothing_to_the_run_folder(board, tiny_run):
     "path, status, message",
     [
         ("/attention?run=nope&step=12&sentence=0", 404, "unknown run 'nope'"),
-        ("/attention?run={run}&step=7&sentence=0", 404, "no attention of sentence 0 at step 7 (logged steps: 6, 12)"),
+        ("/attention?run={run}&step=7&sentence=0", 404,
+         "no attention of sentence 0 at step 7 (logged steps: 6, 12)"),
         ("/attention?run={run}&step=twelve&sentence=0", 400, "'step' must be an integer, got 'twelve'"),
         ("/attention?run={run}&sentence=0", 400, "missing query parameter 'step'"),
         ("/attention?run={run}&step=12&sentence=5", 404, "no probe sentence 5"),
         ("/attention?run={run}&step=12&sentence=0&kind=self&layer=0&head=0", 400, "unknown kind 'self'"),
         ("/attention?run={run}&step=12&sentence=0&kind=cross&layer=2&head=0", 400, "layer 2 is out of range"),
-        ("/attention?run={run}&step=12&sentence=0&kind=cross&layer=0&head=-1", 400, "head -1 is out of range"),
+        ("/attention?run={run}&step=12&sentence=0&kind=cross&layer=0&head=-1", 400,
+         "head -1 is out of range"),
         ("/attention?run={run}&step=12&sentence=0&kind=cross", 400, "missing query parameter 'layer'"),
         ("/statistics?run={run}&step=3", 404, "no head statistics at step 3"),
         ("/translate?run={run}&text=%20%20", 400, "the sentence is empty"),
@@ -241,22 +252,26 @@ def _free_port() -> int:
 def test_launcher_serves_tensorboard_with_the_attention_tab(tiny_run):
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard_plugin", "--logdir", str(tiny_run.parent.parent), "--host", "127.0.0.1",
-         "--port", str(port)],
+        [sys.executable, "-m", "tensorboard_plugin", "--logdir", str(tiny_run.parent.parent),
+         "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         listing, deadline = None, time.monotonic() + 60
         while time.monotonic() < deadline and server.poll() is None:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=5) as reply:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/data/plugins_listing", timeout=5
+                ) as reply:
                     listing = json.load(reply)
                 if listing.get(PLUGIN_NAME, {}).get("enabled"):
                     break
             except OSError:
                 pass
             time.sleep(0.5)
-        assert listing is not None, server.stderr.read().decode() if server.poll() is not None else "no answer"
+        assert listing is not None, (
+            server.stderr.read().decode() if server.poll() is not None else "no answer"
+        )
         assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{ROUTE}/runs", timeout=10) as reply:
             (described,) = json.load(reply)["runs"]

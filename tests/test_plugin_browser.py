@@ -1,8 +1,10 @@
-"""The ATTENTION tab in a real browser: headless Chromium drives TensorBoard, started by the project's launcher
-on a run trained inside the tests, and every check compares what the page shows with the backend's JSON.
+"""The ATTENTION tab in a real browser: headless Chromium drives TensorBoard, started by the project's
+launcher on a run trained inside the tests, and every check compares what the page shows with the backend's
+JSON.
 
 Needs chromium, chromedriver and selenium; skipped without them (``apt-get install chromium chromium-driver``,
-``pip install selenium``). The DOM hooks used here are listed at the top of ``tensorboard_plugin/static/index.js``.
+``pip install selenium``). The DOM hooks used here are listed at the top of
+``tensorboard_plugin/static/index.js``.
 """
 
 import importlib.util
@@ -58,7 +60,8 @@ class Api:
 
 @pytest.fixture(scope="module")
 def board(tiny_run, tmp_path_factory):
-    """``python -m tensorboard_plugin`` serving the tiny run's log directory; (base URL, Api, the run's entry)."""
+    """``python -m tensorboard_plugin`` serving the tiny run's log directory; (base URL, Api, the run's
+    entry)."""
     logdir = tiny_run.parent.parent
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -137,13 +140,15 @@ def tab(board, driver):
     driver.get(f"{base}/#attention")
     frame = wait(driver, lambda: css(driver, "iframe"), "TensorBoard shows no ATTENTION iframe")[0]
     driver.switch_to.frame(frame)
-    wait(driver, lambda: css(driver, "#grid .head-cell") and css(driver, "#detail .matrix"), "the grid never drew")
+    wait(driver, lambda: css(driver, "#grid .head-cell") and css(driver, "#detail .matrix"),
+         "the grid never drew")
     return driver, api, run
 
 
 def tokens(driver, axis: str) -> list[str]:
     found = css(driver, f'#detail .matrix .token[data-axis="{axis}"]')
-    return [t.get_attribute("textContent") for t in sorted(found, key=lambda t: int(t.get_attribute("data-index")))]
+    return [t.get_attribute("textContent")
+            for t in sorted(found, key=lambda t: int(t.get_attribute("data-index")))]
 
 
 def highlighted(driver) -> set[tuple[str, str, int]]:
@@ -164,11 +169,13 @@ def test_grid_shows_every_head_and_the_detail_the_api_tokens(tab):
     data = api.get("attention", run=run["run"], step=step, sentence=0)
     for kind in ("cross", "encoder", "decoder"):
         css(driver, f"#kind-{kind}")[0].click()
-        wait(driver, lambda k=kind: css(driver, f'#detail[data-kind="{k}"]'), f"the detail never showed {kind}")
+        wait(driver, lambda k=kind: css(driver, f'#detail[data-kind="{k}"]'),
+             f"the detail never showed {kind}")
         layers, heads = run["num_layers"][kind], run["num_heads"]
         assert cells(driver) == {(layer, head) for layer in range(layers) for head in range(heads)}
         css(driver, f'.head-cell[data-layer="{layers - 1}"][data-head="{heads - 1}"]')[0].click()
-        wait(driver, lambda shown=f'#detail[data-layer="{layers - 1}"][data-head="{heads - 1}"]': css(driver, shown),
+        wait(driver,
+             lambda shown=f'#detail[data-layer="{layers - 1}"][data-head="{heads - 1}"]': css(driver, shown),
              "clicking a head did not open it")
         assert tokens(driver, "row") == data["kinds"][kind]["rows"]
         assert tokens(driver, "col") == data["kinds"][kind]["cols"]
@@ -199,7 +206,8 @@ def test_hovering_a_token_lights_its_row_and_column_and_its_lines(tab):
     wait(driver, lambda: css(driver, '#detail[data-kind="decoder"]'), "the decoder never showed")
     hover.move_to_element(css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]).perform()
     expected = {("token", "row", i), ("token", "col", i + 1), ("band", "row", i), ("band", "col", i + 1)}
-    wait(driver, lambda: highlighted(driver) == expected, f"hovering decoder row {i} lit {highlighted(driver)}")
+    wait(driver, lambda: highlighted(driver) == expected,
+         f"hovering decoder row {i} lit {highlighted(driver)}")
     rows, cols = data["kinds"]["decoder"]["rows"], data["kinds"]["decoder"]["cols"]
     assert cols[i + 1] == rows[i]
     assert {t.get_attribute("textContent") for t in css(driver, "#detail .token.highlight")} == {rows[i]}
@@ -210,7 +218,9 @@ def test_hovering_a_token_lights_its_row_and_column_and_its_lines(tab):
     hover.move_to_element(css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]).perform()
     wait(driver, lambda: highlighted(driver) == {("token", "row", i), ("band", "row", i)},
          f"hovering a cross row token lit {highlighted(driver)}")
-    hover.move_to_element(css(driver, f'#lines-view .lv-token[data-side="query"][data-index="{i}"]')[0]).perform()
+    hover.move_to_element(
+        css(driver, f'#lines-view .lv-token[data-side="query"][data-index="{i}"]')[0]
+    ).perform()
     wait(driver, lambda: highlighted(driver) == {("token", "row", i), ("band", "row", i)},
          "hovering a query of the lines view did not light its matrix row")
     weights = data["kinds"]["cross"]["weights"][0][0][i]
@@ -299,8 +309,8 @@ def test_your_sentence_is_translated_like_the_api_and_shows_every_head(tab):
     box = css(driver, "#translate-input")[0]
     box.send_keys(text, Keys.ENTER)
     assert not css(driver, "#translate-button")[0].is_enabled()  # disabled while the request runs
-    # The first translation loads the checkpoint (torch, Lightning) in TensorBoard's process: seconds, more on a
-    # busy machine.
+    # The first translation loads the checkpoint (torch, Lightning) in TensorBoard's process: seconds, more on
+    # a busy machine.
     wait(driver, lambda: css(driver, "#translation"), "no translation appeared", seconds=90)
     wait(driver, lambda: css(driver, "#translate-button")[0].is_enabled(), "the button stayed disabled")
     expected = api.get("translate", run=run["run"], text=text, beam=1)

@@ -1,5 +1,5 @@
-"""The precision chosen by the hardware: the decision over faked hardware, the probe over a fake machine, and the
-choice reaching the Trainer of train.py (or yielding to --trainer.precision)."""
+"""The precision chosen by the hardware: the decision over faked hardware, the probe over a fake machine, and
+the choice reaching the Trainer of train.py (or yielding to --trainer.precision)."""
 
 import logging
 
@@ -140,7 +140,9 @@ def test_the_hardware_choice_reaches_the_trainer_and_is_logged(tmp_path, logged)
     assert expected.describe() in logged
 
 
-@pytest.mark.parametrize("spelling", [["--trainer.precision", "bf16-mixed"], ["--trainer.precision=bf16-mixed"]])
+@pytest.mark.parametrize(
+    "spelling", [["--trainer.precision", "bf16-mixed"], ["--trainer.precision=bf16-mixed"]]
+)
 def test_an_explicit_precision_wins_over_the_hardware(tmp_path, logged, spelling):
     cli = run_fast(tmp_path, *spelling)
     assert cli.trainer.precision == "bf16-mixed"

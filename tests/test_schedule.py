@@ -1,5 +1,6 @@
-"""The time-budgeted schedule (``--model.schedule cosine_time``): the learning rate as a function of the elapsed
-share of ``--trainer.max_time``, the estimate of the total updates behind it, and runs cut by the budget."""
+"""The time-budgeted schedule (``--model.schedule cosine_time``): the learning rate as a function of the
+elapsed share of ``--trainer.max_time``, the estimate of the total updates behind it, and runs cut by the
+budget."""
 
 import math
 from datetime import timedelta
@@ -92,13 +93,15 @@ def test_without_a_time_budget_the_schedule_says_what_to_set():
         factor(module, WARMUP + 1)
 
 
-QUIET = ["--attention.every_n_epochs", "0", "--model.decode_every_n_epochs", "0", "--trainer.log_every_n_steps", "1"]
+QUIET = ["--attention.every_n_epochs", "0", "--model.decode_every_n_epochs", "0",
+         "--trainer.log_every_n_steps", "1"]
 
 
 def test_a_run_cut_by_its_time_budget_ends_with_the_learning_rate_decayed(tmp_path):
     run = train_tiny(
         tmp_path, *QUIET, "--model.schedule", "cosine_time", "--model.warmup_steps", "2",
-        "--trainer.max_time", "00:00:00:06", "--trainer.max_epochs", "1000", "--trainer.limit_val_batches", "0",
+        "--trainer.max_time", "00:00:00:06", "--trainer.max_epochs", "1000",
+        "--trainer.limit_val_batches", "0",
     )
     last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["epoch"] < 999  # the budget, not the epochs, ended it

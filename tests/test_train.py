@@ -25,7 +25,8 @@ from training.attention_logging import AttentionLogger
 from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import TranslationModule
 
-# The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence, 2 epochs with a validation each.
+# The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence,
+# 2 epochs with a validation each.
 LAYERS, HEADS, EPOCHS = 2, 2, 2
 
 
@@ -82,7 +83,9 @@ def test_scalars_and_text(tiny_run):
 
 def test_checkpoint_loads_under_weights_only(tiny_run):
     checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    module = TranslationModule(**{k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")})
+    module = TranslationModule(
+        **{k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    )
     module.load_state_dict(checkpoint["state_dict"])
     assert checkpoint["global_step"] > 0
     assert checkpoint["optimizer_states"][0]["state"]  # Adam moments were saved
@@ -91,7 +94,9 @@ def test_checkpoint_loads_under_weights_only(tiny_run):
 def test_bf16_mixed_precision_trains_on_the_cpu(tmp_path, tiny_run):
     run = train_tiny(tmp_path, "--trainer.precision", "bf16-mixed", "--trainer.max_epochs", "1")
     if "precision: 32-true" not in (tiny_run / "config.yaml").read_text():  # a CPU with native bf16
-        tiny_run = train_tiny(tmp_path / "fp32", "--trainer.precision", "32-true", "--trainer.max_epochs", "1")
+        tiny_run = train_tiny(
+            tmp_path / "fp32", "--trainer.precision", "32-true", "--trainer.max_epochs", "1"
+        )
     bf16, fp32 = loss_curve(run), loss_curve(tiny_run)  # the same config and seed, in fp32
     steps = sorted(bf16)
     assert steps and set(steps) <= set(fp32)
@@ -101,7 +106,8 @@ def test_bf16_mixed_precision_trains_on_the_cpu(tmp_path, tiny_run):
     torch.testing.assert_close(bf16, fp32, rtol=0.05, atol=0.0)  # and it learns the same way
     assert "precision: bf16-mixed" in (run / "config.yaml").read_text()
     state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
-    assert all(t.dtype == torch.float32 for t in state.values() if t.is_floating_point())  # fp32 master weights
+    # fp32 master weights
+    assert all(t.dtype == torch.float32 for t in state.values() if t.is_floating_point())
 
 
 def loss_curve(run_dir):
@@ -158,9 +164,11 @@ def run_cli(tmp_path, *args):
     "args, message",
     [
         (["--model.num_heads", "two"], "model.num_heads"),
-        (["--model.d_model", "30", "--model.num_heads", "4"], "d_model (30) must be divisible by num_heads (4)"),
+        (["--model.d_model", "30", "--model.num_heads", "4"],
+         "d_model (30) must be divisible by num_heads (4)"),
         (["--data.dataset", "klingon"], "data.dataset"),
-        (["--checkpoint.monitor", "val/bleu", "--model.decode_every_n_epochs", "2"], "decode_every_n_epochs 1"),
+        (["--checkpoint.monitor", "val/bleu", "--model.decode_every_n_epochs", "2"],
+         "decode_every_n_epochs 1"),
         (["--data.dataset", "tsv", "--data.path", "missing-folder"], "missing-folder"),
         (["--model.schedule", "cosine_time"], "cosine_time decays the learning rate over the time budget"),
     ],
@@ -194,9 +202,10 @@ def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
     import signal
     import time
 
-    command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG, "--trainer.max_epochs", "1000",
-               "--attention.every_n_epochs", "0"]
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG,
+               "--trainer.max_epochs", "1000", "--attention.every_n_epochs", "0"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
     checkpoints = tmp_path / "runs" / "tiny" / "version_0" / "checkpoints"
     deadline = time.time() + 240
     while not (checkpoints / "last.ckpt").exists() and time.time() < deadline:  # let it train a little
@@ -207,7 +216,8 @@ def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
     assert interrupted.is_file(), output[-2000:]
     state = torch.load(interrupted, map_location="cpu", weights_only=True)
     assert state["global_step"] > 0
-    resumed = run_cli(tmp_path, "--resume", str(interrupted.parent.parent), "--trainer.max_epochs", str(state["epoch"] + 2))
+    resumed = run_cli(tmp_path, "--resume", str(interrupted.parent.parent),
+                      "--trainer.max_epochs", str(state["epoch"] + 2))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     final = torch.load(checkpoints / "last.ckpt", map_location="cpu", weights_only=True)
     assert final["global_step"] > state["global_step"]
@@ -308,7 +318,9 @@ def test_attention_images_per_layer_and_head_have_generated_tokens_on_the_rows(h
     logger = AttentionLogger(num_sentences=1, max_tokens=4, per_head=True)
     logger._prepare(datamodule)  # the probe: "c d e" -> "z w"
     _, src_ids, tgt_ids = logger._probes[0]
-    attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+    attention = sentence_attention(
+        module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
+    )
     logger._log_images(experiment, attention, 1, 0)
     batch = collate([logger._probes[0]])
     _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
@@ -359,7 +371,9 @@ def test_attention_tensors_hold_every_head_in_float16_with_tokens_and_gold_cells
     logger = AttentionLogger(num_sentences=2, num_images=0, max_tokens=6)
     logger._prepare(datamodule)
     for number, (index, src_ids, tgt_ids) in enumerate(logger._probes):
-        attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+        attention = sentence_attention(
+            module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
+        )
         logger._log_tensors(experiment, attention, PAIRS[index], number, 7, 10**6)
     summaries = experiment.summaries
     assert sorted(summaries) == sorted(
@@ -387,7 +401,9 @@ def test_attention_tensors_stay_within_the_byte_budget(hand_made, recorded):
     logger = AttentionLogger(num_sentences=3, max_tokens=10)
     logger._prepare(datamodule)
     index, src_ids, tgt_ids = logger._probes[0]  # "a b c d e" -> "x y z": S = 6, T = 4
-    attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+    attention = sentence_attention(
+        module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
+    )
     size = 2 * 2 * (6 * 6 + 4 * 4 + 4 * 6) * 2  # L * H * (encoder + decoder + cross cells) * 2 bytes
     assert logger._log_tensors(experiment, attention, PAIRS[index], 0, 0, size) == size
     with pytest.warns(UserWarning, match=r"probe sentence 1 would take 608 bytes, more than the 607 left"):
@@ -407,7 +423,8 @@ def test_tiny_run_logs_attention_tensors_of_every_probe_at_every_validation(tiny
         for tag in tensors if tag.startswith("attention/")
         for event in events.Tensors(tag)[-1:]
     )
-    assert size < 50_000  # bytes per validation for the tiny model (the default run's is measured in the README)
+    # bytes per validation for the tiny model (the default run's is measured in the README)
+    assert size < 50_000
 
 
 def test_a_sentence_longer_than_max_len_stops_the_run_before_training(tmp_path):
@@ -431,8 +448,9 @@ def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path)
     def run(*extra):
         return main([
             "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
-            "--trainer.default_root_dir", str(tmp_path), "--trainer.max_steps", "6", "--trainer.log_every_n_steps",
-            "1", "--model.dropout", "0", "--attention.every_n_epochs", "0", "--trainer.limit_val_batches", "0",
+            "--trainer.default_root_dir", str(tmp_path), "--trainer.max_steps", "6",
+            "--trainer.log_every_n_steps", "1", "--model.dropout", "0", "--attention.every_n_epochs", "0",
+            "--trainer.limit_val_batches", "0",
             *extra,
         ])
 
@@ -444,5 +462,8 @@ def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path)
     assert sorted(losses[0]) == sorted(losses[1]) == list(range(6))
     steps = sorted(losses[0])
     torch.testing.assert_close(
-        torch.tensor([losses[0][s] for s in steps]), torch.tensor([losses[1][s] for s in steps]), rtol=1e-4, atol=1e-5
+        torch.tensor([losses[0][s] for s in steps]),
+        torch.tensor([losses[1][s] for s in steps]),
+        rtol=1e-4,
+        atol=1e-5,
     )

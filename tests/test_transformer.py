@@ -1,4 +1,5 @@
-"""The Transformer's contract: config validation, shapes, attention maps, no future leakage, padding invariance."""
+"""The Transformer's contract: config validation, shapes, attention maps, no future leakage, padding
+invariance."""
 
 import dataclasses
 
@@ -168,14 +169,19 @@ def test_sinusoidal_encoding_literal():
 
     encoding = SinusoidalPositionalEncoding(4, max_len=3)
     angles = torch.tensor([[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]])  # pos / 10000^(2i/4) for i = 0, 1
-    expected = torch.stack([angles[:, 0].sin(), angles[:, 0].cos(), angles[:, 1].sin(), angles[:, 1].cos()], 1)
+    expected = torch.stack(
+        [angles[:, 0].sin(), angles[:, 0].cos(), angles[:, 1].sin(), angles[:, 1].cos()], 1
+    )
     torch.testing.assert_close(encoding(torch.zeros(1, 3, 4))[0], expected)
     torch.testing.assert_close(encoding(torch.zeros(1, 1, 4), offset=2)[0], expected[2:])
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_sublayer_arrangement_and_residual_dropout(norm_first):
-    """Pre-LN: x + dropout(f(norm(x))); post-LN (§3.1): norm(x + dropout(f(x))). Dropout is on the branch only."""
+    """Pre-LN: x + dropout(f(norm(x))); post-LN (§3.1): norm(x + dropout(f(x))).
+
+    Dropout is on the branch only.
+    """
     from model.transformer import Sublayer
 
     torch.manual_seed(0)
@@ -199,11 +205,14 @@ def test_sublayer_arrangement_and_residual_dropout(norm_first):
 
 
 def test_pre_ln_stacks_end_normalised(tiny_model):
-    """Pre-LN leaves the residual stream unnormalised, so each stack ends with a LayerNorm (gain 1, bias 0 here)."""
+    """Pre-LN leaves the residual stream unnormalised, so each stack ends with a LayerNorm (gain 1, bias 0
+    here)."""
     src, _ = batch()
     memory = tiny_model.encode(src).memory
     torch.testing.assert_close(memory.mean(-1), torch.zeros(memory.shape[:2]), atol=1e-5, rtol=0)
-    torch.testing.assert_close(memory.var(-1, unbiased=False), torch.ones(memory.shape[:2]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        memory.var(-1, unbiased=False), torch.ones(memory.shape[:2]), atol=1e-3, rtol=0
+    )
 
 
 def test_padding_embeddings_start_at_zero_and_source_padding_is_never_trained(tiny_model):

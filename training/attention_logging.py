@@ -103,21 +103,28 @@ class AttentionLogger(L.Callback):
                     model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
                 )
                 if number < self.num_sentences:
-                    budget -= self._log_tensors(experiment, attention, self._pairs[index], number, step, budget)
+                    budget -= self._log_tensors(
+                        experiment, attention, self._pairs[index], number, step, budget
+                    )
                 if number < self.num_images:
                     self._log_images(experiment, attention, number + 1, step)
             if self._stats_items:
                 self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
 
-    def _log_tensors(self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int) -> int:
+    def _log_tensors(
+        self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int
+    ) -> int:
         """Write one probe's weights for the ATTENTION tab if they fit in the budget; the bytes written."""
-        arrays = {kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in attention.maps.items()}
+        arrays = {
+            kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in attention.maps.items()
+        }
         size = sum(array.nbytes for array in arrays.values())  # (L, H, Tq, Tk) each
         if size > budget:
             if not self._warned_budget:
                 warnings.warn(
                     f"attention logging: probe sentence {number} would take {size} bytes, more than the "
-                    f"{budget} left of --attention.max_bytes {self.max_bytes}; it and later probes are not logged",
+                    f"{budget} left of --attention.max_bytes {self.max_bytes}; "
+                    "it and later probes are not logged",
                     stacklevel=2,
                 )
                 self._warned_budget = True
@@ -144,7 +151,9 @@ class AttentionLogger(L.Callback):
             rows, cols = axes[kind]
             title = f"{kind} attention, sentence {number}, step {step}"
             image = figure_to_array(attention_grid(per_layer, rows, cols, title))
-            experiment.add_image(f"attention_overview/{kind}/sentence_{number}", image, step, dataformats="HWC")
+            experiment.add_image(
+                f"attention_overview/{kind}/sentence_{number}", image, step, dataformats="HWC"
+            )
             if not self.per_head:
                 continue
             for layer, heads in enumerate(per_layer, start=1):
@@ -180,12 +189,15 @@ class AttentionLogger(L.Callback):
                 )
                 experiment.add_image(f"heads/{kind}_{name}", figure_to_array(figure), step, dataformats="HWC")
         if has_gold:
-            pl_module.log("heads/best_alignment", stats["cross"]["agreement"].max().item(), rank_zero_only=True)
+            pl_module.log(
+                "heads/best_alignment", stats["cross"]["agreement"].max().item(), rank_zero_only=True
+            )
             pl_module.log("heads/best_aer", stats["cross"]["aer"].min().item(), rank_zero_only=True)
 
 
 def _file_writer(experiment):
-    """The ``SummaryWriter``'s event-file writer, or None for loggers without one (e.g. ``fast_dev_run``'s)."""
+    """The ``SummaryWriter``'s event-file writer, or None for loggers without one (e.g.
+    ``fast_dev_run``'s)."""
     writer = getattr(experiment, "file_writer", None)
     return writer if hasattr(writer, "add_summary") else None
 
@@ -197,7 +209,8 @@ def _gold_cells(pair, attention: SentenceAttention) -> list[list[int]] | None:
     the built-in toy tasks, whose alignments the head statistics use the same way.
     """
     words_are_tokens = (
-        len(attention.source) == len(pair.source.split()) + 1 and len(attention.target_out) == len(pair.target.split()) + 1
+        len(attention.source) == len(pair.source.split()) + 1
+        and len(attention.target_out) == len(pair.target.split()) + 1
     )
     if pair.alignment is None or not words_are_tokens:
         return None

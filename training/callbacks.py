@@ -17,7 +17,9 @@ class InterruptCheckpoint(L.Callback):
     checkpoint (``last.ckpt``) is what to resume from.
     """
 
-    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
         checkpoint = trainer.checkpoint_callback
         if isinstance(exception, NonFiniteLossError) or checkpoint is None or checkpoint.dirpath is None:
             return

@@ -1,9 +1,9 @@
 """The command line of ``train.py``: LightningCLI over ``TranslationModule`` and ``TranslationDataModule``.
 
 Every option comes from a typed ``__init__`` argument (``--model.*``, ``--data.*``, ``--trainer.*``,
-``--checkpoint.*`` (best and last), ``--recent.*`` (latest epochs), ``--attention.*``); ``--config FILE.yaml`` reads them from a file. Vocabulary sizes and special
-ids are linked from the data to the model, so they are never typed twice. One extra option, ``--resume RUN``,
-continues a run from its newest checkpoint.
+``--checkpoint.*`` (best and last), ``--recent.*`` (latest epochs), ``--attention.*``); ``--config FILE.yaml``
+reads them from a file. Vocabulary sizes and special ids are linked from the data to the model, so they are
+never typed twice. One extra option, ``--resume RUN``, continues a run from its newest checkpoint.
 """
 
 import sys
@@ -116,7 +116,9 @@ def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
     candidates = [path / "checkpoints" / name for name in ("last.ckpt", INTERRUPTED_CHECKPOINT)]
     candidates = [c for c in candidates if c.is_file()]
     if not candidates:
-        raise SystemExit(f"error: --resume {target}: no checkpoints/last.ckpt or checkpoints/{INTERRUPTED_CHECKPOINT}")
+        raise SystemExit(
+            f"error: --resume {target}: no checkpoints/last.ckpt or checkpoints/{INTERRUPTED_CHECKPOINT}"
+        )
     return max(candidates, key=lambda c: c.stat().st_mtime), path
 
 
@@ -173,7 +175,9 @@ def main(args: list[str] | None = None) -> TrainCLI:
         parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
     )
     try:
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint))
+        cli.trainer.fit(
+            cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
+        )
     except (NonFiniteLossError, CorpusError) as error:
         raise SystemExit(f"error: {error}") from None
     if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:

@@ -52,8 +52,9 @@ def dropout_seed(base_seed: int, step: int, rank: int) -> int:
 class TranslationModule(L.LightningModule):
     """Trains a ``model.Transformer`` with label-smoothed cross-entropy, AdamW and a warm-up schedule.
 
-    Every argument is a primitive, so checkpoints load with ``torch.load(weights_only=True)`` and every argument
-    is an option of ``train.py`` (``--model.NAME``). Vocabulary sizes and special ids come from the data.
+    Every argument is a primitive, so checkpoints load with ``torch.load(weights_only=True)`` and every
+    argument is an option of ``train.py`` (``--model.NAME``). Vocabulary sizes and special ids come from the
+    data.
 
     Args:
         src_vocab_size: source vocabulary size (set from the data).
@@ -79,12 +80,13 @@ class TranslationModule(L.LightningModule):
         lr: peak learning rate, reached at the end of warm-up.
         warmup_steps: linear warm-up steps.
         schedule: after warm-up, "inverse_sqrt" (the paper's §5.3 decay), "cosine" (to zero at the last step),
-            "cosine_time" (to zero when the time budget ``--trainer.max_time`` runs out, or at the last step of
-            ``max_epochs``/``max_steps`` if that comes first) or "constant".
+            "cosine_time" (to zero when the time budget ``--trainer.max_time`` runs out, or at the last step
+            of ``max_epochs``/``max_steps`` if that comes first) or "constant".
         weight_decay: AdamW weight decay of matrices (not of biases and norms).
         adam_beta2: AdamW's second-moment decay (0.98 in the paper).
         label_smoothing: label smoothing of the training loss (0.1 in the paper, §5.4).
-        decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs (0: never).
+        decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs
+            (0: never).
         decode_max_sentences: decode only the first N validation sentences, in corpus order (None: all).
         decode_beam_size: beam size for validation decoding (1: greedy).
         decode_max_len: most tokens to generate per sentence (None: twice the source length plus 10; raise it
@@ -132,7 +134,9 @@ class TranslationModule(L.LightningModule):
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         if lr <= 0 or warmup_steps < 0:
-            raise ValueError(f"lr must be positive and warmup_steps non-negative, got {lr} and {warmup_steps}")
+            raise ValueError(
+                f"lr must be positive and warmup_steps non-negative, got {lr} and {warmup_steps}"
+            )
         self.config = TransformerConfig(
             src_vocab_size=src_vocab_size,
             tgt_vocab_size=tgt_vocab_size,
@@ -161,9 +165,11 @@ class TranslationModule(L.LightningModule):
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
 
-    # -- training -----------------------------------------------------------------------------------------------
+    # -- training --------------------------------------------------------------------------------------------
 
-    def loss(self, logits: Tensor, tgt_out: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+    def loss(
+        self, logits: Tensor, tgt_out: Tensor, label_smoothing: float = 0.0, reduction: str = "mean"
+    ) -> Tensor:
         """Cross-entropy of logits (B, T, V) against tgt_out (B, T), or of packed (N, V) against (N,);
         padding targets count for nothing."""
         return F.cross_entropy(
@@ -205,7 +211,9 @@ class TranslationModule(L.LightningModule):
         """Log source + target tokens per second (padding excluded), measured over each logging interval."""
         pad = self.config.pad_id
         # Counted on the device and read only when logged, so that a GPU is not made to wait every step.
-        self._throughput_tokens = self._throughput_tokens + (batch.src != pad).sum() + (batch.tgt_out != pad).sum()
+        self._throughput_tokens = (
+            self._throughput_tokens + (batch.src != pad).sum() + (batch.tgt_out != pad).sum()
+        )
         now = time.perf_counter()
         if self._throughput_start is None:
             self._throughput_start, self._throughput_tokens = now, 0
@@ -223,7 +231,10 @@ class TranslationModule(L.LightningModule):
         decay = [p for p in self.parameters() if p.dim() >= 2]
         no_decay = [p for p in self.parameters() if p.dim() < 2]
         optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": self.hparams.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            [
+                {"params": decay, "weight_decay": self.hparams.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
             lr=self.hparams.lr,
             betas=(0.9, self.hparams.adam_beta2),
         )
@@ -247,7 +258,7 @@ class TranslationModule(L.LightningModule):
     def _total_steps(self) -> int:
         return int(self.trainer.estimated_stepping_batches)
 
-    # -- the time-budgeted schedule -----------------------------------------------------------------------------
+    # -- the time-budgeted schedule --------------------------------------------------------------------------
 
     def _timer(self) -> Timer:
         timers = [c for c in self.trainer.callbacks if isinstance(c, Timer)]
@@ -280,7 +291,7 @@ class TranslationModule(L.LightningModule):
         if self.hparams.schedule == "cosine_time":
             self._timer()  # fail now, not at the end of warm-up
 
-    # -- validation ---------------------------------------------------------------------------------------------
+    # -- validation ------------------------------------------------------------------------------------------
 
     def _reset_validation_state(self) -> None:
         self._val_nll = 0.0
@@ -304,7 +315,9 @@ class TranslationModule(L.LightningModule):
         chosen = batch.index < limit if limit is not None else torch.ones_like(batch.index, dtype=torch.bool)
         if self._decoding_this_epoch() and bool(chosen.any()):
             hypotheses = self.model.generate(
-                batch.src[chosen], max_len=self.hparams.decode_max_len, beam_size=self.hparams.decode_beam_size
+                batch.src[chosen],
+                max_len=self.hparams.decode_max_len,
+                beam_size=self.hparams.decode_beam_size,
             )  # (chosen rows, L)
             for index, row in zip(batch.index[chosen].tolist(), hypotheses.tolist()):
                 self._val_decoded.append((index, row))
@@ -313,7 +326,8 @@ class TranslationModule(L.LightningModule):
         totals = torch.tensor([self._val_nll, self._val_tokens], dtype=torch.float64, device=self.device)
         totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
         nll = (totals[0] / totals[1].clamp(min=1)).item()
-        # Every rank holds the same totals (and below, the same decoded sentences): syncing averages equal values.
+        # Every rank holds the same totals (and below, the same decoded sentences): syncing averages equal
+        # values.
         self.log("val/loss", nll, sync_dist=True)
         self.log("val/ppl", math.exp(min(nll, 50.0)), sync_dist=True)
         if not self._decoding_this_epoch():
@@ -345,7 +359,7 @@ class TranslationModule(L.LightningModule):
             rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         experiment.add_text("samples", "\n".join(rows), self.global_step)
 
-    # -- run bookkeeping ----------------------------------------------------------------------------------------
+    # -- run bookkeeping -------------------------------------------------------------------------------------
 
     def on_fit_end(self) -> None:
         """Record the hyperparameters beside the final validation metrics (TensorBoard's HPARAMS tab)."""
@@ -361,7 +375,8 @@ class TranslationModule(L.LightningModule):
 
     def setup(self, stage: str) -> None:
         """Check that the model can read every pair it will be given, so that a sentence longer than
-        ``max_len`` stops the run now, naming its file and line, not at the first validation or in evaluate.py."""
+        ``max_len`` stops the run now, naming its file and line, not at the first validation or in
+        evaluate.py."""
         splits = {"fit": ("train", "val", "test"), "validate": ("val",), "test": ("test",)}.get(stage, ())
         datamodule = self.trainer.datamodule
         if splits and hasattr(datamodule, "check_fits"):  # any other data module: its own business

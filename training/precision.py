@@ -1,9 +1,10 @@
-"""The training precision chosen by the hardware: a pure decision over a small hardware description, and a probe.
+"""The training precision chosen by the hardware: a pure decision over a small hardware description, and a
+probe.
 
 bf16 mixed precision pays only where the hardware computes in bf16 natively: NVIDIA GPUs of compute capability
-8.0 (Ampere) or newer, and CPUs with AVX512-BF16 or AMX-BF16. Elsewhere bf16 is emulated, and slower than fp32,
-even where ``torch.cuda.is_bf16_supported()`` says True (it does for emulated bf16), so the decision reads
-measurable facts: the GPU's compute capability and the CPU's instruction-set flags.
+8.0 (Ampere) or newer, and CPUs with AVX512-BF16 or AMX-BF16. Elsewhere bf16 is emulated, and slower than
+fp32, even where ``torch.cuda.is_bf16_supported()`` says True (it does for emulated bf16), so the decision
+reads measurable facts: the GPU's compute capability and the CPU's instruction-set flags.
 """
 
 import platform
@@ -43,25 +44,33 @@ class PrecisionChoice:
 
 
 def choose_precision(hardware: Hardware) -> PrecisionChoice:
-    """The precision to train in on ``hardware``: bf16 mixed where bf16 is native, else fp16 mixed on a CUDA GPU
-    and full precision on a CPU or an Apple GPU."""
+    """The precision to train in on ``hardware``: bf16 mixed where bf16 is native, else fp16 mixed on a CUDA
+    GPU and full precision on a CPU or an Apple GPU."""
     if hardware.accelerator == "cuda":
         if hardware.cuda_capability is None:
             raise ValueError("a CUDA accelerator needs its cuda_capability")
         major, minor = hardware.cuda_capability
         if hardware.cuda_capability >= (8, 0):
-            return PrecisionChoice("bf16-mixed", f"CUDA GPU of compute capability {major}.{minor}: native bf16")
+            return PrecisionChoice(
+                "bf16-mixed", f"CUDA GPU of compute capability {major}.{minor}: native bf16"
+            )
         return PrecisionChoice(
-            "16-mixed", f"CUDA GPU of compute capability {major}.{minor}, before 8.0: no native bf16, fp16 with loss scaling"
+            "16-mixed",
+            f"CUDA GPU of compute capability {major}.{minor}, before 8.0: no native bf16, "
+            "fp16 with loss scaling",
         )
     if hardware.accelerator == "mps":
         # Lightning would run 16-mixed through torch's MPS autocast and gradient scaler, whose operator
         # coverage has lagged CUDA's; full precision is correct on every Apple GPU.
-        return PrecisionChoice("32-true", "Apple GPU (MPS): full precision, the mode supported without gaps there")
+        return PrecisionChoice(
+            "32-true", "Apple GPU (MPS): full precision, the mode supported without gaps there"
+        )
     if hardware.accelerator != "cpu":
         raise ValueError(f"accelerator must be cuda, mps or cpu, got {hardware.accelerator!r}")
     if hardware.cpu_flags is None:
-        return PrecisionChoice("32-true", "CPU whose instruction-set flags cannot be read here: bf16 may be emulated")
+        return PrecisionChoice(
+            "32-true", "CPU whose instruction-set flags cannot be read here: bf16 may be emulated"
+        )
     native = [flag for flag in CPU_BF16_FLAGS if flag in hardware.cpu_flags]
     if native:
         return PrecisionChoice("bf16-mixed", f"CPU with {'/'.join(f.upper() for f in native)}: native bf16")
@@ -69,7 +78,8 @@ def choose_precision(hardware: Hardware) -> PrecisionChoice:
 
 
 def cpu_flags_from_cpuinfo(text: str) -> frozenset[str]:
-    """The ``flags`` of the first processor in the text of ``/proc/cpuinfo`` (x86; ARM calls them ``Features``)."""
+    """The ``flags`` of the first processor in the text of ``/proc/cpuinfo`` (x86; ARM calls them
+    ``Features``)."""
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep and key.strip() in ("flags", "Features"):
