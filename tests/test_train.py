@@ -467,3 +467,38 @@ def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path)
         rtol=1e-4,
         atol=1e-5,
     )
+
+
+def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(recorded):
+    """The default model (configs/default.yaml) on the default toy data: every tensor the ATTENTION tab gets at
+    one validation, serialised as in the event file, stays under the 1 MB target and within max_bytes."""
+    import yaml
+
+    from data.datamodule import TranslationDataModule
+
+    defaults = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+    data = {k: v for k, v in defaults["data"].items() if k != "toy_train_size"}
+    datamodule = TranslationDataModule(toy_train_size=100, **data)  # validation pairs as in the default run
+    module = TranslationModule(
+        src_vocab_size=datamodule.src_vocab_size, tgt_vocab_size=datamodule.tgt_vocab_size, **{
+            k: v for k, v in defaults["model"].items() if k in ("d_model", "num_heads", "num_encoder_layers",
+                                                                "num_decoder_layers", "d_ff")
+        },
+    ).eval()
+    logger = AttentionLogger(**defaults["attention"])
+    experiment, _ = recorded
+    logger._prepare(datamodule)
+    with torch.no_grad():
+        for number, (index, src_ids, tgt_ids) in enumerate(logger._probes[: logger.num_sentences]):
+            attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer,
+                                           src_ids, tgt_ids)
+            logger._log_tensors(experiment, attention, logger._pairs[index], number, 0, logger.max_bytes)
+        logger._log_head_statistics(experiment, module.model, module.config, 0, module)
+    summaries = experiment.summaries
+    assert sum(tag.startswith("attention/sentence_") for tag in summaries) == 4 * 4  # 4 probes logged whole
+    weights = sum(len(summaries[t].tensor.tensor_content) for t in summaries if t.split("/")[-1] in
+                  ("encoder", "decoder", "cross"))
+    # 3 layers x 4 heads x (S*S + T*T + T*S) x 2 bytes, every probe at most 16 tokens a side
+    assert weights <= 4 * 3 * 4 * 3 * 16 * 16 * 2
+    total = sum(len(value.SerializeToString()) for value in summaries.values())
+    assert weights < total < 100_000
