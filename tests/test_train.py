@@ -470,8 +470,8 @@ def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path)
 
 
 def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(recorded):
-    """The default model (configs/default.yaml) on the default toy data: every tensor the ATTENTION tab gets at
-    one validation, serialised as in the event file, stays under the 1 MB target and within max_bytes."""
+    """The default model (configs/default.yaml) on the default toy data: every tensor the ATTENTION tab gets
+    at one validation, serialised as in the event file, stays under the 1 MB target and within max_bytes."""
     import yaml
 
     from data.datamodule import TranslationDataModule
