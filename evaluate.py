@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from analysis.metrics import score_translations, sentence_chrf
+from analysis.metrics import score_translations, write_sentence_scores
 from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import (
@@ -316,11 +316,7 @@ def run_evaluation(args, run, device) -> dict:
     references = [p.target for p in pairs]
     scores = score_translations(hypotheses, references)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            for pair, hypothesis in zip(pairs, hypotheses):
-                line = {"source": pair.source, "reference": pair.target, "hypothesis": hypothesis,
-                        "chrf": sentence_chrf(hypothesis, pair.target)}
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
     if args.alignment:
         report = cross_attention_alignment(
             model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, batch_size=args.batch_size, silenced=pruned

@@ -4,7 +4,6 @@ Kept here so that evaluate.py only parses the options and dispatches; the scores
 those of the PyTorch evaluation (same sacreBLEU, chrF and exact match on the same detokenized text).
 """
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from analysis.metrics import score_translations, sentence_chrf
+from analysis.metrics import score_translations, write_sentence_scores
 from data.corpora import read_tsv
 from evaluation.checkpoints import LoadedRun
 from export.ctranslate2 import (
@@ -101,11 +100,7 @@ def evaluate_with_engine(args, run: LoadedRun) -> dict:
     references = [p.target for p in pairs]
     scores = score_translations(hypotheses, references)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            for pair, hypothesis in zip(pairs, hypotheses):
-                line = {"source": pair.source, "reference": pair.target, "hypothesis": hypothesis,
-                        "chrf": sentence_chrf(hypothesis, pair.target)}
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
     return {
         **scores.as_dict(),
         "beam_size": args.beam_size,
