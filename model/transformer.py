@@ -18,25 +18,29 @@ from model.attention import KVCache, MultiHeadAttention
 from model.masks import decoder_self_mask, padding_mask
 from model.positions import POSITIONAL, Positions
 
+Positional = Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"]
+Activation = Literal["relu", "gelu"]
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
     """Architecture of the Transformer. Frozen and validated once; every field is a primitive.
 
-    Defaults are a small model that trains on a laptop CPU. The paper's base model is
+    The defaults are the model of ``python train.py`` (configs/default.yaml), small enough to train on a
+    laptop CPU; ``training.module.TranslationModule`` takes its defaults from here. The paper's base model is
     ``d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048, norm_first=False``.
     """
 
     src_vocab_size: int
     tgt_vocab_size: int
-    d_model: int = 256
+    d_model: int = 128
     num_heads: int = 4
     num_encoder_layers: int = 3
     num_decoder_layers: int = 3
-    d_ff: int = 1024
-    dropout: float = 0.1
+    d_ff: int = 512
+    dropout: float = 0.0
     attention_dropout: float = 0.0
-    activation: Literal["relu", "gelu"] = "relu"
+    activation: Activation = "relu"
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -51,7 +55,7 @@ class TransformerConfig:
     # Position signal, see model.positions: "sinusoidal" (§3.5) and "learned" add to the embeddings; "rope"
     # rotates self-attention's queries and keys; "alibi" and "relative" bias self-attention's scores; "none"
     # leaves the encoder a bag of words and gives the decoder order only through its causal mask.
-    positional: Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"] = "sinusoidal"
+    positional: Positional = "sinusoidal"
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):

@@ -254,3 +254,22 @@ def test_bleu_tokenizes_detokenized_text_with_13a():
     scores = score_translations(["the cat sat on the big mat."], ["the cat sat on the big mat ."])
     assert scores.bleu == pytest.approx(100.0)
     assert "tok:13a" in scores.signature
+
+
+def test_architecture_arguments_are_the_config_fields_with_the_config_defaults():
+    import inspect
+    from dataclasses import MISSING, fields
+
+    from model import TransformerConfig
+
+    parameters = inspect.signature(TranslationModule.__init__).parameters
+    for field in fields(TransformerConfig):
+        assert field.name in parameters, field.name
+        if field.default is not MISSING:  # the vocabulary sizes come from the data
+            assert parameters[field.name].default == field.default, field.name
+    settings = {f.name: getattr(TransformerConfig, f.name) for f in fields(TransformerConfig)
+                if f.default is not MISSING}
+    module = TranslationModule(src_vocab_size=13, tgt_vocab_size=11, d_model=32, positional="alibi")
+    assert module.config == TransformerConfig(
+        **{**settings, "src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 32, "positional": "alibi"}
+    )

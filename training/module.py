@@ -5,6 +5,7 @@ Shape legend: B batch, S source length, T target length, V target vocabulary siz
 
 import math
 import time
+from dataclasses import fields
 from typing import Literal
 
 import lightning as L
@@ -16,6 +17,7 @@ from torch import Tensor
 
 from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
+from model.transformer import Activation, Positional
 
 
 def cosine_decay(step: int, warmup: int, total: float) -> float:
@@ -100,22 +102,22 @@ class TranslationModule(L.LightningModule):
         *,
         src_vocab_size: int = 0,
         tgt_vocab_size: int = 0,
-        pad_id: int = 0,
-        bos_id: int = 1,
-        eos_id: int = 2,
-        d_model: int = 128,
-        num_heads: int = 4,
-        num_encoder_layers: int = 3,
-        num_decoder_layers: int = 3,
-        d_ff: int = 512,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        activation: Literal["relu", "gelu"] = "relu",
-        max_len: int = 256,
-        norm_first: bool = True,
-        tie_output_embedding: bool = True,
-        share_embeddings: bool = False,
-        positional: Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"] = "sinusoidal",
+        pad_id: int = TransformerConfig.pad_id,
+        bos_id: int = TransformerConfig.bos_id,
+        eos_id: int = TransformerConfig.eos_id,
+        d_model: int = TransformerConfig.d_model,
+        num_heads: int = TransformerConfig.num_heads,
+        num_encoder_layers: int = TransformerConfig.num_encoder_layers,
+        num_decoder_layers: int = TransformerConfig.num_decoder_layers,
+        d_ff: int = TransformerConfig.d_ff,
+        dropout: float = TransformerConfig.dropout,
+        attention_dropout: float = TransformerConfig.attention_dropout,
+        activation: Activation = TransformerConfig.activation,
+        max_len: int = TransformerConfig.max_len,
+        norm_first: bool = TransformerConfig.norm_first,
+        tie_output_embedding: bool = TransformerConfig.tie_output_embedding,
+        share_embeddings: bool = TransformerConfig.share_embeddings,
+        positional: Positional = TransformerConfig.positional,
         lr: float = 2e-3,
         warmup_steps: int = 200,
         schedule: Literal["inverse_sqrt", "cosine", "cosine_time", "constant"] = "inverse_sqrt",
@@ -137,26 +139,8 @@ class TranslationModule(L.LightningModule):
             raise ValueError(
                 f"lr must be positive and warmup_steps non-negative, got {lr} and {warmup_steps}"
             )
-        self.config = TransformerConfig(
-            src_vocab_size=src_vocab_size,
-            tgt_vocab_size=tgt_vocab_size,
-            d_model=d_model,
-            num_heads=num_heads,
-            num_encoder_layers=num_encoder_layers,
-            num_decoder_layers=num_decoder_layers,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            pad_id=pad_id,
-            bos_id=bos_id,
-            eos_id=eos_id,
-            max_len=max_len,
-            norm_first=norm_first,
-            tie_output_embedding=tie_output_embedding,
-            share_embeddings=share_embeddings,
-            positional=positional,
-        )
+        # The architecture arguments, one for one with TransformerConfig's fields (whose defaults they take).
+        self.config = TransformerConfig(**{f.name: self.hparams[f.name] for f in fields(TransformerConfig)})
         self.model = Transformer(self.config)
         self._throughput_tokens = 0
         self._throughput_start: float | None = None
