@@ -38,11 +38,12 @@ if __package__ in (None, ""):  # run as `python bench/speed.py`: make the reposi
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.flops import matmul_flops
+from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.decoding import greedy_search
 from model.testing import EOS_SUPPRESSION, suppress_eos
 
-PAD, BOS, EOS = 0, 1, 2  # TransformerConfig's defaults; the tutorial model uses the same ids
+PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id  # the tutorial model uses the same ids
 
 # The tutorial mixes a float causal mask with boolean padding masks. PyTorch converts them at every step (a
 # cost that belongs to the baseline, so it stays) and warns at every step (noise, so it goes).

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
+from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 
-PAD, BOS, EOS = 0, 1, 2
+PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
 
 
 def tiny_config(**overrides) -> TransformerConfig:

@@ -273,3 +273,12 @@ def test_architecture_arguments_are_the_config_fields_with_the_config_defaults()
     assert module.config == TransformerConfig(
         **{**settings, "src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 32, "positional": "alibi"}
     )
+
+
+def test_the_models_default_special_ids_are_the_data_ones():
+    """model/ imports only torch, so TransformerConfig repeats the ids of data/special.py: they must agree."""
+    from data.special import SPECIALS
+    from model import TransformerConfig
+
+    config = (TransformerConfig.pad_id, TransformerConfig.bos_id, TransformerConfig.eos_id)
+    assert config == (SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id)
