@@ -248,13 +248,9 @@ def test_bad_inputs_give_one_line_errors(tiny_run, tmp_path, capsys):
     assert existing.read_text() == "keep me\n"
 
 
-def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkeypatch):
-    src_tok, tgt_tok = Tokenizer.train(["a b c"]), Tokenizer.train(["x y z"])
-    torch.manual_seed(0)
-    model = Transformer(tiny_config(
-        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, num_heads=2,
-        num_encoder_layers=1, num_decoder_layers=1,
-    )).eval()
+@pytest.fixture
+def drawn(monkeypatch):
+    """Title -> (weights, row tokens, column tokens) of every heatmap the attention export draws."""
     drawn = {}
     draw = attention_export.attention_heatmap
 
@@ -263,6 +259,16 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, monkey
         return draw(weights, rows, cols, title)
 
     monkeypatch.setattr(attention_export, "attention_heatmap", recording)
+    return drawn
+
+
+def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, drawn):
+    src_tok, tgt_tok = Tokenizer.train(["a b c"]), Tokenizer.train(["x y z"])
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(
+        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, num_heads=2,
+        num_encoder_layers=1, num_decoder_layers=1,
+    )).eval()
     hypothesis = tgt_tok.encode("z x")
     written = export_attention(model, src_tok, tgt_tok, "b a", hypothesis, tmp_path)
     assert len(written) == 3 * 2 + 1
@@ -387,17 +393,9 @@ def export_model(max_len):
     return model, src_tok, tgt_tok
 
 
-def test_a_hypothesis_that_ran_into_max_len_exports_the_maps_it_was_generated_with(tmp_path, monkeypatch):
+def test_a_hypothesis_that_ran_into_max_len_exports_the_maps_it_was_generated_with(tmp_path, drawn):
     """Generation stops at max_len tokens without EOS; the decoder read BOS and all of them but the last."""
     model, src_tok, tgt_tok = export_model(max_len=4)
-    drawn = {}
-    draw = attention_export.attention_heatmap
-
-    def recording(weights, rows, cols, title):
-        drawn[title] = (weights, rows, cols)
-        return draw(weights, rows, cols, title)
-
-    monkeypatch.setattr(attention_export, "attention_heatmap", recording)
     hypothesis = tgt_tok.encode("z x y z")  # max_len tokens
     export_attention(model, src_tok, tgt_tok, "b a", hypothesis, tmp_path)
     with torch.no_grad():
