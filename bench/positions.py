@@ -14,7 +14,11 @@ decoding of the test split, whose sentences are longer than any seen in training
 - stops too early: the share of outputs shorter than their reference;
 - exact match with oracle length: EOS is forbidden until the reference length and then forced, so only the
   choice of tokens is judged, not when to stop (Newman et al. 2020, "The EOS Decision and Length
-  Extrapolation", report it beside the EOS-decided figure).
+  Extrapolation", report it beside the EOS-decided figure);
+- what the heads do on those long sentences: the mean attention distance (``analysis.heads``) of the encoder's
+  and the decoder's self-attention, averaged over every layer and head, teacher-forced on the references.
+  ``--maps DIR`` also draws every head of the encoder self-attention and the cross-attention for the longest
+  test sentence, one PNG per dataset, variant and kind.
 
 The datasets: the toy language's ``length`` split (``--data.toy_split length``: training sentences of at most
 12 words, test sentences longer) and, with ``--scan PATH``, SCAN's length split (training outputs of at most
@@ -34,12 +38,16 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
 if __package__ in (None, ""):  # run as `python bench/positions.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.axes import KINDS, attention_axes
+from analysis.heads import summarize
+from analysis.plots import attention_grid
 from bench.speed import describe_machine
 from data.datamodule import TranslationDataModule
 from model import Transformer
@@ -91,7 +99,11 @@ COLUMNS = (  # (JSON key, table heading, format)
     ("mean_output_length", "mean output len", "{:.2f}"),
     ("mean_reference_length", "mean reference len", "{:.2f}"),
     ("stops_too_early", "stops too early", "{:.1%}"),
+    ("encoder_distance", "enc. self distance", "{:.2f}"),
+    ("decoder_distance", "dec. self distance", "{:.2f}"),
 )
+MAP_KINDS = ("encoder", "cross")  # drawn by --maps
+DISTANCE_SENTENCES = 256  # test sentences behind the attention distances
 
 
 @torch.inference_mode()
@@ -136,9 +148,68 @@ def score(model: Transformer, datamodule: TranslationDataModule, max_len: int | 
     }
 
 
+@torch.no_grad()
+def attention_distances(model: Transformer, datamodule: TranslationDataModule) -> dict:
+    """Mean attention distance of the encoder's and decoder's self-attention on the first test sentences.
+
+    Teacher-forced on the references; each statistic is averaged over every layer and head, and over batches
+    weighted by their number of sentences.
+    """
+    pad_id = model.config.pad_id
+    totals, count = {"encoder": 0.0, "decoder": 0.0}, 0
+    for batch in datamodule.test_dataloader():
+        src, tgt_in = batch.src.to(model.device), batch.tgt_in.to(model.device)
+        _, maps = model(src, tgt_in, return_attention=True)
+        named = dict(zip(KINDS, maps))
+        stats = summarize(
+            {kind: [m.float().cpu() for m in named[kind]] for kind in totals},
+            src_valid=batch.src != pad_id, tgt_valid=batch.tgt_out != pad_id,
+        )
+        for kind in totals:
+            totals[kind] += float(stats[kind]["distance"].mean()) * len(src)
+        count += len(src)
+        if count >= DISTANCE_SENTENCES:
+            break
+    return {f"{kind}_distance": total / count for kind, total in totals.items()}
+
+
+@torch.no_grad()
+def draw_maps(model: Transformer, datamodule: TranslationDataModule, directory: Path,
+              name: str) -> list[Path]:
+    """Every head of MAP_KINDS for the longest test sentence, teacher-forced on its reference: a PNG each."""
+    longest = max((batch for batch in datamodule.test_dataloader()), key=lambda b: b.tgt_out.size(1))
+    row = int((longest.tgt_out != model.config.pad_id).sum(dim=1).argmax())
+    pad_id = model.config.pad_id
+    src = longest.src[row][longest.src[row] != pad_id].unsqueeze(0)  # (1, S)
+    tgt_in = longest.tgt_in[row][longest.tgt_out[row] != pad_id].unsqueeze(0)  # (1, T)
+    tgt_out = longest.tgt_out[row][longest.tgt_out[row] != pad_id]
+    _, maps = model(src.to(model.device), tgt_in.to(model.device), return_attention=True)
+    axes = attention_axes(datamodule.src_tokenizer.tokens(src[0].tolist()),
+                          datamodule.tgt_tokenizer.tokens(tgt_in[0].tolist()),
+                          datamodule.tgt_tokenizer.tokens(tgt_out.tolist()))
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind, layers in zip(KINDS, maps):
+        if kind not in MAP_KINDS:
+            continue
+        figure = attention_grid(
+            [weights[0].float().cpu() for weights in layers], *axes[kind],
+            f"{name}: {kind} attention, a test sentence of {src.size(1)} source and {tgt_in.size(1)} "
+            "target positions",
+        )
+        path = directory / f"{name}_{kind}.png"
+        figure.savefig(path)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
 def train_and_score(positional: str, budget: Budget, datamodule: TranslationDataModule, seed: int,
-                    device: str) -> dict:
-    """Train one variant for ``budget.steps`` optimiser steps with train.py's recipe, then score it."""
+                    device: str, maps: Path | None = None, name: str = "") -> dict:
+    """Train one variant for ``budget.steps`` optimiser steps with train.py's recipe, then score it.
+
+    With ``maps``, also draw its attention maps there, in files named after ``name``.
+    """
     import lightning as L
 
     from training.module import TranslationModule
@@ -173,6 +244,9 @@ def train_and_score(positional: str, budget: Budget, datamodule: TranslationData
     train_seconds = time.perf_counter() - start
     model = module.model.eval()
     figures = score(model, datamodule, budget.decode_max_len)
+    figures.update(attention_distances(model, datamodule))
+    if maps is not None:
+        figures["maps"] = [str(path) for path in draw_maps(model, datamodule, maps, name)]
     figures["final_train_loss"] = float(trainer.callback_metrics.get("train/loss", float("nan")))
     figures["train_seconds"] = train_seconds
     return figures
@@ -202,6 +276,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
+    parser.add_argument("--maps", type=Path, default=None, metavar="DIR",
+                        help="also draw each variant's encoder and cross attention maps into DIR")
     args = parser.parse_args(argv)
     unknown = [v for v in args.variants if v not in POSITIONAL]
     if unknown:
@@ -241,7 +317,8 @@ def main(argv: list[str] | None = None) -> dict:
         entry = {"budget": asdict(budget), "variants": {}}
         results["datasets"][name] = entry
         for variant in args.variants:
-            entry["variants"][variant] = train_and_score(variant, budget, datamodule, args.seed, device)
+            entry["variants"][variant] = train_and_score(variant, budget, datamodule, args.seed, device,
+                                                         args.maps, f"{name}_{variant}")
             figures = entry["variants"][variant]
             print(f"{name} {variant}: exact match {figures['exact_match']:.1%} after {budget.steps} steps "
                   f"({figures['train_seconds']:.0f} s)", file=sys.stderr, flush=True)
