@@ -35,20 +35,12 @@ from tqdm import tqdm
 from analysis.metrics import score_translations, write_sentence_scores
 from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
-from evaluation.ablation import (
-    AnalysisError,
-    all_heads,
-    check_alignable,
-    cross_attention_alignment,
-    head_mask,
-    importance_paths,
-    measure_head_importance,
-    parse_prune_count,
-    prune_count,
-    pruned_loss,
-    write_importance,
-)
+from evaluation.ablation import AnalysisError
+from evaluation.alignment import check_alignable, cross_attention_alignment
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
+from evaluation.head_masks import all_heads, head_mask
+from evaluation.importance import importance_paths, measure_head_importance, write_importance
+from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
 from evaluation.translate import translate
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import engine_option_error, evaluate_with_engine, export_run
