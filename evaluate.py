@@ -32,23 +32,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from analysis.metrics import score_translations, write_sentence_scores
 from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
-from evaluation.ablation import (
-    AnalysisError,
-    all_heads,
-    check_alignable,
-    cross_attention_alignment,
-    head_mask,
-    importance_paths,
-    measure_head_importance,
-    parse_prune_count,
-    prune_count,
-    pruned_loss,
-    write_importance,
-)
+from evaluation.ablation import AnalysisError
+from evaluation.alignment import check_alignable, cross_attention_alignment
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
+from evaluation.head_masks import all_heads, head_mask
+from evaluation.importance import importance_paths, measure_head_importance, write_importance
+from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
+from evaluation.result import print_summary, scored_result
 from evaluation.translate import translate
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import engine_option_error, evaluate_with_engine, export_run
@@ -312,53 +304,13 @@ def run_evaluation(args, run, device) -> dict:
     )
     elapsed = time.perf_counter() - start
     bar.close()
-    hypotheses = [dm.tgt_tokenizer.decode(ids) for ids in hypotheses_ids]
-    references = [p.target for p in pairs]
-    scores = score_translations(hypotheses, references)
-    if args.output:
-        write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
+    result = scored_result(args, run, pairs, hypotheses_ids, seconds=elapsed, device=str(device))
     if args.alignment:
         report = cross_attention_alignment(
             model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, batch_size=args.batch_size, silenced=pruned
         )
         added["alignment"] = report.as_dict()
-    return {
-        **scores.as_dict(),
-        "beam_size": args.beam_size,
-        "length_penalty": args.length_penalty,
-        "sentences_per_second": len(pairs) / max(elapsed, 1e-9),
-        "data": args.tsv or args.split,
-        "checkpoint": args.checkpoint,
-        "averaged_checkpoints": args.average_last or 1,
-        "global_step": run.global_step,
-        "device": str(device),
-        **added,
-    }
-
-
-def print_summary(result: dict) -> None:
-    print(
-        f"{result['data']}: {result['num_sentences']} sentences, beam {result['beam_size']}\n"
-        f"  BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  "
-        f"exact match {100 * result['exact_match']:.2f}%\n"
-        f"  {result['sentences_per_second']:.1f} sentences/s on {result['device']}\n"
-        f"  sacreBLEU {result['signature']}"
-    )
-    if "pruned_heads" in result:
-        pruned = result["pruned_heads"]
-        names = ", ".join(f"{h['kind']} {h['layer']}.{h['head']}" for h in pruned) or "none"
-        print(
-            f"  pruned {len(pruned)} of {result['num_heads']} heads (kind layer.head): {names}\n"
-            f"  NLL per target token {result['nll_per_token']:.4f} "
-            f"(unpruned {result['unpruned_nll_per_token']:.4f})"
-        )
-    if "alignment" in result:
-        best, average = result["alignment"]["best_head"], result["alignment"]["head_average"]
-        print(
-            f"  alignment: best cross-attention head (layer {best['layer']}, head {best['head']}) "
-            f"AER {best['aer']:.3f}, agreement {100 * best['agreement']:.1f}%; "
-            f"head average AER {average['aer']:.3f}, agreement {100 * average['agreement']:.1f}%"
-        )
+    return {**result, **added}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,2 +1,2 @@
-"""Evaluating and exploring trained checkpoints: loading, batched translation, attention export, head
-ablation."""
+"""Evaluating and exploring trained checkpoints: loading, batched translation, attention export, and the head
+analyses (head masks, batched ablation, head importance, pruning, cross-attention alignment)."""

@@ -1,4 +1,5 @@
-"""Batched translation of raw sentences with a trained model.
+"""Batched translation of raw sentences with a trained model, and the length-sorted batches it and the head
+analyses read.
 
 Shape legend: B batch, S source length, L generated length.
 """
@@ -8,6 +9,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from data.batching import Batch, collate
+from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from model import HeadMask, Transformer
 
@@ -23,6 +25,15 @@ def length_sorted_batches(
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         yield collate([(i, sources[i], [] if targets is None else targets[i]) for i in chunk])
+
+
+def pair_batches(
+    pairs: Sequence[Pair], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, batch_size: int
+) -> list[Batch]:
+    """Source and reference of every pair, tokenized, in :func:`length_sorted_batches`."""
+    sources = src_tokenizer.encode_batch([p.source for p in pairs])
+    targets = tgt_tokenizer.encode_batch([p.target for p in pairs])
+    return list(length_sorted_batches(sources, targets, batch_size))
 
 
 @torch.no_grad()

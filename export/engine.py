@@ -1,7 +1,8 @@
 """evaluate.py's CTranslate2 options: ``--export-ctranslate2 DIR`` and ``--engine ctranslate2``.
 
 Kept here so that evaluate.py only parses the options and dispatches; the scores and the JSON summary are
-those of the PyTorch evaluation (same sacreBLEU, chrF and exact match on the same detokenized text).
+built by evaluation.result, as for the PyTorch evaluation (same sacreBLEU, chrF and exact match on the same
+detokenized text).
 """
 
 import sys
@@ -11,9 +12,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from analysis.metrics import score_translations, write_sentence_scores
 from data.corpora import read_tsv
 from evaluation.checkpoints import LoadedRun
+from evaluation.result import scored_result
 from export.ctranslate2 import (
     CTranslate2Translator,
     EngineError,
@@ -96,21 +97,8 @@ def evaluate_with_engine(args, run: LoadedRun) -> dict:
     finally:
         if staging is not None:
             staging.cleanup()
-    hypotheses = [dm.tgt_tokenizer.decode(ids) for ids in hypotheses_ids]
-    references = [p.target for p in pairs]
-    scores = score_translations(hypotheses, references)
-    if args.output:
-        write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
     return {
-        **scores.as_dict(),
-        "beam_size": args.beam_size,
-        "length_penalty": args.length_penalty,
-        "sentences_per_second": len(pairs) / max(elapsed, 1e-9),
-        "data": args.tsv or args.split,
-        "checkpoint": args.checkpoint,
-        "averaged_checkpoints": args.average_last or 1,
-        "global_step": run.global_step,
-        "device": "cpu",
+        **scored_result(args, run, pairs, hypotheses_ids, seconds=elapsed, device="cpu"),
         "engine": "ctranslate2",
         "compute_type": args.compute_type,
         "engine_model": str(args.engine_model) if args.engine_model else None,

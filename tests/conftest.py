@@ -36,6 +36,15 @@ def random_ids(batch: int, length: int, vocab: int, *, generator=None) -> torch.
     return torch.randint(3, vocab, (batch, length), generator=generator)
 
 
+@pytest.fixture
+def src() -> torch.Tensor:
+    """(4, 7) source ids for models of ``tiny_config()``; rows 1 and 3 are padded after 4 and 2 tokens."""
+    src = random_ids(4, 7, 13, generator=torch.Generator().manual_seed(3))
+    src[1, 4:] = PAD
+    src[3, 2:] = PAD
+    return src
+
+
 # -- runs of train.py, shared by the training and evaluation tests -------------------------------------------
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent

@@ -23,14 +23,6 @@ def model():
     return model
 
 
-@pytest.fixture
-def src():
-    src = random_ids(4, 7, 13, generator=torch.Generator().manual_seed(3))
-    src[1, 4:] = PAD
-    src[3, 2:] = PAD
-    return src
-
-
 def teacher_forced_greedy(model, src, max_len):
     """The textbook definition: re-run the full model on the prefix, take the argmax, for each sentence
     alone."""

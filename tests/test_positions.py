@@ -37,14 +37,6 @@ def model(request):
     return make_model(request.param)
 
 
-@pytest.fixture
-def src():
-    src = random_ids(4, 7, 13, generator=torch.Generator().manual_seed(3))
-    src[1, 4:] = PAD
-    src[3, 2:] = PAD
-    return src
-
-
 def target(b: int = 4, length: int = 6, seed: int = 4):
     tgt_in = random_ids(b, length, 11, generator=torch.Generator().manual_seed(seed))
     tgt_in[:, 0] = BOS

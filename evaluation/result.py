@@ -1,0 +1,69 @@
+"""evaluate.py's result: the scores of a split or --tsv file and how they were obtained, as one JSON object,
+and its printed form.
+
+Both engines build it here (PyTorch in evaluate.py, CTranslate2 in export/engine.py), so that their scores are
+computed alike (same sacreBLEU, chrF and exact match on the same detokenized text) and their JSON has the same
+keys; each adds its own after these.
+"""
+
+from analysis.metrics import score_translations, write_sentence_scores
+from data.pairs import Pair
+from evaluation.checkpoints import LoadedRun
+
+
+def scored_result(
+    args, run: LoadedRun, pairs: list[Pair], hypotheses_ids: list[list[int]], *, seconds: float, device: str
+) -> dict:
+    """Score the translations of ``pairs`` against their references, write ``--output`` if asked, and return
+    the scores with the decoding settings, the speed and what was evaluated.
+
+    Args:
+        args: evaluate.py's options; reads beam_size, length_penalty, tsv, split, checkpoint, average_last and
+            output.
+        hypotheses_ids: per pair, the target token ids of its translation (EOS and padding removed).
+        seconds: how long translating took, for sentences per second.
+        device: where it ran, as reported.
+    """
+    tokenizer = run.datamodule.tgt_tokenizer
+    hypotheses = [tokenizer.decode(ids) for ids in hypotheses_ids]
+    references = [p.target for p in pairs]
+    scores = score_translations(hypotheses, references)
+    if args.output:
+        write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
+    return {
+        **scores.as_dict(),
+        "beam_size": args.beam_size,
+        "length_penalty": args.length_penalty,
+        "sentences_per_second": len(pairs) / max(seconds, 1e-9),
+        "data": args.tsv or args.split,
+        "checkpoint": args.checkpoint,
+        "averaged_checkpoints": args.average_last or 1,
+        "global_step": run.global_step,
+        "device": device,
+    }
+
+
+def print_summary(result: dict) -> None:
+    """The result in a few lines for people, with the head analyses' figures when it holds them."""
+    print(
+        f"{result['data']}: {result['num_sentences']} sentences, beam {result['beam_size']}\n"
+        f"  BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  "
+        f"exact match {100 * result['exact_match']:.2f}%\n"
+        f"  {result['sentences_per_second']:.1f} sentences/s on {result['device']}\n"
+        f"  sacreBLEU {result['signature']}"
+    )
+    if "pruned_heads" in result:
+        pruned = result["pruned_heads"]
+        names = ", ".join(f"{h['kind']} {h['layer']}.{h['head']}" for h in pruned) or "none"
+        print(
+            f"  pruned {len(pruned)} of {result['num_heads']} heads (kind layer.head): {names}\n"
+            f"  NLL per target token {result['nll_per_token']:.4f} "
+            f"(unpruned {result['unpruned_nll_per_token']:.4f})"
+        )
+    if "alignment" in result:
+        best, average = result["alignment"]["best_head"], result["alignment"]["head_average"]
+        print(
+            f"  alignment: best cross-attention head (layer {best['layer']}, head {best['head']}) "
+            f"AER {best['aer']:.3f}, agreement {100 * best['agreement']:.1f}%; "
+            f"head average AER {average['aer']:.3f}, agreement {100 * average['agreement']:.1f}%"
+        )
