@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.utilities import grad_norm
 from torch import Tensor
 
 from analysis.metrics import score_translations
@@ -208,8 +209,9 @@ class TranslationModule(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer) -> None:
         if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            norms = [p.grad.detach().norm() for p in self.parameters() if p.grad is not None]
-            self.log("train/grad_norm", torch.stack(norms).norm())  # before clipping
+            # Lightning calls this hook before it clips the gradients: the norm logged is the unclipped one.
+            total = grad_norm(self, norm_type=2)["grad_2.0_norm_total"]  # all gradients as one vector
+            self.log("train/grad_norm", total)
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
