@@ -7,11 +7,9 @@ Shape legend:
     Tk  key positions (columns of a map)
 
 Figures are built on matplotlib's Agg canvas directly, without pyplot, so they need no display and leave
-no global state behind. `figure_to_array` turns one into an (height, width, 3) uint8 image for
-`SummaryWriter.add_image(tag, image, step, dataformats="HWC")`.
+no global state behind. `SummaryWriter.add_figure(tag, figure, step)` logs one as an image and closes it.
 """
 
-import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,21 +28,6 @@ def new_figure(width: float, height: float, *, dpi: int = DPI) -> Figure:
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
-
-
-def figure_to_array(fig: Figure) -> np.ndarray:
-    """Render a figure to an RGB image and close it.
-
-    Returns:
-        (height, width, 3) uint8 array, height = fig height in inches × dpi.
-    """
-    if not isinstance(fig.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()  # (height, width, 3)
-    if "matplotlib.pyplot" in sys.modules:  # a pyplot-made figure would otherwise stay registered
-        sys.modules["matplotlib.pyplot"].close(fig)
-    return image
 
 
 def _as_numpy(weights, ndim: int, name: str) -> np.ndarray:

@@ -53,6 +53,7 @@ def _init_arguments(cls: type, saved: dict) -> dict:
     return {name: value for name, value in saved.items() if name in accepted}
 
 
+# Not load_from_checkpoint: a torch.load per class, no averaged weights; here one checked read builds both.
 def load_run(
     path: str | Path,
     *,

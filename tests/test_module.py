@@ -118,6 +118,18 @@ def test_tokens_per_second_counts_source_and_target_tokens_without_padding(monke
     assert m.logged["train/tokens_per_s"] == (8 + 6) / 2
 
 
+def test_grad_norm_is_the_norm_of_every_gradient_as_one_vector_logged_every_nth_step():
+    torch.manual_seed(0)
+    m = attach(module(tie_output_embedding=True), global_step=3, log_every_n_steps=4)
+    batch = padded_batch()
+    m.loss(m.model(batch.src, batch.tgt_in), batch.tgt_out).backward()
+    m.on_before_optimizer_step(None)
+    gradients = torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])  # tied: once
+    torch.testing.assert_close(m.logged["train/grad_norm"], gradients.norm())
+    attach(m, global_step=4, log_every_n_steps=4).on_before_optimizer_step(None)  # step 5 of every 4th
+    assert "train/grad_norm" not in m.logged
+
+
 def test_dropout_seed_follows_the_training_step():
     m = module()
     m._base_seed = 100

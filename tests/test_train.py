@@ -280,12 +280,11 @@ def recorded(monkeypatch):
     monkeypatch.setattr(attention_logging, "attention_heatmap", lambda w, rows, cols, title: (w, rows, cols))
     monkeypatch.setattr(attention_logging, "attention_grid", lambda w, rows, cols, title: (w, rows, cols))
     monkeypatch.setattr(attention_logging, "layer_head_matrix", lambda values, title, **kwargs: values)
-    monkeypatch.setattr(attention_logging, "figure_to_array", lambda figure: figure)
     summaries = {}  # tag -> what the ATTENTION tab would read
     writer = SimpleNamespace(add_summary=lambda summary, step: summaries.update(
         {value.tag: value for value in summary.value}))
     experiment = SimpleNamespace(
-        add_image=lambda tag, image, step, dataformats: drawn.update({tag: image}), file_writer=writer,
+        add_figure=lambda tag, figure, step: drawn.update({tag: figure}), file_writer=writer,
         summaries=summaries,
     )
     return experiment, drawn

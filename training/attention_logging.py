@@ -25,7 +25,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from analysis.axes import KINDS
 from analysis.heads import summarize
-from analysis.plots import attention_grid, attention_heatmap, figure_to_array, layer_head_matrix
+from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
 from data.batching import collate
 from evaluation.attention_maps import SentenceAttention, sentence_attention
 from tensorboard_plugin.metadata import sentence_tag, statistic_tag
@@ -89,7 +89,7 @@ class AttentionLogger(L.Callback):
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         experiment = getattr(trainer.logger, "experiment", None)
-        if not self._due(trainer) or not hasattr(experiment, "add_image"):
+        if not self._due(trainer) or not hasattr(experiment, "add_figure"):
             return
         datamodule = trainer.datamodule
         if self._probes is None:
@@ -150,17 +150,15 @@ class AttentionLogger(L.Callback):
         for kind, per_layer in attention.maps.items():
             rows, cols = axes[kind]
             title = f"{kind} attention, sentence {number}, step {step}"
-            image = figure_to_array(attention_grid(per_layer, rows, cols, title))
-            experiment.add_image(
-                f"attention_overview/{kind}/sentence_{number}", image, step, dataformats="HWC"
-            )
+            figure = attention_grid(per_layer, rows, cols, title)
+            experiment.add_figure(f"attention_overview/{kind}/sentence_{number}", figure, step)
             if not self.per_head:
                 continue
             for layer, heads in enumerate(per_layer, start=1):
                 for head, weights in enumerate(heads, start=1):
                     figure = attention_heatmap(weights, rows, cols, f"{kind} layer {layer} head {head}")
                     tag = f"attention_{kind}/sentence_{number}/layer_{layer}/head_{head}"
-                    experiment.add_image(tag, figure_to_array(figure), step, dataformats="HWC")
+                    experiment.add_figure(tag, figure, step)
 
     def _log_head_statistics(self, experiment, model, special, step, pl_module) -> None:
         items = self._stats_items
@@ -187,7 +185,7 @@ class AttentionLogger(L.Callback):
                     values, f"{kind}: {name} per head, step {step}", vmin=0.0 if bounded else None,
                     vmax=1.0 if bounded else None,
                 )
-                experiment.add_image(f"heads/{kind}_{name}", figure_to_array(figure), step, dataformats="HWC")
+                experiment.add_figure(f"heads/{kind}_{name}", figure, step)
         if has_gold:
             pl_module.log(
                 "heads/best_alignment", stats["cross"]["agreement"].max().item(), rank_zero_only=True

@@ -10,6 +10,7 @@ from training.module import NonFiniteLossError
 INTERRUPTED_CHECKPOINT = "interrupted.ckpt"
 
 
+# Not OnExceptionCheckpoint: its mere presence makes every fit(ckpt_path=None) look for a "last" to resume.
 class InterruptCheckpoint(L.Callback):
     """Save ``checkpoints/interrupted.ckpt`` when a run is stopped by Ctrl-C or SIGTERM.
 

@@ -152,6 +152,7 @@ def main(args: list[str] | None = None) -> TrainCLI:
     """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI."""
     args, resume = _pop_resume(_auto_precision(list(sys.argv[1:] if args is None else args)))
     checkpoint, save_config_kwargs = None, {}
+    # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.
     if resume is not None:
         checkpoint, run_dir = find_resume_checkpoint(resume)
         config = run_dir / "config.yaml"

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.utilities import grad_norm
 from torch import Tensor
 
 from analysis.metrics import score_translations
@@ -193,6 +194,7 @@ class TranslationModule(L.LightningModule):
 
     def _count_tokens(self, batch) -> None:
         """Log source + target tokens per second (padding excluded), measured over each logging interval."""
+        # Not ThroughputMonitor: it synchronises the GPU at every batch; this reads the count once per log.
         pad = self.config.pad_id
         # Counted on the device and read only when logged, so that a GPU is not made to wait every step.
         self._throughput_tokens = (
@@ -208,8 +210,9 @@ class TranslationModule(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer) -> None:
         if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            norms = [p.grad.detach().norm() for p in self.parameters() if p.grad is not None]
-            self.log("train/grad_norm", torch.stack(norms).norm())  # before clipping
+            # Lightning calls this hook before it clips the gradients: the norm logged is the unclipped one.
+            total = grad_norm(self, norm_type=2)["grad_2.0_norm_total"]  # all gradients as one vector
+            self.log("train/grad_norm", total)
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
@@ -307,6 +310,7 @@ class TranslationModule(L.LightningModule):
                 self._val_decoded.append((index, row))
 
     def on_validation_epoch_end(self) -> None:
+        # Not torchmetrics' SumMetric: the module's .to(dtype) under "bf16-true" would cast its float64 sums.
         totals = torch.tensor([self._val_nll, self._val_tokens], dtype=torch.float64, device=self.device)
         totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
         nll = (totals[0] / totals[1].clamp(min=1)).item()
@@ -326,6 +330,7 @@ class TranslationModule(L.LightningModule):
         decoded = sorted(dict(decoded).items())  # one hypothesis per sentence, in corpus order
         hypotheses = [datamodule.tgt_tokenizer.decode(ids) for _, ids in decoded]
         references = [pairs[i].target for i, _ in decoded]
+        # Not torchmetrics' SacreBLEUScore: float32, no sacreBLEU exp smoothing (0 if no 4-gram matches).
         scores = score_translations(hypotheses, references)
         self.log("val/bleu", scores.bleu, sync_dist=True)
         self.log("val/chrf", scores.chrf, sync_dist=True)
