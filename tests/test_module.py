@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from analysis.metrics import score_translations
 from data.batching import collate
 from data.datamodule import TranslationDataModule
-from training.module import TranslationModule, dropout_seed
+from training.module import TranslationModule, dropout_seed, sum_dtype
 
 
 def module(**overrides):
@@ -294,3 +294,10 @@ def test_the_models_default_special_ids_are_the_data_ones():
 
     config = (TransformerConfig.pad_id, TransformerConfig.bos_id, TransformerConfig.eos_id)
     assert config == (SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id)
+
+
+def test_validation_sums_are_float64_except_on_apple_gpus():
+    # MPS has no float64: a float64 tensor there fails at creation.
+    assert sum_dtype(torch.device("cpu")) == torch.float64
+    assert sum_dtype(torch.device("cuda", 0)) == torch.float64
+    assert sum_dtype(torch.device("mps")) == torch.float32

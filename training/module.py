@@ -37,6 +37,11 @@ def time_budget_steps(step: int, time_fraction: float) -> float:
     return max(step / min(time_fraction, 1.0), float(step))
 
 
+def sum_dtype(device: torch.device) -> torch.dtype:
+    """The dtype of the validation sums reduced across ranks: float64, or float32 on devices without it."""
+    return torch.float32 if device.type == "mps" else torch.float64  # Apple GPUs support no float64
+
+
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
 
@@ -311,7 +316,9 @@ class TranslationModule(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         # Not torchmetrics' SumMetric: the module's .to(dtype) under "bf16-true" would cast its float64 sums.
-        totals = torch.tensor([self._val_nll, self._val_tokens], dtype=torch.float64, device=self.device)
+        totals = torch.tensor(
+            [self._val_nll, self._val_tokens], dtype=sum_dtype(self.device), device=self.device
+        )
         totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
         nll = (totals[0] / totals[1].clamp(min=1)).item()
         # Every rank holds the same totals (and below, the same decoded sentences): syncing averages equal
