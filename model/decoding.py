@@ -7,10 +7,15 @@ length) rather than a re-run over the whole prefix.
 Shape legend: B batch, K beams, S source length, L generated length, V target vocabulary size.
 """
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
-from model.transformer import EncoderOutput, HeadMask, Transformer
+from model.types import EncoderOutput, HeadMask
+
+if TYPE_CHECKING:  # only for annotations: model.transformer imports this module for Transformer.generate
+    from model.transformer import Transformer
 
 
 def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
@@ -43,7 +48,7 @@ def _limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
 
 @torch.inference_mode()
 def greedy_search(
-    model: Transformer,
+    model: "Transformer",
     src: Tensor,
     max_len: int | Tensor,
     *,
@@ -102,7 +107,7 @@ def _repeat_beams(encoded: EncoderOutput, beam_size: int) -> EncoderOutput:
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer,
+    model: "Transformer",
     src: Tensor,
     max_len: int | Tensor,
     beam_size: int,
