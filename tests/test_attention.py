@@ -40,14 +40,14 @@ def test_indivisible_heads_name_both_values():
 def test_rows_sum_to_one_and_padded_keys_get_zero(attn):
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
     mask = key_padding([7, 4], TK)
-    _, weights = attn(x, memory, memory, mask, need_weights=True)
+    _, weights = attn(x, memory, memory, mask=mask, need_weights=True)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, TQ))
     assert torch.all(weights[1, :, :, 4:] == 0)
 
 
 def test_causal_upper_triangle_is_exactly_zero(attn):
     x = torch.randn(B, TQ, D)
-    _, weights = attn(x, x, x, causal_mask(TQ), need_weights=True)
+    _, weights = attn(x, x, x, mask=causal_mask(TQ), need_weights=True)
     upper = torch.ones(TQ, TQ, dtype=torch.bool).triu(diagonal=1)
     assert torch.all(weights[..., upper] == 0)
     assert torch.all(weights[..., ~upper] > 0)
@@ -62,8 +62,8 @@ def test_fused_path_equals_explicit_path(attn, mask_kind):
         "causal": causal_mask(TQ),
         "both": key_padding([5, 3], TQ) & causal_mask(TQ),
     }
-    fused, _ = attn(x, x, x, masks[mask_kind])
-    explicit, _ = attn(x, x, x, masks[mask_kind], need_weights=True)
+    fused, _ = attn(x, x, x, mask=masks[mask_kind])
+    explicit, _ = attn(x, x, x, mask=masks[mask_kind], need_weights=True)
     torch.testing.assert_close(fused, explicit, atol=1e-6, rtol=1e-5)
 
 
@@ -81,7 +81,7 @@ def test_equals_torch_multihead_attention_with_same_weights(attn):
         x, memory, memory, key_padding_mask=~mask[:, 0, 0], need_weights=True, average_attn_weights=False
     )
     for need_weights in (False, True):
-        out, weights = attn(x, memory, memory, mask, need_weights=need_weights)
+        out, weights = attn(x, memory, memory, mask=mask, need_weights=need_weights)
         torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(weights, expected_weights)
 
@@ -90,7 +90,7 @@ def test_equals_torch_multihead_attention_with_same_weights(attn):
 def test_fully_masked_rows_are_finite_and_zero(attn, need_weights):
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
     mask = key_padding([7, 0], TK)  # the second sentence has no key at all
-    out, weights = attn(x, memory, memory, mask, need_weights=need_weights)
+    out, weights = attn(x, memory, memory, mask=mask, need_weights=need_weights)
     assert torch.isfinite(out).all()
     # Zero heads, so the output is the output projection's bias alone.
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
@@ -107,10 +107,10 @@ def test_rows_without_keys_stay_finite_with_a_kernel_that_gives_nan(attn, monkey
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", textbook_attention)
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
-    out, _ = attn(x, memory, memory, key_padding([7, 0], TK))
+    out, _ = attn(x, memory, memory, mask=key_padding([7, 0], TK))
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
     torch.testing.assert_close(
-        out[0], attn(x, memory, memory, key_padding([7, 0], TK), need_weights=True)[0][0]
+        out[0], attn(x, memory, memory, mask=key_padding([7, 0], TK), need_weights=True)[0][0]
     )
 
 
@@ -136,7 +136,7 @@ def test_bf16_autocast_forward_and_backward_are_finite(need_weights):
     x = torch.randn(B, TQ, D, requires_grad=True)
     mask = key_padding([5, 0], TQ) & causal_mask(TQ)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, weights = attn(x, x, x, mask, need_weights=need_weights)
+        out, weights = attn(x, x, x, mask=mask, need_weights=need_weights)
     assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
     if need_weights:
         assert torch.isfinite(weights).all()
@@ -174,7 +174,7 @@ def test_per_sentence_head_mask(attn):
 @pytest.mark.parametrize("reserve", [2, TQ])  # grows on the way / allocated once
 def test_self_attention_cache_equals_full_causal_pass(attn, reserve):
     x = torch.randn(B, TQ, D)
-    full, _ = attn(x, x, x, causal_mask(TQ))
+    full, _ = attn(x, x, x, mask=causal_mask(TQ))
     cache = KVCache(reserve=reserve)
     steps, buffers = [], set()
     for t in range(TQ):
@@ -221,7 +221,7 @@ def test_score_bias_is_added_to_scaled_scores_and_empty_rows_stay_zero(attn, nee
     x = torch.randn(B, TQ, D)
     bias = torch.randn(1, H, TQ, TQ) * 3
     mask = key_padding([5, 0], TQ) & causal_mask(TQ)  # the second sentence has no key at all
-    out, weights = attn(x, x, x, mask, need_weights=need_weights, score_bias=bias)
+    out, weights = attn(x, x, x, mask=mask, need_weights=need_weights, score_bias=bias)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
 
@@ -240,8 +240,8 @@ def test_score_bias_paths_agree_under_bf16_autocast(attn):
     bias = -torch.arange(TQ).float().view(1, 1, 1, TQ).expand(1, H, TQ, TQ)
     mask = key_padding([5, 0], TQ) & causal_mask(TQ)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        fused, _ = attn(x, x, x, mask, score_bias=bias)
-        explicit, _ = attn(x, x, x, mask, need_weights=True, score_bias=bias)
+        fused, _ = attn(x, x, x, mask=mask, score_bias=bias)
+        explicit, _ = attn(x, x, x, mask=mask, need_weights=True, score_bias=bias)
     assert torch.isfinite(fused).all() and torch.isfinite(explicit).all()
     torch.testing.assert_close(fused.float(), explicit.float(), atol=2e-2, rtol=2e-2)
 
@@ -252,7 +252,7 @@ def test_rotate_hook_rotates_queries_and_new_keys_before_they_are_cached(attn):
 
     rotary = Rotary(D // H)
     x = torch.randn(B, TQ, D)
-    full, _ = attn(x, x, x, causal_mask(TQ), rotate=lambda t: rotary(t, torch.arange(TQ)))
+    full, _ = attn(x, x, x, mask=causal_mask(TQ), rotate=lambda t: rotary(t, torch.arange(TQ)))
     cache = KVCache(reserve=2)
     steps = []
     for t in range(TQ):
@@ -260,4 +260,4 @@ def test_rotate_hook_rotates_queries_and_new_keys_before_they_are_cached(attn):
         rotate = partial(rotary, positions=torch.tensor([t]))
         steps.append(attn(step, step, step, cache=cache, rotate=rotate)[0])
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-6, rtol=1e-5)
-    assert not torch.allclose(full, attn(x, x, x, causal_mask(TQ))[0], atol=1e-3)  # the hook did act
+    assert not torch.allclose(full, attn(x, x, x, mask=causal_mask(TQ))[0], atol=1e-3)  # the hook did act
