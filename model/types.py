@@ -9,6 +9,7 @@ model can import decoding for ``Transformer.generate``.
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import torch
 from torch import Tensor
 
 from model.attention import KVCache
@@ -50,10 +51,19 @@ class DecoderCache:
         )
 
     def reorder(self, index: Tensor) -> None:
-        """Keep the batch rows in ``index`` (B',), e.g. the beams that survive a beam-search step."""
+        """Keep the decoded rows in ``index`` (B',), e.g. the beams that survive a beam-search step.
+
+        A cross-attention cache with one row per source sentence, shared by the G rows of its beams (see
+        ``MultiHeadAttention``), stays as it is: beam search only moves rows among the beams of a sentence.
+        """
         for self_cache, cross_cache in self.layers:
+            if cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0):
+                groups = self_cache.key.size(0) // cross_cache.key.size(0)
+                rows = torch.arange(index.numel(), device=index.device)
+                assert torch.equal(index // groups, rows // groups), "a row moved to another sentence"
+            else:
+                cross_cache.reorder(index)
             self_cache.reorder(index)
-            cross_cache.reorder(index)
 
 
 class HeadMask(NamedTuple):
