@@ -109,11 +109,11 @@ class EncoderLayer(nn.Module):
                 score_bias=score_bias,
             )
 
-        if self.norm_first:
+        if self.norm_first:  # pre-LN: normalise each sublayer's input
             h, weights = self_attention(self.self_attn_norm(x))
             x = x + self.dropout(h)
             x = x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
-        else:
+        else:  # post-LN: normalise after each residual sum
             h, weights = self_attention(x)
             x = self.self_attn_norm(x + self.dropout(h))
             x = self.feed_forward_norm(x + self.dropout(self.feed_forward(x)))
@@ -182,13 +182,13 @@ class DecoderLayer(nn.Module):
                 mask=src_attend, need_weights=need_weights, cache=cross_cache, head_mask=cross_head_mask,
             )
 
-        if self.norm_first:
+        if self.norm_first:  # pre-LN: normalise each sublayer's input
             h, self_weights = self_attention(self.self_attn_norm(x))
             x = x + self.dropout(h)
             h, cross_weights = cross_attention(self.cross_attn_norm(x))
             x = x + self.dropout(h)
             x = x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
-        else:
+        else:  # post-LN: normalise after each residual sum
             h, self_weights = self_attention(x)
             x = self.self_attn_norm(x + self.dropout(h))
             h, cross_weights = cross_attention(x)

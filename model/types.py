@@ -56,14 +56,16 @@ class DecoderCache:
         A cross-attention cache with one row per source sentence, shared by the G rows of its beams (see
         ``MultiHeadAttention``), stays as it is: beam search only moves rows among the beams of a sentence.
         """
+        self_cache, cross_cache = self.layers[0] if self.layers else (KVCache(), KVCache())
+        shared = cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0)
+        if shared:  # every layer alike
+            groups = self_cache.key.size(0) // cross_cache.key.size(0)
+            rows = torch.arange(index.numel(), device=index.device)
+            assert torch.equal(index // groups, rows // groups), "a row moved to another sentence"
         for self_cache, cross_cache in self.layers:
-            if cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0):
-                groups = self_cache.key.size(0) // cross_cache.key.size(0)
-                rows = torch.arange(index.numel(), device=index.device)
-                assert torch.equal(index // groups, rows // groups), "a row moved to another sentence"
-            else:
-                cross_cache.reorder(index)
             self_cache.reorder(index)
+            if not shared:
+                cross_cache.reorder(index)
 
 
 class HeadMask(NamedTuple):

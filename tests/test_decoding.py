@@ -276,6 +276,8 @@ def test_beams_share_their_sentences_cross_attention_keys_and_values(model, src)
         repeated_cache.reorder(index)
         assert all(cross.key is key for (_, cross), key in zip(shared_cache.layers, cross_keys))
         tokens = random_ids(b * k, 1, 11, generator=gen)
+    with pytest.raises(AssertionError, match="a row moved to another sentence"):
+        shared_cache.reorder(torch.arange(b * k).roll(1))  # the shared rows would no longer fit
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
