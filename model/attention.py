@@ -154,6 +154,7 @@ class MultiHeadAttention(nn.Module):
             weights = scores.float().softmax(dim=-1).to(q.dtype)
             if has_key is not None:
                 weights = weights * has_key
+            # F.dropout, as the fused kernel drops its weights inside (dropout_p), where no module reaches.
             out = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, H, Tq, Dh)
         else:
             weights = None
