@@ -106,7 +106,8 @@ class Transformer(nn.Module):
         Args:
             tgt_in: (B, T) decoder input ids, starting with BOS. With a cache, only the new positions (usually
                 T = 1); earlier positions come from the cache, which is updated in place.
-            encoded: the encoder's output for the same batch.
+            encoded: the encoder's output for the same batch; or one row per sentence when ``tgt_in`` has G
+                consecutive rows per sentence (its beams), which share its cross-attention keys and values.
             last_only: compute logits for the last position only (B, 1, V), all that decoding needs.
             keep: (B, T) boolean; compute logits only where True, returned packed as (N, V). Training keeps
                 the non-padding targets and so skips the vocabulary projection of padding.
