@@ -53,7 +53,7 @@ from torch import nn
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer
 from model import MultiHeadAttention, Transformer
-from model.transformer import FeedForward
+from model.layers import FeedForward
 
 # Position signals that are a (max_len, D) table added to the embeddings, which CTranslate2 takes as it is.
 EXPORTABLE_POSITIONAL = ("sinusoidal", "learned", "none")
@@ -201,16 +201,16 @@ def build_spec(model: Transformer, src_tokens: list[str], tgt_tokens: list[str])
 
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers, strict=True):
         _set_attention(layer_spec.self_attention, layer.self_attn, self_attention=True)
-        _set_norm(layer_spec.self_attention.layer_norm, layer.attn_block.norm)
+        _set_norm(layer_spec.self_attention.layer_norm, layer.self_attn_norm)
         _set_feed_forward(layer_spec.ffn, layer.feed_forward)
-        _set_norm(layer_spec.ffn.layer_norm, layer.ff_block.norm)
+        _set_norm(layer_spec.ffn.layer_norm, layer.feed_forward_norm)
     for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers, strict=True):
         _set_attention(layer_spec.self_attention, layer.self_attn, self_attention=True)
-        _set_norm(layer_spec.self_attention.layer_norm, layer.self_block.norm)
+        _set_norm(layer_spec.self_attention.layer_norm, layer.self_attn_norm)
         _set_attention(layer_spec.attention, layer.cross_attn, self_attention=False)
-        _set_norm(layer_spec.attention.layer_norm, layer.cross_block.norm)
+        _set_norm(layer_spec.attention.layer_norm, layer.cross_attn_norm)
         _set_feed_forward(layer_spec.ffn, layer.feed_forward)
-        _set_norm(layer_spec.ffn.layer_norm, layer.ff_block.norm)
+        _set_norm(layer_spec.ffn.layer_norm, layer.feed_forward_norm)
 
     spec.register_source_vocabulary(src_tokens)
     spec.register_target_vocabulary(tgt_tokens)
@@ -218,7 +218,7 @@ def build_spec(model: Transformer, src_tokens: list[str], tgt_tokens: list[str])
     config.bos_token, config.eos_token, config.unk_token = SPECIALS.bos, SPECIALS.eos, SPECIALS.unk
     config.decoder_start_token = SPECIALS.bos
     config.add_source_bos, config.add_source_eos = False, True  # src = ids + [EOS], as data.batching.collate
-    config.layer_norm_epsilon = float(model.encoder_layers[0].attn_block.norm.eps)
+    config.layer_norm_epsilon = float(model.encoder_layers[0].self_attn_norm.eps)
     try:
         spec.validate()
     except ValueError as error:

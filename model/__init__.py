@@ -1,16 +1,11 @@
 """The model: multi-head attention, the encoder-decoder Transformer and its decoding. Imports only torch."""
 
 from model.attention import KVCache, MultiHeadAttention
+from model.config import TransformerConfig
 from model.decoding import beam_search, greedy_search
 from model.masks import causal_mask, decoder_self_mask, padding_mask
-from model.transformer import (
-    AttentionMaps,
-    DecoderCache,
-    EncoderOutput,
-    HeadMask,
-    Transformer,
-    TransformerConfig,
-)
+from model.transformer import Transformer
+from model.types import AttentionMaps, DecoderCache, EncoderOutput, HeadMask
 
 __all__ = [
     "AttentionMaps",

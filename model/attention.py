@@ -91,9 +91,9 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key: Tensor,
         value: Tensor,
+        *,
         mask: Tensor | None = None,
         need_weights: bool = False,
-        *,
         cache: KVCache | None = None,
         head_mask: Tensor | None = None,
         rotate: Callable[[Tensor], Tensor] | None = None,
@@ -104,8 +104,11 @@ class MultiHeadAttention(nn.Module):
         Args:
             query: (B, Tq, D).
             key, value: (B, Tk, D). Pass the same tensor three times for self-attention.
-            mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk). With a cache, Tk counts the
-                cached keys too.
+                Or (B/G, Tk, D), each row shared by G consecutive query rows (the beams of a sentence in
+                beam search): the keys and values are projected and cached once per row, and the G rows'
+                queries attend to them as G * Tq queries of one row, with no copy of the keys.
+            mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk); with shared keys, to
+                (B/G, H, 1, Tk). With a cache, Tk counts the cached keys too.
             need_weights: also return the attention weights (takes the explicit path instead of the fused
                 kernel).
             cache: keys/values from earlier decoding steps; updated in place.
@@ -123,6 +126,17 @@ class MultiHeadAttention(nn.Module):
         """
         q, k, v = self._project(query, key, value, cache, rotate)
         dropout_p = self.dropout if self.training else 0.0
+        batch = q.size(0)
+        groups = batch // max(k.size(0), 1)  # query rows per key row
+        if k.size(0) != batch:
+            if groups * k.size(0) != batch or score_bias is not None:
+                raise ValueError(
+                    f"{batch} query rows cannot share {k.size(0)} key rows"
+                    + (" with a score_bias" if score_bias is not None else "")
+                )
+            if mask is not None and (mask.size(-2) != 1 or mask.size(0) not in (1, k.size(0))):
+                raise ValueError(f"shared keys need one mask row per key row, got a mask {tuple(mask.shape)}")
+            q = self._fold_groups(q, groups)  # (B/G, H, G*Tq, Dh)
 
         has_key = None
         if mask is not None:
@@ -140,6 +154,7 @@ class MultiHeadAttention(nn.Module):
             weights = scores.float().softmax(dim=-1).to(q.dtype)
             if has_key is not None:
                 weights = weights * has_key
+            # F.dropout, as the fused kernel drops its weights inside (dropout_p), where no module reaches.
             out = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, H, Tq, Dh)
         else:
             weights = None
@@ -156,6 +171,9 @@ class MultiHeadAttention(nn.Module):
             if has_key is not None:
                 out = out * has_key
 
+        if groups > 1:
+            out = self._unfold_groups(out, groups)  # (B, H, Tq, Dh)
+            weights = None if weights is None else self._unfold_groups(weights, groups)  # (B, H, Tq, Tk)
         if head_mask is not None:
             out = out * head_mask.to(out.dtype).reshape(-1, self.num_heads, 1, 1)  # (B|1, H, 1, 1)
         return self.out_proj(self._merge_heads(out)), weights
@@ -200,3 +218,13 @@ class MultiHeadAttention(nn.Module):
     def _merge_heads(self, x: Tensor) -> Tensor:
         b, _, t, _ = x.shape
         return x.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)
+
+    @staticmethod
+    def _fold_groups(q: Tensor, groups: int) -> Tensor:
+        """Queries (B, H, Tq, Dh) of G consecutive rows as G * Tq queries of one row: (B/G, H, G*Tq, Dh)."""
+        return q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)  # (B/G, H, G*Tq, Dh)
+
+    @staticmethod
+    def _unfold_groups(x: Tensor, groups: int) -> Tensor:
+        """Undo ``_fold_groups`` on outputs (B/G, H, G*Tq, Dh) or weights (B/G, H, G*Tq, Tk)."""
+        return x.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)  # (B, H, Tq, Dh|Tk)

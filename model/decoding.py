@@ -7,10 +7,15 @@ length) rather than a re-run over the whole prefix.
 Shape legend: B batch, K beams, S source length, L generated length, V target vocabulary size.
 """
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
-from model.transformer import EncoderOutput, HeadMask, Transformer
+from model.types import HeadMask
+
+if TYPE_CHECKING:  # only for annotations: model.transformer imports this module for Transformer.generate
+    from model.transformer import Transformer
 
 
 def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
@@ -43,7 +48,7 @@ def _limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
 
 @torch.inference_mode()
 def greedy_search(
-    model: Transformer,
+    model: "Transformer",
     src: Tensor,
     max_len: int | Tensor,
     *,
@@ -91,18 +96,9 @@ def _length_penalty(length: Tensor, alpha: float) -> Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _repeat_beams(encoded: EncoderOutput, beam_size: int) -> EncoderOutput:
-    """Repeat every sentence's encoder output for each of its beams: (B, ...) → (B*K, ...)."""
-    return EncoderOutput(
-        encoded.memory.repeat_interleave(beam_size, dim=0),
-        encoded.src_attend.repeat_interleave(beam_size, dim=0),
-        [],
-    )
-
-
 @torch.inference_mode()
 def beam_search(
-    model: Transformer,
+    model: "Transformer",
     src: Tensor,
     max_len: int | Tensor,
     beam_size: int,
@@ -135,7 +131,9 @@ def beam_search(
     c = model.config
     b, k, device = src.size(0), beam_size, src.device
     masks = head_mask if head_mask is not None else HeadMask()
-    encoded = _repeat_beams(model.encode(src, head_mask=masks.encoder), k)
+    # One encoder output per sentence: the K beams of a sentence share its cross-attention keys and values,
+    # projected once and never reordered (see MultiHeadAttention), while everything else has a row per beam.
+    encoded = model.encode(src, head_mask=masks.encoder)
     masks = HeadMask(*(m.repeat_interleave(k, dim=0) if m is not None and m.dim() == 3 else m for m in masks))
     limits = _limits(max_len, b, device)
     if b == 0:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from analysis.flops import matmul_flops
-from model import Transformer
+from model import EncoderOutput, Transformer
 from model.decoding import _allowed_logits, beam_search, greedy_search
 from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
@@ -243,6 +243,33 @@ def test_batched_beam_search_equals_a_plain_one_sentence_at_a_time(model, src, a
     found = rows_of(beam_search(model, src, 10, beam_size=3, length_penalty=alpha))
     expected = [plain_beam_search(model, s[s != PAD], 10, 3, alpha) for s in src]
     assert found == expected
+
+
+def test_beams_share_their_sentences_cross_attention_keys_and_values(model, src):
+    """Beam search decodes K rows per sentence against one encoder output row per sentence: cross-attention
+    keys and values are projected once per sentence and never copied when beams are reordered, and every
+    step's logits equal those of decoding against the encoder output repeated for each beam."""
+    b, k = src.size(0), 3
+    encoded = model.encode(src)
+    repeated = EncoderOutput(
+        encoded.memory.repeat_interleave(k, 0), encoded.src_attend.repeat_interleave(k, 0), []
+    )
+    shared_cache, repeated_cache = model.new_cache(), model.new_cache()
+    tokens = torch.full((b * k, 1), BOS)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        logits = model.decode(tokens, encoded, cache=shared_cache).logits  # (B*K, 1, V)
+        torch.testing.assert_close(logits, model.decode(tokens, repeated, cache=repeated_cache).logits)
+        cross_keys = [cross.key for _, cross in shared_cache.layers]
+        assert all(key.size(0) == b for key in cross_keys)  # one row per sentence
+        # Beams survive, repeat or drop within their sentence, as in beam search.
+        index = (torch.arange(b)[:, None] * k + torch.randint(0, k, (b, k), generator=gen)).view(-1)
+        shared_cache.reorder(index)
+        repeated_cache.reorder(index)
+        assert all(cross.key is key for (_, cross), key in zip(shared_cache.layers, cross_keys))
+        tokens = random_ids(b * k, 1, 11, generator=gen)
+    with pytest.raises(AssertionError, match="a row moved to another sentence"):
+        shared_cache.reorder(torch.arange(b * k).roll(1))  # the shared rows would no longer fit
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

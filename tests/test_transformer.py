@@ -145,7 +145,7 @@ def test_logits_at_kept_positions_equal_the_full_logits_there(tiny_model):
 
 
 def test_dropout_keeps_about_1_minus_p_and_rescales():
-    from model.transformer import Dropout
+    from model.layers import Dropout
 
     dropout = Dropout(0.25).train()
     x = torch.ones(200, 500)
@@ -176,32 +176,100 @@ def test_sinusoidal_encoding_literal():
     torch.testing.assert_close(encoding(torch.zeros(1, 1, 4), offset=2)[0], expected[2:])
 
 
+class Scale(torch.nn.Module):
+    """A stand-in sublayer: its first input times ``factor``; as attention, with no weights."""
+
+    def __init__(self, factor: float, attention: bool) -> None:
+        super().__init__()
+        self.factor, self.attention = factor, attention
+
+    def forward(self, h, *args, **kwargs):
+        return (self.factor * h, None) if self.attention else self.factor * h
+
+
 @pytest.mark.parametrize("norm_first", [True, False])
-def test_sublayer_arrangement_and_residual_dropout(norm_first):
-    """Pre-LN: x + dropout(f(norm(x))); post-LN (§3.1): norm(x + dropout(f(x))).
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_sublayer_arrangement_and_residual_dropout(side, norm_first):
+    """Pre-LN: x + dropout(f(norm(x))); post-LN (§3.1): norm(x + dropout(f(x))), for each sublayer in turn.
 
     Dropout is on the branch only.
     """
-    from model.transformer import Sublayer
+    from model.layers import DecoderLayer, EncoderLayer
 
     torch.manual_seed(0)
-    sublayer = Sublayer(8, dropout=0.5, norm_first=norm_first).eval()
+    config = tiny_config(d_model=8, num_heads=2, dropout=0.5, norm_first=norm_first)
+    layer = (EncoderLayer if side == "encoder" else DecoderLayer)(config).eval()
+    attention = ["self_attn", "cross_attn"] if side == "decoder" else ["self_attn"]
+    for name in attention:
+        setattr(layer, name, Scale(2.0, attention=True))
+    layer.feed_forward = Scale(2.0, attention=False)
     x = torch.randn(2, 3, 8) * 3 + 1
 
-    def double(h):
-        return 2 * h, None
+    def run(layer):
+        if side == "encoder":
+            return layer(x, attend=torch.ones(2, 1, 1, 3, dtype=torch.bool))[0]
+        memory, src_attend = torch.randn(2, 4, 8), torch.ones(2, 1, 1, 4, dtype=torch.bool)
+        return layer(x, memory, self_attend=None, src_attend=src_attend)[0]
 
-    out, _ = sublayer(x, double)
-    norm = torch.nn.functional.layer_norm
-    expected = x + 2 * norm(x, (8,)) if norm_first else norm(3 * x, (8,))
-    torch.testing.assert_close(out, expected)
+    def norm(h):
+        return torch.nn.functional.layer_norm(h, (8,))
+
+    expected = x
+    for _ in range(len(attention) + 1):  # the attention sublayers, then the feed-forward one
+        expected = expected + 2 * norm(expected) if norm_first else norm(3 * expected)
+    torch.testing.assert_close(run(layer), expected)
 
     if norm_first:  # in training, each element of the branch is dropped (0) or kept and doubled
-        branch = sublayer.train()(x, double)[0] - x
-        kept = 2 * 2 * norm(x, (8,))
+        for name in attention[1:]:
+            setattr(layer, name, Scale(0.0, attention=True))
+        layer.feed_forward = Scale(0.0, attention=False)  # only the first branch is left
+        branch = run(layer.train()) - x
+        kept = 2 * 2 * norm(x)
         dropped = branch.abs() < 1e-6
         assert 0 < dropped.sum() < dropped.numel()
         torch.testing.assert_close(branch[~dropped], kept[~dropped])
+
+
+# Checkpoints written before the sublayers were spelled out in the layers' forward name the norms so.
+OLD_NORM_NAMES = {  # old name → today's, per layer
+    "encoder_layers.{i}.attn_block.norm": "encoder_layers.{i}.self_attn_norm",
+    "encoder_layers.{i}.ff_block.norm": "encoder_layers.{i}.feed_forward_norm",
+    "decoder_layers.{i}.self_block.norm": "decoder_layers.{i}.self_attn_norm",
+    "decoder_layers.{i}.cross_block.norm": "decoder_layers.{i}.cross_attn_norm",
+    "decoder_layers.{i}.ff_block.norm": "decoder_layers.{i}.feed_forward_norm",
+}
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_checkpoints_with_the_old_norm_names_load_and_give_the_same_outputs(norm_first):
+    """A training checkpoint (the model under ``model.``, as in TranslationModule) with the old names loads
+    strictly into today's model and computes the same logits."""
+    config = tiny_config(norm_first=norm_first, dropout=0.1)
+    torch.manual_seed(0)
+    trained = torch.nn.ModuleDict({"model": Transformer(config)})
+    with torch.no_grad():  # norms unlike a fresh model's, so that a norm left unloaded shows
+        for name, p in trained.named_parameters():
+            if "norm" in name:
+                p.normal_()
+    old_state = {}
+    for key, value in trained.state_dict().items():
+        for i in range(2):
+            for old, today in OLD_NORM_NAMES.items():
+                today = f"model.{today.format(i=i)}."
+                if key.startswith(today):
+                    key = f"model.{old.format(i=i)}.{key[len(today):]}"
+        old_state[key] = value
+    for i in range(2):
+        for old, today in OLD_NORM_NAMES.items():
+            assert {f"model.{old.format(i=i)}.weight", f"model.{old.format(i=i)}.bias"} <= set(old_state)
+            assert not any(today.format(i=i) + "." in key for key in old_state)
+
+    torch.manual_seed(1)
+    loaded = torch.nn.ModuleDict({"model": Transformer(config)})
+    loaded.load_state_dict(old_state)  # strict: no key missing, none unexpected
+    src, tgt_in = batch()
+    expected = trained.model.eval()(src, tgt_in)
+    torch.testing.assert_close(loaded.model.eval()(src, tgt_in), expected, rtol=0, atol=0)
 
 
 def test_pre_ln_stacks_end_normalised(tiny_model):

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
-from model.transformer import Activation, Positional
+from model.config import Activation, Positional
 
 
 def cosine_decay(step: int, warmup: int, total: float) -> float:

@@ -1,0 +1,77 @@
+"""The small types that ``Transformer.encode``/``decode``, decoding and their callers share.
+
+Shape legend: B batch, S source length, T target length, V vocabulary size, L layers, H heads.
+
+They live apart from ``model.transformer`` so that ``model.decoding`` needs them without the model, and the
+model can import decoding for ``Transformer.generate``.
+"""
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from model.attention import KVCache
+
+
+class AttentionMaps(NamedTuple):
+    """Attention weights of every layer, returned when asked for, never stored on modules."""
+
+    encoder: list[Tensor]  # per layer (B, H, S, S)
+    decoder: list[Tensor]  # per layer (B, H, T, T)
+    cross: list[Tensor]  # per layer (B, H, T, S)
+
+
+class EncoderOutput(NamedTuple):
+    memory: Tensor  # (B, S, D)
+    src_attend: Tensor  # (B, 1, 1, S) boolean, True = real source token
+    attention: list[Tensor]  # per layer (B, H, S, S); empty unless asked for
+
+
+class DecoderOutput(NamedTuple):
+    logits: Tensor  # (B, T, V)
+    self_attention: list[Tensor]  # per layer (B, H, T, T); empty unless asked for
+    cross_attention: list[Tensor]  # per layer (B, H, T, S); empty unless asked for
+
+
+@dataclass
+class DecoderCache:
+    """Everything incremental decoding keeps between steps: one self- and one cross-attention cache per
+    layer."""
+
+    layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
+    length: int = 0  # target positions decoded so far; the next position's index
+
+    @classmethod
+    def empty(cls, num_layers: int, reserve: int = 16) -> "DecoderCache":
+        """A cache with room for ``reserve`` target positions before its buffers must grow."""
+        return cls(
+            [(KVCache(static=False, reserve=reserve), KVCache(static=True)) for _ in range(num_layers)]
+        )
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the decoded rows in ``index`` (B',), e.g. the beams that survive a beam-search step.
+
+        A cross-attention cache with one row per source sentence, shared by the G rows of its beams (see
+        ``MultiHeadAttention``), stays as it is: beam search only moves rows among the beams of a sentence.
+        """
+        self_cache, cross_cache = self.layers[0] if self.layers else (KVCache(), KVCache())
+        shared = cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0)
+        if shared:  # every layer alike
+            groups = self_cache.key.size(0) // cross_cache.key.size(0)
+            rows = torch.arange(index.numel(), device=index.device)
+            assert torch.equal(index // groups, rows // groups), "a row moved to another sentence"
+        for self_cache, cross_cache in self.layers:
+            self_cache.reorder(index)
+            if not shared:
+                cross_cache.reorder(index)
+
+
+class HeadMask(NamedTuple):
+    """Multipliers of each head's output, 1 keeps a head and 0 silences it: (L, H), or (B, L, H)
+    per sentence."""
+
+    encoder: Tensor | None = None
+    decoder: Tensor | None = None
+    cross: Tensor | None = None
