@@ -294,3 +294,21 @@ def test_engine_refuses_options_that_need_attention(options, message, capsys):
     assert stop.value.code == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]
 
+
+
+@needs_ct2
+@pytest.mark.slow
+def test_greedy_equals_pytorch_at_the_multi30k_config_size(toy, tmp_path):
+    """The shape of configs/multi30k.yaml (d_model 256, 4 heads, 3 + 3 layers, d_ff 512), 64 sentences."""
+    splits, src, tgt = toy
+    model = train_model(toy, steps=60, d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3,
+                        d_ff=512)
+    folder = export(model, src, tgt, tmp_path / "model")
+    translator = CTranslate2Translator(folder, src, tgt, model_max_len=model.config.max_len, threads=1)
+    sources = [p.source for p in splits["test"]][:64]
+    ours = translate(model, src, tgt, sources, beam_size=1, max_len=MAX_LEN, batch_size=len(sources))
+    theirs, _ = translator.translate_tokens(
+        [src.tokens(src.encode(s)) for s in sources], max_decoding_length=MAX_LEN
+    )
+    assert [tgt.tokens(ids) for ids in ours] == theirs
+    assert len({tuple(ids) for ids in ours}) > len(sources) // 2  # not one output for every sentence
