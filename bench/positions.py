@@ -196,8 +196,7 @@ def draw_maps(model: Transformer, datamodule: TranslationDataModule, directory: 
             continue
         figure = attention_grid(
             [weights[0].float().cpu() for weights in layers], *axes[kind],
-            f"{name}: {kind} attention, a test sentence of {src.size(1)} source and {tgt_in.size(1)} "
-            "target positions",
+            f"{name}: {kind}, {src.size(1)} source and {tgt_in.size(1)} target positions",
         )
         path = directory / f"{name}_{kind}.png"
         figure.savefig(path)
