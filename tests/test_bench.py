@@ -131,7 +131,8 @@ def test_positions_quick_table_shows_the_json_figures(tmp_path, capsys):
     path = tmp_path / "positions.json"
     threads = torch.get_num_threads()
     try:
-        argv = ["--quick", "--variants", "sinusoidal", "alibi", "--threads", "1", "--json", str(path)]
+        argv = ["--quick", "--variants", "sinusoidal", "alibi", "--threads", "1", "--json", str(path),
+                "--maps", str(tmp_path / "maps")]
         results = positions_main(argv)
     finally:
         torch.set_num_threads(threads)
@@ -154,6 +155,14 @@ def test_positions_quick_table_shows_the_json_figures(tmp_path, capsys):
         assert figures["oracle_length_exact_match"] >= figures["exact_match"]
         assert figures["exact_match"] + figures["stops_too_early"] <= 1.0
         assert figures["mean_output_length"] >= 0 and figures["train_seconds"] > 0
+        # Mean distances between positions of the test sentences: above 0, below the longest sentence.
+        sources = [datamodule.src_tokenizer.encode(p.source) for p in datamodule.pairs("test")]
+        longest = max(map(len, references + sources)) + 1
+        assert 0 < figures["encoder_distance"] < longest and 0 < figures["decoder_distance"] < longest
+        drawn = [Path(name) for name in figures["maps"]]
+        variant = row[1].strip()
+        assert [p.name for p in drawn] == [f"toy_length_{variant}_{k}.png" for k in ("encoder", "cross")]
+        assert all(p.read_bytes().startswith(b"\x89PNG") for p in drawn)
 
 
 def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_length():
