@@ -111,9 +111,9 @@ def beam_search(
     Every step extends each of the K live beams of a sentence by every token and keeps the 2K best extensions
     by log-probability. Extensions ending in EOS that rank among the best K leave the beam as finished
     hypotheses, scored by log-probability divided by the GNMT length penalty; the best K others live on.
-    A sentence is done once it holds K finished hypotheses and no live beam can still beat the worst of them;
-    decoding stops when every sentence is done; a sentence that reaches its ``max_len`` tokens finishes its
-    live beams as they are.
+    A sentence is done once no live beam can still beat its best finished hypothesis, the one returned (so it
+    may stop before K have finished: what it returns is the same); decoding stops when every sentence is
+    done; a sentence that reaches its ``max_len`` tokens finishes its live beams as they are.
 
     Args:
         src: (B, S) source ids.
@@ -181,10 +181,10 @@ def beam_search(
         live_origin = origin.gather(1, live)
         live_token = token.gather(1, live)
 
-        # Done when K hypotheses are finished and the best live beam, even if it never lost another bit of
-        # log-probability, could not beat the worst of them at the longest allowed length.
+        # Done when the best live beam, even if it never lost another bit of log-probability, could not beat
+        # the best finished hypothesis at the longest allowed length: that hypothesis is the one returned.
         best_possible = scores[:, 0] / _length_penalty(limits.float(), length_penalty)
-        done |= (finished_scores[:, -1] > float("-inf")) & (best_possible <= finished_scores[:, -1])
+        done |= (finished_scores[:, 0] > float("-inf")) & (best_possible <= finished_scores[:, 0])
         done |= step >= limits
         if bool(done.all()):
             break
