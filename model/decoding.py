@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from model.types import HeadMask
+from model.types import EncoderOutput, HeadMask
 
 if TYPE_CHECKING:  # only for annotations: model.transformer imports this module for Transformer.generate
     from model.transformer import Transformer
@@ -148,6 +148,8 @@ def beam_search(
     finished_tokens = torch.full((b, k, steps), c.pad_id, dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
     beam_offset = (torch.arange(b, device=device) * k)[:, None]  # (B, 1) first flat row of each sentence
+    best = torch.full((b, steps), c.pad_id, dtype=torch.long, device=device)  # each sentence's result
+    sentence = torch.arange(b, device=device)  # (B,) the input row of each sentence still searching
 
     for step in range(1, steps + 1):
         logits = model.decode(tokens[:, -1:], encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B*K, V)
@@ -186,11 +188,24 @@ def beam_search(
         best_possible = scores[:, 0] / _length_penalty(limits.float(), length_penalty)
         done |= (finished_scores[:, 0] > float("-inf")) & (best_possible <= finished_scores[:, 0])
         done |= step >= limits
-        if bool(done.all()):
-            break
+        if bool(done.any()):  # their best hypotheses are final: set them aside, decode only the others
+            best[sentence[done]] = finished_tokens[done, 0]
+            if bool(done.all()):
+                break
+            keep = (~done).nonzero().squeeze(1)  # (B',) rows of the sentences still searching
+            sentence, limits, scores = sentence[keep], limits[keep], scores[keep]
+            finished_scores, finished_tokens = finished_scores[keep], finished_tokens[keep]
+            live_origin, live_token, done = live_origin[keep], live_token[keep], done[keep]
+            beam_rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'*K,)
+            tokens = tokens.index_select(0, beam_rows)
+            encoded = EncoderOutput(encoded.memory[keep], encoded.src_attend[keep], [])
+            masks = HeadMask(*(m[beam_rows] if m is not None and m.dim() == 3 else m for m in masks))
+            cache.keep_sentences(keep, k)
+            b = keep.numel()
+            beam_offset = beam_offset[:b]
 
         flat_origin = (beam_offset + live_origin).view(-1)  # (B*K,)
         cache.reorder(flat_origin)
         tokens = torch.cat([tokens.index_select(0, flat_origin), live_token.view(-1, 1)], dim=1)
 
-    return _finish(finished_tokens[:, 0], c.eos_id, c.pad_id)
+    return _finish(best, c.eos_id, c.pad_id)

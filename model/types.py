@@ -67,6 +67,16 @@ class DecoderCache:
             if not shared:
                 cross_cache.reorder(index)
 
+    def keep_sentences(self, sentences: Tensor, groups: int) -> None:
+        """Keep only the sentences in ``sentences`` (B',), each decoded as ``groups`` consecutive rows (its
+        beams), e.g. those beam search has not finished yet. A cross-attention cache with one row per sentence
+        keeps that row; every other cache keeps the sentence's ``groups`` rows."""
+        rows = (sentences[:, None] * groups + torch.arange(groups, device=sentences.device)).view(-1)
+        for self_cache, cross_cache in self.layers:
+            shared = cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0)
+            self_cache.reorder(rows)
+            cross_cache.reorder(sentences if shared else rows)
+
 
 class HeadMask(NamedTuple):
     """Multipliers of each head's output, 1 keeps a head and 0 silences it: (L, H), or (B, L, H)

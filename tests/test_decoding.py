@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from analysis.flops import matmul_flops
-from model import EncoderOutput, Transformer
+from model import EncoderOutput, HeadMask, Transformer
 from model.decoding import _allowed_logits, beam_search, greedy_search
 from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
@@ -308,3 +308,34 @@ def test_a_negative_length_penalty_is_refused(model, src, alpha):
         beam_search(model, src, 10, beam_size=3, length_penalty=alpha)
     with pytest.raises(ValueError, match="length_penalty must be at least 0"):
         model.generate(src, max_len=10, beam_size=3, length_penalty=alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 2.0])
+def test_beam_search_sets_finished_sentences_aside(model, src, alpha, monkeypatch):
+    """Sentences leave the batch as they finish: later steps decode fewer rows, and every sentence still gets
+    what it gets alone, with its own head mask too."""
+    c = model.config
+    generator = torch.Generator().manual_seed(5)
+    layers_heads = {
+        "decoder": (c.num_decoder_layers, c.num_heads), "cross": (c.num_decoder_layers, c.num_heads)
+    }
+    masks = {kind: (torch.rand(len(src), *shape, generator=generator) > 0.3).float()
+             for kind, shape in layers_heads.items()}
+    rows = []
+    decode = model.decode
+
+    def counting_decode(tokens, *args, **kwargs):
+        rows.append(tokens.size(0))
+        return decode(tokens, *args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", counting_decode)
+    found = rows_of(beam_search(model, src, 10, beam_size=3, length_penalty=alpha,
+                                head_mask=HeadMask(**masks)))
+    assert rows == sorted(rows, reverse=True) and rows[0] == 3 * len(src) and rows[-1] < rows[0]
+    monkeypatch.setattr(model, "decode", decode)
+    alone = [
+        rows_of(beam_search(model, s[None], 10, beam_size=3, length_penalty=alpha,
+                            head_mask=HeadMask(**{kind: m[i : i + 1] for kind, m in masks.items()})))[0]
+        for i, s in enumerate(src)
+    ]
+    assert found == alone
