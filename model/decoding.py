@@ -112,8 +112,9 @@ def beam_search(
     by log-probability. Extensions ending in EOS that rank among the best K leave the beam as finished
     hypotheses, scored by log-probability divided by the GNMT length penalty; the best K others live on.
     A sentence is done once no live beam can still beat its best finished hypothesis, the one returned (so it
-    may stop before K have finished: what it returns is the same); decoding stops when every sentence is
-    done; a sentence that reaches its ``max_len`` tokens finishes its live beams as they are.
+    may stop before K have finished: what it returns is the same). A sentence that is done leaves the batch,
+    so later steps decode only the others; decoding stops when every sentence is done. A sentence that reaches
+    its ``max_len`` tokens finishes its live beams as they are.
 
     Args:
         src: (B, S) source ids.
