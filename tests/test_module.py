@@ -41,6 +41,14 @@ def test_cosine_schedule_reaches_zero_at_the_last_step():
     assert m._lr_factor(11) == pytest.approx(0.0)
 
 
+def test_cosine_schedule_needs_a_last_step():
+    m = module(schedule="cosine")
+    m._trainer = SimpleNamespace(estimated_stepping_batches=math.inf)  # no max_epochs, no max_steps
+    assert m._lr_factor(3) == 1.0  # warm-up needs no end
+    with pytest.raises(ValueError, match="bound the run with --trainer.max_epochs or --trainer.max_steps"):
+        m._lr_factor(4)
+
+
 def test_constant_schedule_after_warm_up():
     m = module(schedule="constant")
     assert [m._lr_factor(s) for s in (0, 3, 100)] == [0.25, 1.0, 1.0]

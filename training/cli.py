@@ -89,7 +89,7 @@ def trainer_defaults() -> dict:
         "accelerator": "auto",
         "devices": "auto",
         "precision": None,  # None: chosen by the hardware (resolve_precision)
-        "max_epochs": 10,
+        "max_epochs": 6,
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself

@@ -87,7 +87,8 @@ class TranslationModule(L.LightningModule):
             this option existed load as "sinusoidal".
         lr: peak learning rate, reached at the end of warm-up.
         warmup_steps: linear warm-up steps.
-        schedule: after warm-up, "inverse_sqrt" (the paper's §5.3 decay), "cosine" (to zero at the last step),
+        schedule: after warm-up, "cosine" (to zero at the last step of ``max_epochs``/``max_steps``, the
+            default), "inverse_sqrt" (the paper's §5.3 decay),
             "cosine_time" (to zero when the time budget ``--trainer.max_time`` runs out, or at the last step
             of ``max_epochs``/``max_steps`` if that comes first) or "constant".
         weight_decay: AdamW weight decay of matrices (not of biases and norms).
@@ -126,7 +127,7 @@ class TranslationModule(L.LightningModule):
         positional: Positional = TransformerConfig.positional,
         lr: float = 2e-3,
         warmup_steps: int = 200,
-        schedule: Literal["inverse_sqrt", "cosine", "cosine_time", "constant"] = "inverse_sqrt",
+        schedule: Literal["inverse_sqrt", "cosine", "cosine_time", "constant"] = "cosine",
         weight_decay: float = 0.01,
         adam_beta2: float = 0.98,
         label_smoothing: float = 0.1,
@@ -248,7 +249,13 @@ class TranslationModule(L.LightningModule):
         return 1.0
 
     def _total_steps(self) -> int:
-        return int(self.trainer.estimated_stepping_batches)
+        total = self.trainer.estimated_stepping_batches
+        if math.isinf(total):
+            raise ValueError(
+                "schedule='cosine' decays to zero at the last step: bound the run with --trainer.max_epochs "
+                "or --trainer.max_steps, or pick --model.schedule inverse_sqrt or cosine_time"
+            )
+        return int(total)
 
     # -- the time-budgeted schedule --------------------------------------------------------------------------
 
