@@ -147,7 +147,6 @@ def beam_search(
     scores[:, 0] = 0.0  # all beams start identical: expand only the first at step one
     finished_scores = torch.full((b, k), float("-inf"), device=device)  # length-normalised
     finished_tokens = torch.full((b, k, steps), c.pad_id, dtype=torch.long, device=device)
-    done = torch.zeros(b, dtype=torch.bool, device=device)
     beam_offset = (torch.arange(b, device=device) * k)[:, None]  # (B, 1) first flat row of each sentence
     best = torch.full((b, steps), c.pad_id, dtype=torch.long, device=device)  # each sentence's result
     sentence = torch.arange(b, device=device)  # (B,) the input row of each sentence still searching
@@ -162,12 +161,12 @@ def beam_search(
         history = tokens.view(b, k, -1)[:, :, 1:].gather(1, origin[..., None].expand(-1, -1, step - 1))
         candidate_tokens = torch.cat([history, token[..., None]], dim=2)  # (B, 2K, step)
 
-        # Finished hypotheses: EOS among the best K candidates of sentences still searching.
+        # Finished hypotheses: EOS among the best K candidates (every sentence in the batch still searches),
+        # and at a sentence's last allowed step its best K candidates as they are.
         is_eos = token == c.eos_id
-        rank_ok = torch.arange(2 * k, device=device)[None] < k
-        new_finished = is_eos & rank_ok & ~done[:, None]
-        out_of_room = (step >= limits)[:, None]  # (B, 1): live candidates finish as they are
-        new_finished = (new_finished | (~is_eos & rank_ok & out_of_room)) & ~done[:, None]
+        rank_ok = torch.arange(2 * k, device=device)[None] < k  # (1, 2K)
+        out_of_room = (step >= limits)[:, None]  # (B, 1)
+        new_finished = rank_ok & (is_eos | out_of_room)  # (B, 2K)
         normalised = top_scores / _length_penalty(torch.tensor(float(step), device=device), length_penalty)
         pool_scores = torch.cat(
             [finished_scores, normalised.masked_fill(~new_finished, float("-inf"))], dim=1
@@ -187,8 +186,8 @@ def beam_search(
         # Done when the best live beam, even if it never lost another bit of log-probability, could not beat
         # the best finished hypothesis at the longest allowed length: that hypothesis is the one returned.
         best_possible = scores[:, 0] / _length_penalty(limits.float(), length_penalty)
-        done |= (finished_scores[:, 0] > float("-inf")) & (best_possible <= finished_scores[:, 0])
-        done |= step >= limits
+        done = (finished_scores[:, 0] > float("-inf")) & (best_possible <= finished_scores[:, 0])
+        done |= step >= limits  # (B,)
         if bool(done.any()):  # their best hypotheses are final: set them aside, decode only the others
             best[sentence[done]] = finished_tokens[done, 0]
             if bool(done.all()):
@@ -196,7 +195,7 @@ def beam_search(
             keep = (~done).nonzero().squeeze(1)  # (B',) rows of the sentences still searching
             sentence, limits, scores = sentence[keep], limits[keep], scores[keep]
             finished_scores, finished_tokens = finished_scores[keep], finished_tokens[keep]
-            live_origin, live_token, done = live_origin[keep], live_token[keep], done[keep]
+            live_origin, live_token = live_origin[keep], live_token[keep]
             beam_rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'*K,)
             tokens = tokens.index_select(0, beam_rows)
             encoded = EncoderOutput(encoded.memory[keep], encoded.src_attend[keep], [])
