@@ -232,8 +232,10 @@ def timed(fn, device: torch.device):
 def training_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     """Each model's loss as its own training code computes it.
 
-    ``model.Transformer`` projects only the non-padding target positions onto the vocabulary (as
-    ``training/module.py`` does); the tutorial model projects every position and ignores padding in the loss.
+    ``model.Transformer`` is given ``keep`` as ``training/module.py`` gives it: its layers compute on the
+    tokens only, padding-free but for attention (``model.packing``), and it projects only the non-padding
+    target positions onto the vocabulary. The tutorial model computes every position and ignores padding in
+    the loss.
     """
     if isinstance(model, Transformer):
         keep = batch.tgt_out != PAD
@@ -251,8 +253,8 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch)
 def training_flops(model: nn.Module, batch: Batch) -> int:
     """Matmul FLOPs of one forward + backward pass.
 
-    Padding positions count where the model computes them (the tutorial model projects them onto the
-    vocabulary, ``model.Transformer`` does not). The optimiser step does no matmuls. The count equals the
+    Padding positions count where the model computes them (the tutorial model everywhere,
+    ``model.Transformer`` only inside attention). The optimiser step does no matmuls. The count equals the
     textbook formula 6 * sum(matmul weights * tokens they apply to) + 12 * B * D * sum(Tq * Tk over attention
     layers): the forward pass does 2 FLOPs per multiply-add, the backward pass twice the forward.
     """
@@ -450,7 +452,7 @@ def report(results: dict) -> str:
             f"{r['params']:>12,}{r['gflop_per_step']:>12.2f}{r['matmul_peak_fraction']:>9.1%}"
         )
     lines += [
-        f"{'ours / tutorial':26}{tr['ratio']:>10.2f}x   (target >= 1.1x)",
+        f"{'ours / tutorial':26}{tr['ratio']:>10.2f}x   (target >= 1.5x)",
         "",
         (
             f"decoding: {de['steps']} tokens, batch {c['batch_size']}, eval, no_grad, "
@@ -467,7 +469,7 @@ def report(results: dict) -> str:
             f"{de['uncached_peak_fraction']:>9.1%}"
         ),
         (
-            f"{'cache / re-run':26}{de['cache_ratio']:>10.2f}x   (target >= 8x); "
+            f"{'cache / re-run':26}{de['cache_ratio']:>10.2f}x   "
             f"same tokens: {'yes' if de['outputs_equal'] else 'NO'}"
         ),
         f"{'  in FLOPs':26}{de['flop_ratio']:>10.2f}x   (the speedup if both ran equally close to peak)",

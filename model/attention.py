@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from model.packing import Packing
+
 
 @dataclass
 class KVCache:
@@ -55,6 +57,10 @@ class KVCache:
         if self.key is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
+
+
+def _same(x: Tensor) -> Tensor:
+    return x
 
 
 class MultiHeadAttention(nn.Module):
@@ -98,6 +104,7 @@ class MultiHeadAttention(nn.Module):
         head_mask: Tensor | None = None,
         rotate: Callable[[Tensor], Tensor] | None = None,
         score_bias: Tensor | None = None,
+        packing: tuple[Packing, Packing] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -118,13 +125,20 @@ class MultiHeadAttention(nn.Module):
                 same shape, before keys enter the cache; for self-attention, where both share positions.
             score_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores before the mask;
                 the fused kernel gets it as its float ``attn_mask`` with masked keys at -inf.
+            packing: the (query, key) packings of padding-free inputs (see ``model.packing``): query (Nq, D)
+                holds the tokens of a (B, Tq) batch, key and value (Nk, D) those of a (B, Tk) one. They are
+                projected as tokens, padded for attention, and the output is packed like the query. Not with
+                a cache or shared keys.
 
         Returns:
-            output (B, Tq, D) and weights (B, H, Tq, Tk), or None when ``need_weights`` is False.
+            output (B, Tq, D) (or (Nq, D) with ``packing``) and weights (B, H, Tq, Tk), or None when
+            ``need_weights`` is False.
             A query whose keys are all masked gets zero weights and zero output (before the output
             projection), never NaN.
         """
-        q, k, v = self._project(query, key, value, cache, rotate)
+        if packing is not None and (cache is not None or key.size(0) != packing[1].tokens):
+            raise ValueError("packed inputs take no cache, and as many key rows as their packing has tokens")
+        q, k, v = self._project(query, key, value, cache, rotate, packing)
         dropout_p = self.dropout if self.training else 0.0
         batch = q.size(0)
         groups = batch // max(k.size(0), 1)  # query rows per key row
@@ -176,12 +190,25 @@ class MultiHeadAttention(nn.Module):
             weights = None if weights is None else self._unfold_groups(weights, groups)  # (B, H, Tq, Tk)
         if head_mask is not None:
             out = out * head_mask.to(out.dtype).reshape(-1, self.num_heads, 1, 1)  # (B|1, H, 1, 1)
-        return self.out_proj(self._merge_heads(out)), weights
+        out = self._merge_heads(out)  # (B, Tq, D)
+        if packing is not None:
+            out = packing[0].pack(out)  # (Nq, D)
+        return self.out_proj(out), weights
 
     def _project(
-        self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None, rotate: Callable | None = None
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        cache: KVCache | None,
+        rotate: Callable | None = None,
+        packing: tuple[Packing, Packing] | None = None,
     ) -> tuple[Tensor, ...]:
-        """Project into heads, rotate, use and update the cache: q (B, H, Tq, Dh), k and v (B, H, Tk, Dh)."""
+        """Project into heads, rotate, use and update the cache: q (B, H, Tq, Dh), k and v (B, H, Tk, Dh).
+
+        Packed inputs are projected as tokens, then padded: (N, 3D) → (B, T, 3D).
+        """
+        pad_query, pad_key = (packing[0].pad, packing[1].pad) if packing is not None else (_same, _same)
         w, b = self.in_proj.weight, self.in_proj.bias
         d = self.d_model
         if cache is not None and cache.static and cache.key is not None:
@@ -191,14 +218,14 @@ class MultiHeadAttention(nn.Module):
             return q, cache.key[:, :, : cache.length], cache.value[:, :, : cache.length]
 
         if query is key and key is value:
-            q, k, v = self.in_proj(query).chunk(3, dim=-1)  # 3 x (B, T, D)
+            q, k, v = pad_query(self.in_proj(query)).chunk(3, dim=-1)  # 3 x (B, T, D)
         else:
-            q = F.linear(query, w[:d], None if b is None else b[:d])
+            q = pad_query(F.linear(query, w[:d], None if b is None else b[:d]))  # (B, Tq, D)
             if key is value:
-                k, v = F.linear(key, w[d:], None if b is None else b[d:]).chunk(2, dim=-1)
+                k, v = pad_key(F.linear(key, w[d:], None if b is None else b[d:])).chunk(2, dim=-1)
             else:
-                k = F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d])
-                v = F.linear(value, w[2 * d :], None if b is None else b[2 * d :])
+                k = pad_key(F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d]))
+                v = pad_key(F.linear(value, w[2 * d :], None if b is None else b[2 * d :]))
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         if rotate is not None:
             # Keys are rotated at their own positions before they are cached, so cached keys never change.

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from model.attention import KVCache
+from model.packing import Packing
 
 
 class AttentionMaps(NamedTuple):
@@ -24,9 +25,10 @@ class AttentionMaps(NamedTuple):
 
 
 class EncoderOutput(NamedTuple):
-    memory: Tensor  # (B, S, D)
+    memory: Tensor  # (B, S, D), or (N, D) tokens with a packing
     src_attend: Tensor  # (B, 1, 1, S) boolean, True = real source token
     attention: list[Tensor]  # per layer (B, H, S, S); empty unless asked for
+    packing: Packing | None = None  # where memory's tokens sit in the (B, S) batch, if packed
 
 
 class DecoderOutput(NamedTuple):

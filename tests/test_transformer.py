@@ -156,6 +156,26 @@ def test_dropout_keeps_about_1_minus_p_and_rescales():
     assert torch.equal(dropout.eval()(x), x)
 
 
+def test_dropout_mask_bits_are_all_random_and_seeded():
+    """Each of the four 16-bit integers cut from a 64-bit draw keeps a position with probability 1 - p (the
+    top one too: a draw without the sign bit would keep every fourth position), and the default generator's
+    seed fixes the mask."""
+    from model.layers import Dropout
+
+    dropout = Dropout(0.25).train()
+    torch.manual_seed(0)
+    kept = torch.stack([dropout(torch.ones(4096)) != 0 for _ in range(50)])  # (50, 4096)
+    per_lane = kept.view(50, -1, 4).float().mean(dim=(0, 1))  # positions 4i, 4i+1, 4i+2, 4i+3
+    torch.testing.assert_close(per_lane, torch.full((4,), 0.75), atol=0.01, rtol=0)
+    torch.manual_seed(7)
+    first = dropout(torch.ones(3, 5, 7))
+    torch.manual_seed(7)
+    assert torch.equal(dropout(torch.ones(3, 5, 7)), first)
+    assert torch.equal(Dropout(1.0).train()(torch.ones(6)), torch.zeros(6))
+    with pytest.raises(ValueError, match="1.5"):
+        Dropout(1.5)
+
+
 def test_generated_ids_drop_eos_and_padding(tiny_model):
     eos = tiny_model.config.eos_id
     tokens = torch.tensor([[5, 6, eos, PAD], [7, eos, PAD, PAD], [8, 9, 10, 11]])

@@ -1,0 +1,116 @@
+"""Padding-free training: packed activations give the padded computation's logits and gradients."""
+
+import pytest
+import torch
+
+from model import Transformer
+from model.attention import KVCache, MultiHeadAttention
+from model.packing import Packing
+from tests.conftest import BOS, PAD, random_ids, tiny_config
+
+
+def padded_batch():
+    """Three sentences of different lengths each side, so that both sides have padding in every position
+    but the first."""
+    torch.manual_seed(3)
+    src = random_ids(3, 7, 13)
+    src[0, 3:] = PAD
+    src[1, 6:] = PAD
+    tgt_in = random_ids(3, 6, 11)
+    tgt_in[:, 0] = BOS
+    tgt_in[0, 2:] = PAD
+    tgt_in[2, 4:] = PAD
+    return src, tgt_in
+
+
+def test_pack_and_pad_literal():
+    keep = torch.tensor([[True, True, False], [False, True, False]])
+    packing = Packing.of(keep)
+    assert packing.index.tolist() == [0, 1, 4]
+    assert (packing.batch, packing.length, packing.tokens) == (2, 3, 3)
+    x = torch.arange(12.0).view(2, 3, 2)  # (B, T, C)
+    packed = packing.pack(x)
+    assert packed.tolist() == [[0.0, 1.0], [2.0, 3.0], [8.0, 9.0]]
+    expected = torch.tensor([[[0.0, 1.0], [2.0, 3.0], [0.0, 0.0]], [[0.0, 0.0], [8.0, 9.0], [0.0, 0.0]]])
+    assert torch.equal(packing.pad(packed), expected)
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi", "relative"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_packed_training_pass_equals_the_padded_one(positional, norm_first, monkeypatch):
+    """Logits at the kept targets and every parameter's gradient, with each position encoding and both
+    norms."""
+    packings = []  # every Packing made: the pass with keep packs its source and its target
+    make = Packing.of
+    monkeypatch.setattr(Packing, "of", lambda keep: packings.append(make(keep)) or packings[-1])
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(positional=positional, norm_first=norm_first)).train()  # dropout 0
+    src, tgt_in = padded_batch()
+    keep = tgt_in != PAD  # the training pass's keep: the targets of the non-padding inputs
+    targets = torch.randint(3, 11, (int(keep.sum()),))
+
+    def logits_and_grads(packed: bool):
+        model.zero_grad()
+        logits = model(src, tgt_in, keep=keep) if packed else model(src, tgt_in)[keep]
+        torch.nn.functional.cross_entropy(logits, targets).backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    packed_logits, packed_grads = logits_and_grads(packed=True)
+    assert [p.tokens for p in packings] == [int((src != PAD).sum()), int(keep.sum())]
+    padded_logits, padded_grads = logits_and_grads(packed=False)
+    assert len(packings) == 2
+    assert packed_logits.shape == (int(keep.sum()), 11)
+    torch.testing.assert_close(packed_logits, padded_logits, rtol=1e-5, atol=1e-5)
+    assert packed_grads.keys() == padded_grads.keys()
+    for name, grad in padded_grads.items():
+        torch.testing.assert_close(packed_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_batch_with_little_padding_is_not_packed(tiny_model, monkeypatch):
+    """Below PACK_FROM padding the gathers and scatters cost more than they save: the padded layers run."""
+    from model.transformer import PACK_FROM
+
+    packings = []
+    make = Packing.of
+    monkeypatch.setattr(Packing, "of", lambda keep: packings.append(make(keep)) or packings[-1])
+    src, tgt_in = padded_batch()
+    full_src, full_tgt = src.clone(), tgt_in.clone()
+    full_src[full_src == PAD], full_tgt[full_tgt == PAD] = 5, 6  # no padding at all
+    keep = full_tgt != PAD
+    logits = tiny_model(full_src, full_tgt, keep=keep)
+    torch.testing.assert_close(logits, tiny_model(full_src, full_tgt)[keep])
+    assert packings == []
+    assert ((src == PAD).sum() + (tgt_in == PAD).sum()) / (src.numel() + tgt_in.numel()) >= PACK_FROM
+    tiny_model(src, tgt_in, keep=tgt_in != PAD)
+    assert len(packings) == 2
+
+
+def test_packed_pass_with_any_keep_and_head_mask_equals_the_padded_one(tiny_model):
+    """A ``keep`` other than the non-padding inputs, and heads silenced, on the packed path."""
+    from model import HeadMask
+
+    src, tgt_in = padded_batch()
+    keep = (tgt_in != PAD) & (torch.arange(6) % 2 == 0)
+    head_mask = HeadMask(encoder=torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]]))
+    torch.testing.assert_close(
+        tiny_model(src, tgt_in, keep=keep, head_mask=head_mask),
+        tiny_model(src, tgt_in, head_mask=head_mask)[keep],
+    )
+
+
+def test_packed_inputs_refuse_a_cache_and_mismatched_rows():
+    attention = MultiHeadAttention(8, 2)
+    packing = Packing.of(torch.tensor([[True, False], [True, True]]))
+    x = torch.randn(3, 8)
+    with pytest.raises(ValueError, match="no cache"):
+        attention(x, x, x, packing=(packing, packing), cache=KVCache())
+    with pytest.raises(ValueError, match="as many key rows"):
+        attention(x, x[:2], x[:2], packing=(packing, packing))
+
+
+def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
+    src, tgt_in = padded_batch()
+    encoded = tiny_model.encode(src, packed=True)
+    assert encoded.memory.shape == (int((src != PAD).sum()), 16)
+    with pytest.raises(ValueError, match="teacher-forced"):
+        tiny_model.decode(tgt_in[:, :1], encoded, cache=tiny_model.new_cache())
