@@ -176,9 +176,11 @@ class Transformer(nn.Module):
             cache.length += tgt_in.size(1)
         if last_only:
             x = x[:, -1:]  # (B, 1, D)
-        elif packing is not None and keep is not None and not torch.equal(keep, tgt_in != self.config.pad_id):
-            x = packing[0].pad(x)[keep]  # (N', D)
-        elif keep is not None and packing is None:
+        elif packing is not None:
+            # x holds the non-padding inputs, in the order x[keep] would give them; another keep re-selects.
+            if keep is not None and not torch.equal(keep, tgt_in != self.config.pad_id):
+                x = packing[0].pad(x)[keep]  # (N', D)
+        elif keep is not None:
             x = x[keep]  # (N, D)
         x = self.decoder_norm(x)
         weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
