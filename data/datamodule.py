@@ -88,6 +88,8 @@ class TranslationDataModule(L.LightningDataModule):
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
             and ``bpe`` for multi30k and tsv.
         vocab_size: the largest vocabulary of each tokenizer, special tokens included.
+        split_punctuation: subword tokenizers: make each punctuation character a piece of its own before
+            learning subwords (``dog.`` becomes ``▁dog`` and ``.``).
         shared_vocab: train one tokenizer on both sides instead of one per language.
         max_train_len: training pairs whose source + EOS or BOS + target exceeds this many tokens are dropped
             (the count is reported). Val and test keep every pair, so scores cover the whole split.
@@ -118,6 +120,7 @@ class TranslationDataModule(L.LightningDataModule):
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
         vocab_size: int = 8000,
+        split_punctuation: bool = False,
         shared_vocab: bool = False,
         max_train_len: int = 128,
         max_tokens: int = 4096,
@@ -152,7 +155,12 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer_kind: TokenizerKind = tokenizer or (
             "bpe" if dataset in ("multi30k", "tsv") else "word"
         )
+        if split_punctuation and self.tokenizer_kind == "word":
+            raise ValueError(
+                f"split_punctuation needs tokenizer bpe or unigram; dataset {dataset!r} has word-level tokens"
+            )
         self.vocab_size = vocab_size
+        self.split_punctuation = split_punctuation
         self.shared_vocab = shared_vocab
         self.max_train_len = max_train_len
         self.max_tokens = max_tokens
@@ -301,7 +309,11 @@ class TranslationDataModule(L.LightningDataModule):
     def _train_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         train = self._raw_splits()["train"]
         sources, targets = [p.source for p in train], [p.target for p in train]
-        kwargs: dict[str, Any] = {"kind": self.tokenizer_kind, "vocab_size": self.vocab_size}
+        kwargs: dict[str, Any] = {
+            "kind": self.tokenizer_kind,
+            "vocab_size": self.vocab_size,
+            "split_punctuation": self.split_punctuation,
+        }
         if self.shared_vocab:
             shared = Tokenizer.train(sources + targets, **kwargs)
             return shared, shared

@@ -6,6 +6,9 @@ Three kinds, all with the special tokens of :data:`data.special.SPECIALS` at ids
   token ``i``; decoding joins tokens with spaces.
 * ``"bpe"`` and ``"unigram"``: subwords for real corpora. Text is NFKC-normalised and split with the Metaspace
   scheme (a word starts with ``▁``), which is reversible: decoding gives plain detokenised text for sacreBLEU.
+  With ``split_punctuation``, each punctuation character is also a piece of its own, so ``dog.`` and ``dog``
+  share the subword ``▁dog`` instead of taking two vocabulary entries; a piece after punctuation carries no
+  ``▁``, so this stays reversible.
 
 A trained tokenizer is saved as one JSON file and restored from it, so evaluation never retrains it.
 Restoring also matters because the library's unigram trainer is not reproducible: on the same text it orders
@@ -51,16 +54,27 @@ class Tokenizer:
 
     @classmethod
     def train(
-        cls, texts: Iterable[str], *, kind: TokenizerKind = "word", vocab_size: int = 8000
+        cls,
+        texts: Iterable[str],
+        *,
+        kind: TokenizerKind = "word",
+        vocab_size: int = 8000,
+        split_punctuation: bool = False,
     ) -> "Tokenizer":
         """Train a tokenizer of the given kind on ``texts`` (the training split only).
 
         ``vocab_size`` counts the special tokens; a word-level vocabulary is smaller when the text has fewer
-        distinct words, and keeps the most frequent words when it has more.
+        distinct words, and keeps the most frequent words when it has more. ``split_punctuation`` (subwords
+        only) makes every punctuation character a piece of its own before subwords are learnt.
         """
         if vocab_size <= len(SPECIALS.tokens):
             raise ValueError(
                 f"vocab_size must exceed the {len(SPECIALS.tokens)} special tokens, got {vocab_size}"
+            )
+        if split_punctuation and kind == "word":
+            raise ValueError(
+                "split_punctuation needs a subword tokenizer (bpe or unigram): word-level decoding joins "
+                "tokens with spaces, so split punctuation would not come back as it was"
             )
         specials = SPECIALS.tokens
         if kind == "word":
@@ -84,7 +98,12 @@ class Tokenizer:
                     show_progress=False,
                 )
             tok.normalizer = normalizers.NFKC()
-            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+            metaspace = pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+            tok.pre_tokenizer = (
+                pre_tokenizers.Sequence([metaspace, pre_tokenizers.Punctuation()])
+                if split_punctuation
+                else metaspace
+            )
             tok.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
         else:
             raise ValueError(f"kind must be 'word', 'bpe' or 'unigram', got {kind!r}")

@@ -310,6 +310,21 @@ def test_tsv_dataset_reads_the_folder(tmp_path):
     assert other.pairs("test")[1] == Pair("ein satz 1 extra", "a sentence 1 extra")
 
 
+def test_split_punctuation_reaches_the_subword_tokenizers(tmp_path):
+    for split, n in (("train", 30), ("val", 3), ("test", 3)):
+        lines = [f"ein satz {i}, gut.\ta sentence {i}, good." for i in range(n)]
+        (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    folder = str(tmp_path)
+    split = TranslationDataModule(dataset="tsv", path=folder, vocab_size=60, split_punctuation=True)
+    joined = TranslationDataModule(dataset="tsv", path=folder, vocab_size=60)
+    tokens = split.tgt_tokenizer.tokens(split.tgt_tokenizer.encode("a sentence 3, good."))
+    assert tokens[-1] == "." and "," in tokens
+    assert joined.tgt_tokenizer.tokens(joined.tgt_tokenizer.encode("a sentence 3, good."))[-1] != "."
+    for batch in split.val_dataloader():
+        for row, index in enumerate(batch.index.tolist()):
+            assert split.tgt_tokenizer.decode(batch.tgt_out[row].tolist()) == split.pairs("val")[index].target
+
+
 def test_multi30k_dataset_reads_either_direction_and_test_means_test2016(tmp_path):
     for name in ("train", "val", "test2016", "test2017"):
         write_lines(tmp_path / f"{name}.de", [f"ein {name} satz", f"zwei {name} saetze"])
@@ -363,6 +378,10 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
         (
             {"eval_max_tokens": 64, "max_train_len": 128},
             "max_tokens=4096 and eval_max_tokens=64 must be >= max_train_len=128",
+        ),
+        (
+            {"split_punctuation": True},
+            "split_punctuation needs tokenizer bpe or unigram; dataset 'toy' has word-level tokens",
         ),
     ],
 )

@@ -70,6 +70,29 @@ def test_subwords_normalise_with_nfkc_and_mark_unknown_characters(bpe):
     assert SPECIALS.unk_id in bpe.encode("Ein 🦜")
 
 
+PUNCTUATED = [
+    "Ein Hund läuft.",
+    "(Ein Hund) läuft, schnell!",
+    'Zwei Männer... um 3:30 Uhr, "hier" - ja?',
+    "Ein Mann in einem blauen Hemd steht auf einer Leiter.",
+] * 20
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_split_punctuation_keeps_punctuation_out_of_words_and_decodes_back(kind):
+    split = Tokenizer.train(PUNCTUATED, kind=kind, vocab_size=120, split_punctuation=True)
+    joined = Tokenizer.train(PUNCTUATED, kind=kind, vocab_size=120)
+    for text in {*PUNCTUATED, "Ein Hund. (Mann)!", "Hund,  (Mann) ..."}:
+        assert split.decode(split.encode(text)) == text
+    pieces = set(split.tokens(range(4, split.vocab_size)))
+    assert {".", ",", "(", ")", "!"} <= pieces
+    assert not [p for p in pieces if len(p) > 1 and any(not c.isalnum() and c != "▁" for c in p)]
+    assert split.tokens(split.encode("Ein Hund läuft."))[-1] == "."
+    assert any(len(p) > 1 and p[-1] in ".," for p in joined.tokens(range(4, joined.vocab_size)))
+    restored = Tokenizer.from_json(split.to_json())  # the split is part of the saved tokenizer
+    assert restored.encode(PUNCTUATED[2]) == split.encode(PUNCTUATED[2])
+
+
 def test_unknown_ids_are_an_error(word):
     with pytest.raises(ValueError, match=f"id {word.vocab_size} is outside the vocabulary of size"):
         word.tokens([word.vocab_size])
@@ -125,3 +148,5 @@ def test_bad_training_arguments_are_named():
         Tokenizer.train(GERMAN, kind="chars")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="vocab_size must exceed the 4 special tokens, got 4"):
         Tokenizer.train(GERMAN, vocab_size=4)
+    with pytest.raises(ValueError, match="split_punctuation needs a subword tokenizer"):
+        Tokenizer.train(GERMAN, kind="word", split_punctuation=True)
