@@ -81,6 +81,20 @@ def test_scalars_and_text(tiny_run):
     assert "samples/text_summary" in events.Tags()["tensors"]
 
 
+def test_last_checkpoint_holds_the_final_weights_when_the_last_epoch_is_not_the_best(tmp_path):
+    # With mode max, the "best" validation loss is the highest: the first epoch's, as the loss falls.
+    run = train_tiny(tmp_path, "--checkpoint.mode", "max", "--attention.every_n_epochs", "0")
+
+    def step(name):
+        return torch.load(run / "checkpoints" / name, map_location="cpu", weights_only=True)["global_step"]
+
+    names = [p.name for p in (run / "checkpoints").iterdir()]
+    final = max(step(n) for n in names if n.startswith("epoch"))
+    (best,) = [n for n in names if n.startswith("best-")]
+    assert step(best) < final  # the last epoch was not the best
+    assert step("last.ckpt") == final
+
+
 def test_checkpoint_loads_under_weights_only(tiny_run):
     checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     module = TranslationModule(

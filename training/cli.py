@@ -1,9 +1,10 @@
 """The command line of ``train.py``: LightningCLI over ``TranslationModule`` and ``TranslationDataModule``.
 
 Every option comes from a typed ``__init__`` argument (``--model.*``, ``--data.*``, ``--trainer.*``,
-``--checkpoint.*`` (best and last), ``--recent.*`` (latest epochs), ``--attention.*``); ``--config FILE.yaml``
-reads them from a file. Vocabulary sizes and special ids are linked from the data to the model, so they are
-never typed twice. One extra option, ``--resume RUN``, continues a run from its newest checkpoint.
+``--checkpoint.*`` (the best), ``--recent.*`` (the latest epochs and last.ckpt), ``--attention.*``);
+``--config FILE.yaml`` reads them from a file. Vocabulary sizes and special ids are linked from the data to
+the model, so they are never typed twice. One extra option, ``--resume RUN``, continues a run from its newest
+checkpoint.
 """
 
 import sys
@@ -34,18 +35,20 @@ class TrainCLI(LightningCLI):
             {
                 "checkpoint.monitor": "val/loss",
                 "checkpoint.mode": "min",
-                "checkpoint.save_last": True,
                 "checkpoint.save_top_k": 1,
                 "checkpoint.filename": "best-epoch{epoch}-step{step}",
                 "checkpoint.auto_insert_metric_name": False,
             }
         )
-        # The most recent epoch checkpoints too, for averaging (evaluate.py --average-last K).
+        # The most recent epoch checkpoints too, for averaging (evaluate.py --average-last K), and last.ckpt.
+        # last.ckpt belongs here: Lightning rewrites it only where its callback saved a top-k checkpoint at
+        # that step, so with the val/loss callback it would stay at the best epoch when the last is worse.
         parser.add_lightning_class_args(ModelCheckpoint, "recent")
         parser.set_defaults(
             {
                 "recent.monitor": "step",
                 "recent.mode": "max",
+                "recent.save_last": True,
                 "recent.save_top_k": 5,
                 "recent.filename": "epoch{epoch}-step{step}",
                 "recent.auto_insert_metric_name": False,
