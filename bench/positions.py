@@ -64,9 +64,9 @@ class Budget:
     decode_max_len: int | None = None  # None: twice the source length plus 10
 
 
-# The full budgets use the recipes of configs/default.yaml (toy) and configs/scan.yaml (SCAN) on a smaller
-# model (d_model 64, 2 + 2 layers), so that each training takes minutes on one CPU core (train_seconds in
-# the JSON).
+# The full budgets use the recipes of configs/default.yaml before its cosine decay (toy) and configs/scan.yaml
+# (SCAN) on a smaller model (d_model 64, 2 + 2 layers), so that each training takes minutes on one CPU core
+# (train_seconds in the JSON).
 SMALL_MODEL = {"d_model": 64, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 256}
 TOY = Budget(
     steps=3000,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce every figure of the README's Results table, on a CPU, from the repository root:
+# Re-run the real-corpus runs of docs/results.md on a CPU, from the repository root:
 #
 #   bash bench/results.sh [CORPORA_DIR]      # default: ../shared/corpora
 #

@@ -23,11 +23,10 @@ class Dropout(nn.Module):
     On the CPU, ``F.dropout`` draws its mask with ``bernoulli_`` and ``rand_like`` makes one float per
     element, each from a serial run of the generator. Here the mask comes from 16-bit integers cut from
     full-range 64-bit draws, four per draw: a position is kept when its integer is at least ``round(p * 2^16)
-    - 2^15`` (so the keep rate is 1 - p to within 2^-17) and scaled by the exact inverse of that rate. On a
-    2-core AMD EPYC (torch 2.14.1) this made dropout's forward and backward over a (64, 30, 1024) tensor 1.8x
-    as fast as comparing ``rand_like`` with ``p`` (15 against 28 ms on one thread, 10.5 against 19 on two),
-    which itself was twice as fast as ``bernoulli_`` on a 2-core Intel Xeon. The draws come from torch's
-    default generator, so seeding it fixes the masks. On other devices ``F.dropout``'s fused kernel is used.
+    - 2^15`` (so the keep rate is 1 - p to within 2^-17) and scaled by the exact inverse of that rate: a
+    quarter as many draws from the serial generator, so faster on a CPU (measured in docs/performance.md).
+    The draws come from torch's default generator, so seeding it fixes the masks. On other devices
+    ``F.dropout``'s fused kernel is used.
     Attention weights are dropped inside the attention kernel instead (see ``MultiHeadAttention``).
     """
 

@@ -20,10 +20,8 @@ from model.packing import Packing
 from model.positions import Positions
 from model.types import AttentionMaps, DecoderCache, DecoderOutput, EncoderOutput, HeadMask
 
-# Padding-free layers pay for their gathers and scatters only where padding is a sizeable share of the batch.
-# Training steps on a 2-core AMD EPYC (torch 2.14.1), packed against padded: length-bucketed toy batches with
-# 15% padding, d_model 128, 10% slower; random batches of 16-30 tokens with 23% padding, 12% faster at d_model
-# 128 and 15% at 256.
+# Padding-free layers pay for their gathers and scatters only where padding is a sizeable share of the batch
+# (measured in docs/performance.md).
 PACK_FROM = 0.2
 
 

@@ -436,7 +436,7 @@ def test_tiny_run_logs_attention_tensors_of_every_probe_at_every_validation(tiny
         for tag in tensors if tag.startswith("attention/")
         for event in events.Tensors(tag)[-1:]
     )
-    # bytes per validation for the tiny model (the default run's is measured in the README)
+    # bytes per validation for the tiny model (the default run's is measured in docs/attention.md)
     assert size < 50_000
 
 
