@@ -50,8 +50,8 @@ def decoder_self_mask(tgt_ids: Tensor, pad_id: int) -> Tensor:
 class KeyMask(NamedTuple):
     """A mask made ready for attention once and shared by every layer that uses it.
 
-    A query with no key to attend would make softmax compute 0/0: ``attend`` lets such a query attend every key
-    instead, and ``has_key`` marks the queries that had one, so that attention zeroes the others' output.
+    A query with no key to attend would make softmax compute 0/0: ``attend`` lets such a query attend every
+    key instead, and ``has_key`` marks the queries that had one, so that attention zeroes the others' output.
     """
 
     attend: Tensor  # boolean, True = may attend, broadcastable to (B, H, Tq, Tk); no row all False

@@ -20,7 +20,7 @@ from torch import Tensor
 
 
 def token_index(keep: Tensor) -> Tensor:
-    """The flat positions ``b * T + t`` of the True entries of ``keep`` (B, T), in row-major order: (N,) int64.
+    """The flat positions ``b * T + t`` of the True entries of ``keep`` (B, T), row-major: (N,) int64.
 
     ``nonzero``: on a GPU the host waits for the device to learn N. Collating finds it on the CPU instead.
     """
@@ -30,8 +30,8 @@ def token_index(keep: Tensor) -> Tensor:
 class TokenIndex(NamedTuple):
     """Where the tokens of a teacher-forced batch sit, found ahead of the pass (see ``token_index``).
 
-    With it ``Transformer.forward`` computes its logits at the target tokens, packed, without asking the device
-    where they are. A training batch's targets ``tgt_out`` have their tokens where ``tgt_in`` has its.
+    With it ``Transformer.forward`` computes its logits at the target tokens, packed, without asking the
+    device where they are. A training batch's targets ``tgt_out`` have their tokens where ``tgt_in`` has its.
     """
 
     source: Tensor  # (Ns,) int64: token_index(src != pad_id), src (B, S)

@@ -201,9 +201,8 @@ class TranslationModule(L.LightningModule):
             self.log("train/lr", host_scalar(self.optimizers().param_groups[0]["lr"]))
             if self.hparams.schedule == "cosine_time":
                 self.log("train/time_fraction", host_scalar(self._time_fraction()))
-                self.log(
-                    "train/estimated_total_steps", host_scalar(self.estimated_total_steps(self.global_step + 1))
-                )
+                total = self.estimated_total_steps(self.global_step + 1)
+                self.log("train/estimated_total_steps", host_scalar(total))
         self._count_tokens(batch)
         return loss
 
@@ -212,7 +211,7 @@ class TranslationModule(L.LightningModule):
         as Lightning counts them)."""
         return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
 
-    # -- the non-finite loss guard: one host-device sync, only where the host reads values anyway -------------
+    # -- the non-finite loss guard: one host-device sync, only where the host reads values anyway ------------
 
     def _watch_loss(self, loss: Tensor) -> None:
         """Remember on the device the first training loss that is NaN or infinite, and its step."""
