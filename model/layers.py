@@ -28,7 +28,8 @@ class Dropout(nn.Module):
     2-core AMD EPYC (torch 2.14.1) this made dropout's forward and backward over a (64, 30, 1024) tensor 1.8x
     as fast as comparing ``rand_like`` with ``p`` (15 against 28 ms on one thread, 10.5 against 19 on two),
     which itself was twice as fast as ``bernoulli_`` on a 2-core Intel Xeon. The draws come from torch's
-    default generator, so seeding it fixes the masks. On other devices ``F.dropout``'s fused kernel is used.
+    default generator, so seeding it fixes the masks. On other devices, and under ``torch.compile``,
+    ``F.dropout``'s fused kernel is used.
     Attention weights are dropped inside the attention kernel instead (see ``MultiHeadAttention``).
     """
 
@@ -41,7 +42,9 @@ class Dropout(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu":
+        if x.device.type != "cpu" or torch.compiler.is_compiling():
+            # Compiled, F.dropout's mask is drawn inside the generated kernel (and random_ over the full int64
+            # range would break the graph).
             return F.dropout(x, self.p, training=True)
         dropped = round(self.p * 2**16)  # of the 2^16 values a 16-bit integer takes
         if dropped == 2**16:

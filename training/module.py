@@ -189,10 +189,7 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch, batch_idx: int) -> Tensor:
         # Nothing here makes the host wait for the device: where the tokens sit was found on the CPU while
         # collating, and values are read back only on log steps (and where a run checks its loss).
-        tokens = token_index_of(batch, self.config.pad_id)
-        logits = self._training_forward()(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
-        targets = batch.tgt_out.flatten().index_select(0, tokens.target)  # (N,)
-        loss = self.loss(logits, targets, self.hparams.label_smoothing)
+        loss = self._training_loss(batch)
         self._watch_loss(loss)
         if self._is_log_step():
             self._stop_if_loss_was_not_finite()
@@ -205,6 +202,13 @@ class TranslationModule(L.LightningModule):
                 self.log("train/estimated_total_steps", host_scalar(total))
         self._count_tokens(batch)
         return loss
+
+    def _training_loss(self, batch) -> Tensor:
+        """The label-smoothed loss of a batch: the model's forward and the loss, one graph for ``compile``."""
+        tokens = token_index_of(batch, self.config.pad_id)
+        logits = self._training_forward()(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
+        targets = batch.tgt_out.flatten().index_select(0, tokens.target)  # (N,)
+        return self.loss(logits, targets, self.hparams.label_smoothing)
 
     def _is_log_step(self) -> bool:
         """Whether the metrics of the current optimiser step reach the logger (every ``log_every_n_steps``-th,
