@@ -174,3 +174,21 @@ def test_a_nan_loss_after_the_last_log_step_stops_the_run_before_anything_is_sav
     with pytest.raises(NonFiniteLossError, match="training loss is nan at step 5"):
         trainer.fit(copy_module(dm), datamodule=dm)
     assert list(tmp_path.rglob("*.ckpt")) == []  # the checkpoint of the finished run would hold NaN weights
+
+
+def test_beam_search_reads_back_one_value_per_generated_token():
+    """Which sentences go on is the one host decision of a beam-search step (the batch's shape depends on it);
+    nothing else reads a value back. torch.equal is the cache's invariant check, made on the CPU only."""
+    from model import Transformer
+    from model.decoding import beam_search
+    from tests.conftest import PAD, random_ids, tiny_config
+
+    torch.manual_seed(0)
+    model = Transformer(tiny_config()).eval()
+    src = random_ids(4, 7, 13, generator=torch.Generator().manual_seed(3))
+    src[1, 4:] = PAD
+    with HostSyncs() as mode:
+        out = beam_search(model, src, 9, beam_size=3)
+    reads = [f for f in mode.found if not f.startswith(("aten.lift_fresh", "aten.equal"))]
+    assert out.size(1) == 9  # the untrained model never ends early: nine steps
+    assert [f.split(":")[0] for f in reads] == ["aten.nonzero.default"] * 9, "\n".join(reads)
