@@ -28,8 +28,7 @@ class Dropout(nn.Module):
     2-core AMD EPYC (torch 2.14.1) this made dropout's forward and backward over a (64, 30, 1024) tensor 1.8x
     as fast as comparing ``rand_like`` with ``p`` (15 against 28 ms on one thread, 10.5 against 19 on two),
     which itself was twice as fast as ``bernoulli_`` on a 2-core Intel Xeon. The draws come from torch's
-    default generator, so seeding it fixes the masks. On other devices, and under ``torch.compile``,
-    ``F.dropout``'s fused kernel is used.
+    default generator, so seeding it fixes the masks. On other devices ``F.dropout``'s fused kernel is used.
     Attention weights are dropped inside the attention kernel instead (see ``MultiHeadAttention``).
     """
 
