@@ -192,3 +192,15 @@ def test_beam_search_reads_back_one_value_per_generated_token():
     reads = [f for f in mode.found if not f.startswith(("aten.lift_fresh", "aten.equal"))]
     assert out.size(1) == 9  # the untrained model never ends early: nine steps
     assert [f.split(":")[0] for f in reads] == ["aten.nonzero.default"] * 9, "\n".join(reads)
+
+
+def test_a_batch_without_token_positions_trains_alike():
+    """Another data module's batches may lack ``src_tokens`` and ``tgt_tokens``: the step finds them itself
+    (on a GPU, waiting for the device), with the same loss."""
+    from tests.test_module import attach, module, padded_batch
+
+    torch.manual_seed(0)
+    m = attach(module())
+    batch = padded_batch()
+    bare = batch._replace(src_tokens=None, tgt_tokens=None)
+    torch.testing.assert_close(m.training_step(bare, 0), m.training_step(batch, 0))

@@ -219,7 +219,7 @@ class TranslationModule(L.LightningModule):
 
     def _watch_loss(self, loss: Tensor) -> None:
         """Remember on the device the first training loss that is NaN or infinite, and its step."""
-        if self._bad_loss is None:
+        if self._bad_loss is None or self._bad_loss.device != loss.device:
             self._bad_loss_step = torch.full((), -1, dtype=torch.int64, device=loss.device)
             self._bad_loss = torch.zeros((), dtype=torch.float32, device=loss.device)
         first = (self._bad_loss_step < 0) & ~torch.isfinite(loss.detach())
