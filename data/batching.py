@@ -21,12 +21,25 @@ Item = tuple[int, Sequence[int], Sequence[int]]  # (index in its split, source i
 
 
 class Batch(NamedTuple):
-    """One padded batch. At every non-pad position ``t > 0``: ``tgt_in[:, t] == tgt_out[:, t - 1]``."""
+    """One padded batch. At every non-pad position ``t > 0``: ``tgt_in[:, t] == tgt_out[:, t - 1]``.
+
+    ``src_tokens`` and ``tgt_tokens`` say where the tokens sit, found here on the CPU so that a training step
+    on a GPU need not ask the device (``nonzero`` makes the host wait). ``tgt_in`` and ``tgt_out`` have their
+    tokens at the same positions.
+    """
 
     src: Tensor  # (B, S) source ids + EOS
     tgt_in: Tensor  # (B, T) BOS + target ids: the decoder's input
     tgt_out: Tensor  # (B, T) target ids + EOS: the labels
     index: Tensor  # (B,) position of each example in its split's pair list
+    src_tokens: Tensor | None = None  # (Ns,) int64: flat positions b * S + s of src's non-padding entries
+    tgt_tokens: Tensor | None = None  # (Nt,) int64: flat positions b * T + t of tgt_out's non-padding entries
+
+
+def token_positions(ids: Tensor, pad_id: int) -> Tensor:
+    """(B, L) ids → (N,) int64: the flat positions ``b * L + l`` of the entries that are not padding, in
+    row-major order."""
+    return (ids != pad_id).flatten().nonzero().squeeze(1)  # (N,)
 
 
 def collate(
@@ -39,7 +52,7 @@ def collate(
     """Pad a list of ``(index, src_ids, tgt_ids)`` into a :class:`Batch`; the only place specials are added.
 
     ``src = src_ids + [EOS]``, ``tgt_in = [BOS] + tgt_ids``, ``tgt_out = tgt_ids + [EOS]``, so the decoder
-    reads ``tgt_in[:, :t + 1]`` to predict ``tgt_out[:, t]``.
+    reads ``tgt_in[:, :t + 1]`` to predict ``tgt_out[:, t]``. Where the tokens sit is found here too.
     """
     if not items:
         raise ValueError("cannot collate an empty list of examples")
@@ -53,7 +66,7 @@ def collate(
     tgt_in = padded([[bos_id, *t] for _, _, t in items])  # (B, T)
     tgt_out = padded([[*t, eos_id] for _, _, t in items])  # (B, T)
     index = torch.tensor([i for i, _, _ in items], dtype=torch.int64)  # (B,)
-    return Batch(src, tgt_in, tgt_out, index)
+    return Batch(src, tgt_in, tgt_out, index, token_positions(src, pad_id), token_positions(tgt_out, pad_id))
 
 
 def check_fits(

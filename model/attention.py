@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from model.masks import KeyMask, guard_empty_rows
 from model.packing import Packing
 
 
@@ -98,7 +99,7 @@ class MultiHeadAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         *,
-        mask: Tensor | None = None,
+        mask: Tensor | KeyMask | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
         head_mask: Tensor | None = None,
@@ -115,7 +116,8 @@ class MultiHeadAttention(nn.Module):
                 beam search): the keys and values are projected and cached once per row, and the G rows'
                 queries attend to them as G * Tq queries of one row, with no copy of the keys.
             mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk); with shared keys, to
-                (B/G, H, 1, Tk). With a cache, Tk counts the cached keys too.
+                (B/G, H, 1, Tk). With a cache, Tk counts the cached keys too. Or its ``KeyMask``, made once
+                for all the layers that use the mask.
             need_weights: also return the attention weights (takes the explicit path instead of the fused
                 kernel).
             cache: keys/values from earlier decoding steps; updated in place.
@@ -148,16 +150,15 @@ class MultiHeadAttention(nn.Module):
                     f"{batch} query rows cannot share {k.size(0)} key rows"
                     + (" with a score_bias" if score_bias is not None else "")
                 )
-            if mask is not None and (mask.size(-2) != 1 or mask.size(0) not in (1, k.size(0))):
-                raise ValueError(f"shared keys need one mask row per key row, got a mask {tuple(mask.shape)}")
+            shape = None if mask is None else (mask.attend if isinstance(mask, KeyMask) else mask).shape
+            if shape is not None and (shape[-2] != 1 or shape[0] not in (1, k.size(0))):
+                raise ValueError(f"shared keys need one mask row per key row, got a mask {tuple(shape)}")
             q = self._fold_groups(q, groups)  # (B/G, H, G*Tq, Dh)
 
         has_key = None
         if mask is not None:
-            # A query row with no key to attend would make softmax 0/0.
-            # Let it attend everything, then zero it.
-            has_key = mask.any(dim=-1, keepdim=True)  # (B|1, 1|H, Tq|1, 1)
-            mask = mask | ~has_key
+            # A query row with no key to attend would make softmax 0/0: it attends everything, then is zeroed.
+            mask, has_key = mask if isinstance(mask, KeyMask) else guard_empty_rows(mask)
 
         if need_weights:
             scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
@@ -174,7 +175,7 @@ class MultiHeadAttention(nn.Module):
             weights = None
             attn_mask = mask
             if score_bias is not None:
-                # Every row keeps a key (``mask | ~has_key`` above), so -inf never fills a whole row (NaN).
+                # Every row keeps a key (see ``KeyMask``), so -inf never fills a whole row (NaN).
                 bias = score_bias.to(q.dtype)
                 attn_mask = (
                     bias if mask is None else torch.where(mask, bias, float("-inf"))

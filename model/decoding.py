@@ -22,7 +22,9 @@ def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
     """Logits of the next token, (N, V) → a new (N, V) float32 tensor with padding and BOS ruled out: never
     generated. The caller's tensor is left as it is."""
     logits = logits.to(torch.float32, copy=True)
-    logits[:, [pad_id, bos_id]] = float("-inf")
+    # Two column fills, not an index list: a list would be copied from the host at every step.
+    logits[:, pad_id] = float("-inf")
+    logits[:, bos_id] = float("-inf")
     return logits
 
 
@@ -91,7 +93,7 @@ def greedy_search(
     return _finish(tokens[:, 1:], c.eos_id, c.pad_id)
 
 
-def _length_penalty(length: Tensor, alpha: float) -> Tensor:
+def _length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
     """GNMT length penalty ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
     return ((5.0 + length) / 6.0) ** alpha
 
@@ -150,6 +152,7 @@ def beam_search(
     beam_offset = (torch.arange(b, device=device) * k)[:, None]  # (B, 1) first flat row of each sentence
     best = torch.full((b, steps), c.pad_id, dtype=torch.long, device=device)  # each sentence's result
     sentence = torch.arange(b, device=device)  # (B,) the input row of each sentence still searching
+    rank_ok = torch.arange(2 * k, device=device)[None] < k  # (1, 2K): the best K of the 2K candidates
 
     for step in range(1, steps + 1):
         logits = model.decode(tokens[:, -1:], encoded, cache=cache, head_mask=masks).logits[:, -1]  # (B*K, V)
@@ -164,10 +167,9 @@ def beam_search(
         # Finished hypotheses: EOS among the best K candidates (every sentence in the batch still searches),
         # and at a sentence's last allowed step its best K candidates as they are.
         is_eos = token == c.eos_id
-        rank_ok = torch.arange(2 * k, device=device)[None] < k  # (1, 2K)
         out_of_room = (step >= limits)[:, None]  # (B, 1)
         new_finished = rank_ok & (is_eos | out_of_room)  # (B, 2K)
-        normalised = top_scores / _length_penalty(torch.tensor(float(step), device=device), length_penalty)
+        normalised = top_scores / _length_penalty(float(step), length_penalty)  # a host number: no copy
         pool_scores = torch.cat(
             [finished_scores, normalised.masked_fill(~new_finished, float("-inf"))], dim=1
         )
@@ -188,11 +190,13 @@ def beam_search(
         best_possible = scores[:, 0] / _length_penalty(limits.float(), length_penalty)
         done = (finished_scores[:, 0] > float("-inf")) & (best_possible <= finished_scores[:, 0])
         done |= step >= limits  # (B,)
-        if bool(done.any()):  # their best hypotheses are final: set them aside, decode only the others
-            best[sentence[done]] = finished_tokens[done, 0]
-            if bool(done.all()):
-                break
-            keep = (~done).nonzero().squeeze(1)  # (B',) rows of the sentences still searching
+        # Their best hypotheses are final: set them aside (rows not done keep theirs), decode only the others.
+        best[sentence] = torch.where(done[:, None], finished_tokens[:, 0], best[sentence])
+        # The step's one host decision: which sentences go on (one sync, as the batch's shape depends on it).
+        keep = (~done).nonzero().squeeze(1)  # (B',) rows of the sentences still searching
+        if keep.numel() == 0:
+            break
+        if keep.numel() < b:
             sentence, limits, scores = sentence[keep], limits[keep], scores[keep]
             finished_scores, finished_tokens = finished_scores[keep], finished_tokens[keep]
             live_origin, live_token = live_origin[keep], live_token[keep]

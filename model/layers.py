@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from model.attention import KVCache, MultiHeadAttention
 from model.config import TransformerConfig
+from model.masks import KeyMask
 from model.packing import Packing
 
 
@@ -39,7 +40,9 @@ class Dropout(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu":
+        if x.device.type != "cpu" or torch.compiler.is_compiling():
+            # Compiled, F.dropout's mask is drawn inside the generated kernel (and random_ over the full int64
+            # range would break the graph).
             return F.dropout(x, self.p, training=True)
         dropped = round(self.p * 2**16)  # of the 2^16 values a 16-bit integer takes
         if dropped == 2**16:
@@ -103,14 +106,14 @@ class EncoderLayer(nn.Module):
         self,
         x: Tensor,
         *,
-        attend: Tensor,
+        attend: Tensor | KeyMask,
         need_weights: bool = False,
         head_mask: Tensor | None = None,
         rotate: Callable[[Tensor], Tensor] | None = None,
         score_bias: Tensor | None = None,
         packing: Packing | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x: (B, S, D), attend: (B, 1, 1, S) → (B, S, D), weights (B, H, S, S) or None.
+        """x: (B, S, D), attend: (B, 1, 1, S) or its ``KeyMask`` → (B, S, D), weights (B, H, S, S) or None.
 
         ``head_mask``: (H,) or (B, H), see ``MultiHeadAttention``. ``rotate`` and ``score_bias``
         (1, H, S, S): the self-attention position hooks, see ``model.positions``. ``packing``: x holds the
@@ -166,8 +169,8 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: Tensor,
         *,
-        self_attend: Tensor | None,
-        src_attend: Tensor,
+        self_attend: Tensor | KeyMask | None,
+        src_attend: Tensor | KeyMask,
         need_weights: bool = False,
         cache: tuple[KVCache, KVCache] | None = None,
         self_head_mask: Tensor | None = None,
@@ -179,7 +182,8 @@ class DecoderLayer(nn.Module):
         """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'),
         cross weights (B, H, T, S).
 
-        ``self_attend``: (B, 1, T, T'), or None for one cached step, which may attend every position so far.
+        ``self_attend``: (B, 1, T, T'), or None for one cached step, which may attend every position so far;
+        ``src_attend``: (B, 1, 1, S). Either mask may come as its ``KeyMask``, made once for every layer.
         ``cache``: the (self, cross) caches of this layer, updated in place. ``rotate`` and ``score_bias``
         (1, H, T, T'): self-attention's position hooks; cross-attention has none. ``packing``: the (target,
         source) packings when x holds the (Nt, D) target tokens and memory the (Ns, D) source tokens (see

@@ -8,11 +8,34 @@ padding too, about a third of it for sentences of 10 to 30 tokens batched at ran
 activations packed as (N, D) instead and pads them only around the attention kernel, which needs the (B, T)
 layout; padded positions enter it as zeros, are masked as keys and are dropped again from its output. This is
 the "padding removal" of the Effective Transformer and of ByteTransformer (Zhai et al. 2023).
+
+Where the tokens sit depends on the batch only, so a training loop finds it on the CPU while collating and
+hands the model a ``TokenIndex``: finding it on a GPU (``nonzero``) would make the host wait for the device.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from torch import Tensor
+
+
+def token_index(keep: Tensor) -> Tensor:
+    """The flat positions ``b * T + t`` of the True entries of ``keep`` (B, T), row-major: (N,) int64.
+
+    ``nonzero``: on a GPU the host waits for the device to learn N. Collating finds it on the CPU instead.
+    """
+    return keep.flatten().nonzero().squeeze(1)  # (N,)
+
+
+class TokenIndex(NamedTuple):
+    """Where the tokens of a teacher-forced batch sit, found ahead of the pass (see ``token_index``).
+
+    With it ``Transformer.forward`` computes its logits at the target tokens, packed, without asking the
+    device where they are. A training batch's targets ``tgt_out`` have their tokens where ``tgt_in`` has its.
+    """
+
+    source: Tensor  # (Ns,) int64: token_index(src != pad_id), src (B, S)
+    target: Tensor  # (Nt,) int64: token_index(tgt_in != pad_id), tgt_in (B, T)
 
 
 @dataclass(frozen=True)
@@ -29,7 +52,7 @@ class Packing:
     @classmethod
     def of(cls, keep: Tensor) -> "Packing":
         """The packing of the True positions of ``keep`` (B, T) boolean."""
-        return cls(keep.flatten().nonzero().squeeze(1), keep.size(0), keep.size(1))
+        return cls(token_index(keep), keep.size(0), keep.size(1))
 
     @property
     def tokens(self) -> int:
@@ -39,6 +62,10 @@ class Packing:
     def pack(self, x: Tensor) -> Tensor:
         """(B, T, C) → (N, C): the tokens' rows, in row-major order."""
         return x.flatten(0, 1).index_select(0, self.index)  # (N, C)
+
+    def select(self, ids: Tensor) -> Tensor:
+        """(B, T) → (N,): the tokens' entries, e.g. the labels of the kept logits."""
+        return ids.flatten().index_select(0, self.index)  # (N,)
 
     def pad(self, x: Tensor) -> Tensor:
         """(N, C) → (B, T, C), zeros at the padding."""

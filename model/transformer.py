@@ -15,14 +15,17 @@ from torch import Tensor, nn
 from model.config import TransformerConfig
 from model.decoding import beam_search, greedy_search
 from model.layers import DecoderLayer, Dropout, EncoderLayer, FeedForward
-from model.masks import decoder_self_mask, padding_mask
-from model.packing import Packing
+from model.masks import decoder_self_mask, guard_empty_rows, padding_mask
+from model.packing import Packing, TokenIndex
 from model.positions import Positions
 from model.types import AttentionMaps, DecoderCache, DecoderOutput, EncoderOutput, HeadMask
 
 # Padding-free layers pay for their gathers and scatters only where padding is a sizeable share of the batch
 # (measured in docs/performance.md).
 PACK_FROM = 0.2
+# Measured on a CPU only. On a GPU the layers' arithmetic is not the bottleneck, and the gathers and scatters
+# would add many small kernels: packing stays off there until a GPU measurement says otherwise.
+PACK_DEVICES = ("cpu",)
 
 
 def _layer_slice(mask: Tensor | None, layer: int) -> Tensor | None:
@@ -80,15 +83,19 @@ class Transformer(nn.Module):
         *,
         need_weights: bool = False,
         head_mask: Tensor | None = None,
-        packed: bool = False,
+        packed: bool | Packing = False,
     ) -> EncoderOutput:
         """Run the encoder over src (B, S). ``head_mask``: (L, H) or (B, L, H), see ``HeadMask``.
 
         ``packed``: compute on the source tokens only and return them packed (see ``model.packing``), for
-        ``decode`` to continue padding-free.
+        ``decode`` to continue padding-free. True finds the tokens; or give their ``Packing``, found ahead.
         """
         src_attend = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        packing = Packing.of(src != self.config.pad_id) if packed else None
+        if isinstance(packed, Packing):
+            packing = packed
+        else:
+            packing = Packing.of(src != self.config.pad_id) if packed else None
+        attend = guard_empty_rows(src_attend)  # once for every layer
         x = self._embed(self.src_embed, src, "encoder", packing=packing)  # (B, S, D) or (N, D)
         positions = torch.arange(src.size(1), device=src.device)  # (S,)
         rotate = self.positions.rotation(positions)
@@ -97,7 +104,7 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.encoder_layers):
             x, weights = layer(
                 x,
-                attend=src_attend,
+                attend=attend,
                 need_weights=need_weights,
                 head_mask=_layer_slice(head_mask, i),
                 rotate=rotate,
@@ -117,7 +124,7 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
         last_only: bool = False,
-        keep: Tensor | None = None,
+        keep: Tensor | Packing | None = None,
     ) -> DecoderOutput:
         """Run the decoder.
 
@@ -128,7 +135,9 @@ class Transformer(nn.Module):
                 consecutive rows per sentence (its beams), which share its cross-attention keys and values.
             last_only: compute logits for the last position only (B, 1, V), all that decoding needs.
             keep: (B, T) boolean; compute logits only where True, returned packed as (N, V). Training keeps
-                the non-padding targets and so skips the vocabulary projection of padding.
+                the non-padding targets and so skips the vocabulary projection of padding. Or the
+                ``Packing`` of ``tgt_in != pad_id``, found ahead: logits at the non-padding inputs, with no
+                host-device sync.
 
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
         then it takes no cache, and returns logits at ``keep``, or at the non-padding inputs without it.
@@ -137,10 +146,11 @@ class Transformer(nn.Module):
         if encoded.packing is not None:
             if cache is not None or last_only:
                 raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
-            packing = (Packing.of(tgt_in != self.config.pad_id), encoded.packing)  # (target, source)
+            target = keep if isinstance(keep, Packing) else Packing.of(tgt_in != self.config.pad_id)
+            packing = (target, encoded.packing)  # (target, source)
         offset = 0 if cache is None else cache.length
         if cache is None:
-            self_attend = decoder_self_mask(tgt_in, self.config.pad_id)  # (B, 1, T, T)
+            self_attend = guard_empty_rows(decoder_self_mask(tgt_in, self.config.pad_id))  # (B, 1, T, T)
         elif tgt_in.size(1) == 1:
             self_attend = None  # one new position attends to all cached ones and itself
         else:
@@ -152,13 +162,14 @@ class Transformer(nn.Module):
         key_positions = torch.arange(offset + tgt_in.size(1), device=tgt_in.device)  # (T',)
         rotate = self.positions.rotation(query_positions)
         score_bias = self.positions.self_bias("decoder", query_positions, key_positions)  # (1, H, T, T')|None
+        src_attend = guard_empty_rows(encoded.src_attend)  # once for every layer
         self_maps, cross_maps = [], []
         for i, layer in enumerate(self.decoder_layers):
             x, self_weights, cross_weights = layer(
                 x,
                 encoded.memory,
                 self_attend=self_attend,
-                src_attend=encoded.src_attend,
+                src_attend=src_attend,
                 need_weights=need_weights,
                 cache=None if cache is None else cache.layers[i],
                 self_head_mask=_layer_slice(masks.decoder, i),
@@ -176,8 +187,10 @@ class Transformer(nn.Module):
             x = x[:, -1:]  # (B, 1, D)
         elif packing is not None:
             # x holds the non-padding inputs, in the order x[keep] would give them; another keep re-selects.
-            if keep is not None and not torch.equal(keep, tgt_in != self.config.pad_id):
+            if isinstance(keep, Tensor) and not torch.equal(keep, tgt_in != self.config.pad_id):
                 x = packing[0].pad(x)[keep]  # (N', D)
+        elif isinstance(keep, Packing):
+            x = keep.pack(x)  # (N, D)
         elif keep is not None:
             x = x[keep]  # (N, D)
         x = self.decoder_norm(x)
@@ -192,6 +205,7 @@ class Transformer(nn.Module):
         return_attention: bool = False,
         head_mask: HeadMask | None = None,
         keep: Tensor | None = None,
+        tokens: TokenIndex | None = None,
     ) -> Tensor | tuple[Tensor, AttentionMaps]:
         """Teacher-forced pass.
 
@@ -202,14 +216,28 @@ class Transformer(nn.Module):
             return_attention: also return every layer's attention weights (explicit, slower path).
             head_mask: optional per-head multipliers for ablation studies.
             keep: (B, T) boolean, e.g. ``tgt_out != pad_id``: logits only at these positions, packed as
-                (N, V). Without ``return_attention``, and where padding is at least ``PACK_FROM`` of the
-                batch's positions, the layers then compute on the tokens only (see ``model.packing``).
+                (N, V). Without ``return_attention``, on a device of ``PACK_DEVICES``, and where padding is at
+                least ``PACK_FROM`` of the batch's positions, the layers then compute on the tokens only (see
+                ``model.packing``).
+            tokens: where the tokens of ``src`` and ``tgt_in`` sit, found ahead (e.g. while collating): logits
+                at the target tokens, packed as (N, V), as with ``keep = tgt_in != pad_id``, but without a
+                host-device sync (the training pass). Not with ``keep``.
 
         Returns:
-            logits (B, T, V) (or (N, V) with ``keep``), and with ``return_attention`` an ``AttentionMaps``.
+            logits (B, T, V) (or (N, V) with ``keep`` or ``tokens``), and with ``return_attention`` an
+            ``AttentionMaps``.
         """
+        if keep is not None and tokens is not None:
+            raise ValueError("give keep or tokens, not both")
         masks = head_mask if head_mask is not None else HeadMask()
-        packed = keep is not None and not return_attention and self._padding_share(src, tgt_in) >= PACK_FROM
+        packs = not return_attention and src.device.type in PACK_DEVICES
+        if tokens is not None:
+            source, keep = Packing(tokens.source, *src.shape), Packing(tokens.target, *tgt_in.shape)
+            total = src.numel() + tgt_in.numel()
+            # The padding share from shapes alone, which the host knows: no sync.
+            packed = source if packs and total - source.tokens - keep.tokens >= PACK_FROM * total else False
+        else:
+            packed = keep is not None and packs and self._padding_share(src, tgt_in) >= PACK_FROM
         encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, packed=packed)
         out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=keep)
         if not return_attention:
@@ -217,7 +245,7 @@ class Transformer(nn.Module):
         return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
 
     def _padding_share(self, src: Tensor, tgt_in: Tensor) -> float:
-        """The share of the batch's source and target positions that are padding."""
+        """The share of the batch's source and target positions that are padding (a host-device sync)."""
         pad = self.config.pad_id
         return ((src == pad).sum() + (tgt_in == pad).sum()).item() / (src.numel() + tgt_in.numel())
 

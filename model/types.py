@@ -60,7 +60,8 @@ class DecoderCache:
         """
         self_cache, cross_cache = self.layers[0] if self.layers else (KVCache(), KVCache())
         shared = cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0)
-        if shared:  # every layer alike
+        if shared and index.device.type == "cpu":  # every layer alike
+            # Checked where it costs no host-device sync; on a GPU it would make every beam step wait.
             groups = self_cache.key.size(0) // cross_cache.key.size(0)
             rows = torch.arange(index.numel(), device=index.device)
             assert torch.equal(index // groups, rows // groups), "a row moved to another sentence"

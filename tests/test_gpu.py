@@ -1,14 +1,28 @@
-"""On a CUDA GPU: both attention paths agree under autocast, training picks the hardware's precision,
-generation gives the CPU's tokens, and --trainer.devices 1 works. Skipped where there is no CUDA device
-(``python -m pytest -m gpu`` runs only these; ``bash bench/gpu.sh`` runs them first)."""
+"""On a CUDA GPU: both attention paths agree under autocast, and so do the packed and padded passes;
+training picks the hardware's precision, its ordinary steps never wait for the device, and it compiles whole;
+generation gives the CPU's tokens, a GPU-trained checkpoint evaluates on the CPU, and --trainer.devices 1
+works. Skipped where there is no CUDA device (``python -m pytest -m gpu`` runs only these; ``bash
+bench/gpu.sh`` runs them first)."""
 
+import math
+
+import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 
+from data.batching import Batch
+from data.datamodule import TranslationDataModule
 from model import Transformer
 from model.attention import MultiHeadAttention
 from model.masks import causal_mask
-from tests.conftest import PAD, read_events, tiny_config, train_tiny
+from model.packing import Packing, TokenIndex, token_index
+from model.positions import POSITIONAL
+from tests.conftest import PAD, last_json, read_events, run_evaluate, tiny_config, train_tiny
+from tests.test_compile import batch as compile_batch
+from tests.test_compile import training_module
+from tests.test_packing import padded_batch
+from training.module import TranslationModule
 from training.precision import choose_precision, probe_hardware
 
 pytestmark = [
@@ -57,17 +71,35 @@ def test_fused_and_weight_returning_attention_agree_under_autocast(dtype):
     )
 
 
-def test_a_tiny_run_trains_on_the_gpu_in_the_hardware_precision(tmp_path):
-    run = train_tiny(tmp_path, "--trainer.accelerator", "gpu", "--trainer.devices", "1",
-                     "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory):
+    """The tiny config trained on the GPU for two epochs (six steps each), its loss logged at every step."""
+    return train_tiny(tmp_path_factory.mktemp("gpu"), "--trainer.accelerator", "gpu",
+                      "--trainer.devices", "1", "--trainer.max_epochs", "2",
+                      "--trainer.log_every_n_steps", "1", "--attention.every_n_epochs", "0")
+
+
+def test_a_tiny_run_trains_on_the_gpu_in_the_hardware_precision(gpu_run):
     expected = choose_precision(probe_hardware("gpu")).precision
     assert expected in ("bf16-mixed", "16-mixed")
-    assert f"precision: {expected}" in (run / "config.yaml").read_text()
-    losses = [s.value for s in read_events(run).Scalars("train/loss")]
-    assert losses and all(torch.isfinite(torch.tensor(losses)))
-    assert losses[-1] < losses[0]
-    state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    assert state["global_step"] > 0
+    assert f"precision: {expected}" in (gpu_run / "config.yaml").read_text()
+    losses = [s.value for s in read_events(gpu_run).Scalars("train/loss")]
+    assert len(losses) >= 10  # one per step: the first and the last are different steps
+    assert all(math.isfinite(loss) for loss in losses)
+    assert sum(losses[-3:]) < sum(losses[:3])  # it learns (on a CPU: 6.02 to 5.61 on average)
+    state = torch.load(gpu_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert state["global_step"] == len(losses)
+
+
+def test_a_gpu_trained_checkpoint_is_evaluated_on_the_cpu(gpu_run, capsys):
+    checkpoint = gpu_run / "checkpoints" / "last.ckpt"
+    saved = torch.load(checkpoint, weights_only=True)  # no map_location: tensors go where they were saved
+    assert all(t.is_cuda for t in saved["state_dict"].values())
+    code, out, _ = run_evaluate(capsys, checkpoint, "--device", "cpu", "--quiet")
+    assert code == 0
+    result = last_json(out)
+    assert result["num_sentences"] == 40  # the tiny config's test split
+    assert 0.0 <= result["bleu"] <= 100.0
 
 
 def test_devices_1_with_ddp_strategy_on_the_gpu(tmp_path):
@@ -123,3 +155,121 @@ def test_greedy_and_beam_generation_on_cuda_equal_the_cpus():
         assert torch.equal(on_cuda[name], on_cpu[name]), name
     copied = model.generated_ids(on_cpu["greedy"])
     assert sum(row == [t for t in s if t != PAD] for row, s in zip(copied, src.tolist())) >= 8  # it learned
+
+
+# -- the packed and padded training passes -------------------------------------------------------------------
+
+# Relative error of a whole gradient (its norm): the two passes multiply matrices of different shapes, so
+# autocast rounds at different points; a wrong gather or scatter would be off by the order of the gradient.
+GRADIENT_TOLERANCE = {torch.bfloat16: 5e-2, torch.float16: 1e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("positional", POSITIONAL)
+def test_packed_and_padded_passes_agree_under_autocast(positional, dtype, monkeypatch):
+    """tests/test_packing.py's comparison on the GPU, in each autocast dtype: the logits at the targets and
+    every parameter's gradient."""
+    if not supports(dtype):
+        pytest.skip("bf16 needs compute capability 8.0")
+    monkeypatch.setattr("model.transformer.PACK_DEVICES", ("cuda",))  # off on GPUs by default; on to compare
+    pads = []  # every Packing.pad: the packed pass pads around each attention kernel
+    pad = Packing.pad
+    monkeypatch.setattr(Packing, "pad", lambda self, x: pads.append(x.shape) or pad(self, x))
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(positional=positional, d_model=64, num_heads=4, d_ff=128)).cuda().train()
+    src, tgt_in = (t.cuda() for t in padded_batch())
+    keep = tgt_in != PAD
+    tokens = TokenIndex(token_index(src != PAD), token_index(keep))
+    targets = torch.randint(3, 11, (int(keep.sum()),), device="cuda")
+
+    def logits_and_grads(packed: bool):
+        model.zero_grad()
+        with torch.autocast(device_type="cuda", dtype=dtype):
+            logits = model(src, tgt_in, tokens=tokens) if packed else model(src, tgt_in)[keep]  # (N, V)
+            F.cross_entropy(logits.float(), targets).backward()
+        return logits, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    packed_logits, packed_grads = logits_and_grads(packed=True)
+    assert pads  # it really ran packed
+    pads.clear()
+    padded_logits, padded_grads = logits_and_grads(packed=False)
+    assert not pads
+    assert packed_logits.dtype == padded_logits.dtype == dtype  # autocast really ran
+    torch.testing.assert_close(packed_logits.float(), padded_logits.float(), **TOLERANCE[dtype])
+    assert packed_grads.keys() == padded_grads.keys()
+    for name, grad in padded_grads.items():
+        assert torch.isfinite(packed_grads[name]).all(), name
+        error = (packed_grads[name] - grad).norm()
+        assert error <= GRADIENT_TOLERANCE[dtype] * grad.norm() + 1e-6, f"{name}: {error} of {grad.norm()}"
+
+
+# -- ordinary training steps never wait for the device -------------------------------------------------------
+
+
+class SyncIsAnErrorOnOrdinarySteps(L.Callback):
+    """Makes every host-device sync an error from the start of each ordinary training step until the next
+    step starts: the step itself (forward, loss, backward, clipping, optimiser) and Lightning's bookkeeping
+    after it, the progress bar included. Not the first step (its optimiser makes its state) nor a log step,
+    which reads values back."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        step = trainer.global_step
+        ordinary = step > 0 and (step + 1) % trainer.log_every_n_steps != 0
+        torch.cuda.set_sync_debug_mode("error" if ordinary else "default")
+        if ordinary:
+            self.steps.append(step)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_ordinary_training_steps_make_no_host_device_sync(tmp_path):
+    # Not 16-mixed: torch's GradScaler reads back whether gradients overflowed at every step.
+    precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "32-true"
+    dm = TranslationDataModule(dataset="copy", shared_vocab=True, toy_train_size=400, toy_val_size=12,
+                               toy_test_size=2, max_train_len=32, max_tokens=256)
+    torch.manual_seed(0)
+    m = TranslationModule(src_vocab_size=dm.src_vocab_size, tgt_vocab_size=dm.tgt_vocab_size, d_model=64,
+                          num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, warmup_steps=4,
+                          decode_every_n_epochs=0)
+    watch = SyncIsAnErrorOnOrdinarySteps()
+    # Eight steps, the last a log step: the epoch (cut at eight batches) ends where syncs are allowed.
+    trainer = L.Trainer(accelerator="gpu", devices=1, precision=precision, max_steps=8, limit_train_batches=8,
+                        limit_val_batches=0, log_every_n_steps=4, gradient_clip_val=1.0,
+                        enable_checkpointing=False, enable_progress_bar=True, enable_model_summary=False,
+                        default_root_dir=tmp_path, callbacks=[watch])
+    try:
+        trainer.fit(m, datamodule=dm)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert watch.steps == [1, 2, 4, 5, 6]
+    assert trainer.global_step == 8
+    assert math.isfinite(float(trainer.logged_metrics["train/loss"]))
+
+
+# -- the training step compiles whole ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("positional", POSITIONAL)
+def test_the_training_loss_compiles_with_no_graph_break_on_the_gpu(positional):
+    """``fullgraph=True`` makes any graph break an error; the compiled loss and its gradients are the eager
+    ones (no dropout, so both draw nothing)."""
+    m = training_module(positional, dropout=0.0).cuda()
+    b = Batch(*(None if t is None else t.cuda() for t in compile_batch(6, 9, seed=0)))
+    dtype = torch.bfloat16 if supports(torch.bfloat16) else torch.float16
+    compiled = torch.compile(m._training_loss, fullgraph=True)
+    results = []
+    for loss_of in (compiled, m._training_loss):
+        m.zero_grad()
+        with torch.autocast(device_type="cuda", dtype=dtype):
+            loss = loss_of(b)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
+    (compiled_loss, compiled_grads), (eager_loss, eager_grads) = results
+    torch.testing.assert_close(compiled_loss, eager_loss, **TOLERANCE[dtype])
+    assert len(compiled_grads) == len(eager_grads)
+    for compiled_grad, eager_grad in zip(compiled_grads, eager_grads):
+        assert (compiled_grad - eager_grad).norm() <= GRADIENT_TOLERANCE[dtype] * eager_grad.norm() + 1e-6

@@ -114,3 +114,79 @@ def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
     assert encoded.memory.shape == (int((src != PAD).sum()), 16)
     with pytest.raises(ValueError, match="teacher-forced"):
         tiny_model.decode(tgt_in[:, :1], encoded, cache=tiny_model.new_cache())
+
+
+# -- token positions found ahead: the training pass asks the device nothing ----------------------------------
+
+
+def test_collated_token_positions_are_the_packings_of_the_batch():
+    from data.batching import collate
+
+    batch = collate([(0, [5, 6, 7], [4]), (1, [8], [9, 10, 11, 12])])  # src (2, 4), tgt (2, 5)
+    assert batch.src_tokens.tolist() == [0, 1, 2, 3, 4, 5]  # row 0: 3 + EOS; row 1 (from 4): 1 + EOS
+    assert batch.tgt_tokens.tolist() == [0, 1, 5, 6, 7, 8, 9]
+    assert torch.equal(batch.src_tokens, Packing.of(batch.src != PAD).index)
+    for targets in (batch.tgt_in, batch.tgt_out):  # the same positions on both sides of the shift
+        assert torch.equal(batch.tgt_tokens, Packing.of(targets != PAD).index)
+
+
+def test_a_pass_given_token_positions_equals_the_pass_given_keep_and_finds_none(tiny_model, monkeypatch):
+    from model.packing import TokenIndex, token_index
+
+    src, tgt_in = padded_batch()
+    keep = tgt_in != PAD
+    tokens = TokenIndex(token_index(src != PAD), token_index(keep))
+    expected = tiny_model(src, tgt_in, keep=keep)  # packed: padding is over PACK_FROM of this batch
+    found = []
+    make = Packing.of
+    monkeypatch.setattr(Packing, "of", lambda keep: found.append(keep) or make(keep))
+    pads = []
+    pad = Packing.pad
+    monkeypatch.setattr(Packing, "pad", lambda self, x: pads.append(x.shape) or pad(self, x))
+    torch.testing.assert_close(tiny_model(src, tgt_in, tokens=tokens), expected)
+    assert found == [] and pads  # packed, on the positions given
+    full_src, full_tgt = src.masked_fill(src == PAD, 5), tgt_in.masked_fill(tgt_in == PAD, 6)  # no padding
+    full = TokenIndex(torch.arange(full_src.numel()), torch.arange(full_tgt.numel()))
+    pads.clear()
+    unpacked = tiny_model(full_src, full_tgt).flatten(0, 1)  # (B*T, V): every position is a token
+    torch.testing.assert_close(tiny_model(full_src, full_tgt, tokens=full), unpacked)
+    assert found == [] and pads == []  # below PACK_FROM: padded layers, logits gathered at the positions
+    with pytest.raises(ValueError, match="keep or tokens, not both"):
+        tiny_model(src, tgt_in, keep=keep, tokens=tokens)
+
+
+def test_packing_is_off_on_devices_it_was_not_measured_on(tiny_model, monkeypatch):
+    """``PACK_DEVICES``: on a GPU the gathers and scatters cost more kernels than the padding they save."""
+    from model.packing import TokenIndex, token_index
+
+    monkeypatch.setattr("model.transformer.PACK_DEVICES", ())  # as a CUDA batch sees it
+    pads = []
+    pad = Packing.pad
+    monkeypatch.setattr(Packing, "pad", lambda self, x: pads.append(x.shape) or pad(self, x))
+    src, tgt_in = padded_batch()
+    keep = tgt_in != PAD
+    tokens = TokenIndex(token_index(src != PAD), token_index(keep))
+    for logits in (tiny_model(src, tgt_in, tokens=tokens), tiny_model(src, tgt_in, keep=keep)):
+        torch.testing.assert_close(logits, tiny_model(src, tgt_in)[keep])
+    assert pads == []
+
+
+def test_each_mask_is_made_safe_once_per_pass_not_once_per_layer(tiny_model, monkeypatch):
+    """The rows of a mask with no key to attend are found once per pass (encoder, decoder self, cross), and
+    every layer's attention reuses them."""
+    import model.attention
+    import model.transformer
+
+    calls = {"transformer": 0, "attention": 0}
+    for where in calls:
+        module = getattr(model, where)
+        guard = module.guard_empty_rows
+
+        def counted(mask, _where=where, _guard=guard):
+            calls[_where] += 1
+            return _guard(mask)
+
+        monkeypatch.setattr(module, "guard_empty_rows", counted)
+    src, tgt_in = padded_batch()
+    tiny_model(src, tgt_in, keep=tgt_in != PAD)
+    assert calls == {"transformer": 3, "attention": 0}  # two layers each side

@@ -13,12 +13,12 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import Timer
-from lightning.pytorch.utilities import grad_norm
 from torch import Tensor
 
 from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
+from model.packing import TokenIndex, token_index
 
 
 def cosine_decay(step: int, warmup: int, total: float) -> float:
@@ -44,6 +44,19 @@ def sum_dtype(device: torch.device) -> torch.dtype:
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
+
+
+def host_scalar(value: float) -> Tensor:
+    """A value for ``self.log`` as a CPU tensor: Lightning would copy a Python number to the device, and the
+    progress bar reads its values back at every step."""
+    return torch.tensor(float(value))
+
+
+def token_index_of(batch, pad_id: int) -> TokenIndex:
+    """Where the tokens of a batch sit: as collated (on the CPU), or found now for a batch without them."""
+    if getattr(batch, "src_tokens", None) is not None and getattr(batch, "tgt_tokens", None) is not None:
+        return TokenIndex(batch.src_tokens, batch.tgt_tokens)
+    return TokenIndex(token_index(batch.src != pad_id), token_index(batch.tgt_out != pad_id))
 
 
 def dropout_seed(base_seed: int, step: int, rank: int) -> int:
@@ -153,6 +166,8 @@ class TranslationModule(L.LightningModule):
         self._throughput_start: float | None = None
         self._base_seed = 0
         self._train_forward = None  # torch.compile of self.model.forward, made at the first training step
+        self._bad_loss: Tensor | None = None  # the first non-finite training loss (see _watch_loss)
+        self._bad_loss_step: Tensor | None = None  # its step, or -1
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
 
@@ -172,21 +187,63 @@ class TranslationModule(L.LightningModule):
         )
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        keep = batch.tgt_out != self.config.pad_id  # (B, T): no vocabulary projection for padding
-        logits = self._training_forward()(batch.src, batch.tgt_in, keep=keep)  # (N, V)
-        loss = self.loss(logits, batch.tgt_out[keep], self.hparams.label_smoothing)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(
-                f"training loss is {loss.item()} at step {self.global_step}; stopping. "
-                "The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
-            )
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch.src.size(0))
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"])
-        if self.hparams.schedule == "cosine_time":
-            self.log("train/time_fraction", self._time_fraction())
-            self.log("train/estimated_total_steps", float(self.estimated_total_steps(self.global_step + 1)))
+        # Nothing here makes the host wait for the device: where the tokens sit was found on the CPU while
+        # collating, and values are read back only on log steps (and where a run checks its loss).
+        loss = self._training_loss(batch)
+        self._watch_loss(loss)
+        if self._is_log_step():
+            self._stop_if_loss_was_not_finite()
+            # Host copies: the progress bar reads its values at every step, and would wait for a device one.
+            self.log("train/loss", loss.detach().cpu(), prog_bar=True, batch_size=batch.src.size(0))
+            self.log("train/lr", host_scalar(self.optimizers().param_groups[0]["lr"]))
+            if self.hparams.schedule == "cosine_time":
+                self.log("train/time_fraction", host_scalar(self._time_fraction()))
+                total = self.estimated_total_steps(self.global_step + 1)
+                self.log("train/estimated_total_steps", host_scalar(total))
         self._count_tokens(batch)
         return loss
+
+    def _training_loss(self, batch) -> Tensor:
+        """The label-smoothed loss of a batch: the model's forward and the loss, one graph for ``compile``."""
+        tokens = token_index_of(batch, self.config.pad_id)
+        logits = self._training_forward()(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
+        targets = batch.tgt_out.flatten().index_select(0, tokens.target)  # (N,)
+        return self.loss(logits, targets, self.hparams.label_smoothing)
+
+    def _is_log_step(self) -> bool:
+        """Whether the metrics of the current optimiser step reach the logger (every ``log_every_n_steps``-th,
+        as Lightning counts them)."""
+        return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+
+    # -- the non-finite loss guard: one host-device sync, only where the host reads values anyway ------------
+
+    def _watch_loss(self, loss: Tensor) -> None:
+        """Remember on the device the first training loss that is NaN or infinite, and its step."""
+        if self._bad_loss is None or self._bad_loss.device != loss.device:
+            self._bad_loss_step = torch.full((), -1, dtype=torch.int64, device=loss.device)
+            self._bad_loss = torch.zeros((), dtype=torch.float32, device=loss.device)
+        first = (self._bad_loss_step < 0) & ~torch.isfinite(loss.detach())
+        self._bad_loss_step = torch.where(first, self.global_step, self._bad_loss_step)
+        self._bad_loss = torch.where(first, loss.detach().float(), self._bad_loss)
+
+    def _stop_if_loss_was_not_finite(self) -> None:
+        """Stop the run if a training loss so far was not finite: on log steps, before validation, before a
+        checkpoint is saved and at the end of training, so that no damaged weights are ever saved."""
+        if self._bad_loss is None or int(self._bad_loss_step) < 0:
+            return
+        raise NonFiniteLossError(
+            f"training loss is {float(self._bad_loss)} at step {int(self._bad_loss_step)}; stopping. "
+            "The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
+        )
+
+    def on_validation_start(self) -> None:
+        self._stop_if_loss_was_not_finite()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        self._stop_if_loss_was_not_finite()
+
+    def on_train_end(self) -> None:
+        self._stop_if_loss_was_not_finite()
 
     def _training_forward(self):
         """The model's forward, compiled once with ``torch.compile`` when ``compile`` is set."""
@@ -215,10 +272,11 @@ class TranslationModule(L.LightningModule):
             self._throughput_start, self._throughput_tokens = now, 0
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
+        if self._is_log_step():
             # Lightning calls this hook before it clips the gradients: the norm logged is the unclipped one.
-            total = grad_norm(self, norm_type=2)["grad_2.0_norm_total"]  # all gradients as one vector
-            self.log("train/grad_norm", total)
+            # All gradients as one vector, computed on the device (foreach norms), read when logged.
+            gradients = [p.grad for p in self.parameters() if p.grad is not None]
+            self.log("train/grad_norm", torch.nn.utils.get_total_norm(gradients, norm_type=2.0))
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
