@@ -4,8 +4,8 @@
 # # A guided tour: from scaled dot-product attention to a trained model's heads
 #
 # This notebook walks from the formulas of attention to the heads of a Transformer you train yourself, using
-# this project's own code at every step. It runs top to bottom on a laptop CPU in a few minutes (one of them
-# training).
+# this project's own code at every step. It runs top to bottom on a CPU in a few minutes, one of them
+# training.
 #
 # 1. Scaled dot-product attention by hand, then with the project's code; masks, and why no NaN appears.
 # 2. Splitting a vector into heads with `view` and `transpose`, and merging them back; the project's
@@ -307,7 +307,7 @@ import yaml
 
 from data import TranslationDataModule
 
-DATA = {"dataset": "toy", "toy_train_size": 10000, "toy_val_size": 100, "toy_test_size": 20,
+DATA = {"dataset": "toy", "toy_train_size": 5000, "toy_val_size": 100, "toy_test_size": 20,
         "toy_split": "length", "toy_max_train_words": 8}
 data = TranslationDataModule(**DATA)
 src_tok, tgt_tok = data.src_tokenizer, data.tgt_tokenizer
@@ -383,6 +383,7 @@ def draw_masks():
             ax.set_xticks(range(len(column_tokens)), column_tokens, rotation=90, fontsize=7)
             ax.set_yticks(range(len(row_tokens)), row_tokens, fontsize=7)
             ax.set_title(f"sentence {i + 1}: {KIND_LABELS[kind]}", fontsize=9)
+    figure.suptitle("dark: may attend (True)    light: masked (False)", fontsize=10)
     return figure
 
 
@@ -445,8 +446,12 @@ display(attention_grid([layer[longest] for layer in maps.cross], *batch_axes(lon
 # longer.
 
 # %%
+import warnings
+
 from training.cli import main as train
 
+# Inside a notebook, the kernel's own command line is in sys.argv; LightningCLI warns that it is not used.
+warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
 seconds = int(os.environ.get("TOUR_TRAIN_SECONDS", "60"))
 cli = train([
     "--config", str(ROOT / "configs" / "tiny.yaml"),
@@ -473,7 +478,7 @@ val_loss, best_alignment = events.Scalars("val/loss"), events.Scalars("heads/bes
 figure = new_figure(8, 2.8, dpi=80)
 left, right = figure.subplots(1, 2)
 left.plot([e.step for e in val_loss], [e.value for e in val_loss], marker="o")
-left.set(xlabel="training step", title="validation loss")
+left.set(xlabel="training step", ylabel="nats per token", title="validation loss")
 right.plot([e.step for e in best_alignment], [e.value for e in best_alignment], marker="o", color="C2")
 right.set(xlabel="training step", ylim=(0, 1), title="best head: agreement with gold alignment")
 display(figure)
@@ -572,6 +577,12 @@ for kind in KINDS:
 most = importance.ranking()[-1]
 print(f"the model needs {most} most: silenced, the loss grows by {max(deltas):.3f} nats per token")
 assert max(deltas) > 0
+
+# %% [markdown]
+# A head that aligns well is not always one the model needs most: another head may do the same job, and
+# silencing one then costs little. `evaluate.py --head-importance` does the same measurement on a whole test
+# set, and `--prune-heads K` silences the K least important heads together (the README shows both for the
+# default model).
 
 # %% [markdown]
 # ## 5. The ATTENTION tab in TensorBoard
