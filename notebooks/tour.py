@@ -438,7 +438,8 @@ display(attention_grid([layer[longest] for layer in maps.cross], *batch_axes(lon
 #
 # `train.py` is a LightningCLI: every option is an argument, and `configs/tiny.yaml` sets a tiny model. We
 # call its `main` with that config and a few changes for a one-minute run: the data above, no dropout, a
-# higher learning rate that decays to zero when the time is up (`cosine_time`), and the time limit.
+# higher learning rate that decays to zero when the time is up (`cosine_time`), the time limit, and fewer
+# images (less time spent drawing, more training).
 # Lightning prints its summary; at each epoch's end it validates and logs attention for TensorBoard (part 5).
 #
 # How far a minute gets depends on the machine (the cell prints the number of steps): enough for the heads to
@@ -458,6 +459,7 @@ cli = train([
     "--trainer.logger.init_args.save_dir", RUNS, "--trainer.default_root_dir", RUNS,
     "--trainer.max_time", f"00:00:{seconds // 60:02d}:{seconds % 60:02d}", "--trainer.max_epochs", "100",
     "--model.schedule", "cosine_time", "--model.lr", "0.01", "--model.dropout", "0",
+    "--attention.per_head", "false",  # no image per head: the ATTENTION tab shows every head anyway
     *(f"--data.{name}={value}" for name, value in DATA.items()),
 ])
 run_dir = Path(cli.trainer.logger.log_dir)
