@@ -555,11 +555,11 @@ from evaluation.translate import translate as translate_sentences
 sources = [p.source for p in val_pairs[:5]]
 intact = translate_sentences(model, src_tok, tgt_tok, sources)
 without = translate_sentences(model, src_tok, tgt_tok, sources, head_mask=head_mask(model.config, [best]))
-keep_all = translate_sentences(model, src_tok, tgt_tok, sources, head_mask=head_mask(model.config, []))
 for p, a, b in zip(val_pairs[:5], intact, without):
     print(f"source     {p.source}\nreference  {p.target}\nintact     {tgt_tok.decode(a)}\n"
           f"without it {tgt_tok.decode(b)}\n")
-assert keep_all == intact  # a mask of ones changes nothing
+changed = sum(a != b for a, b in zip(intact, without))
+print(f"silencing {best} changed {changed} of {len(sources)} translations")
 
 # %% [markdown]
 # One head at a time, every head: `evaluation/importance.py` silences each head alone and measures how much
@@ -569,7 +569,7 @@ assert keep_all == intact  # a mask of ones changes nothing
 # %%
 from evaluation.importance import measure_head_importance
 
-importance = measure_head_importance(model, src_tok, tgt_tok, val_pairs, decode_sentences=len(val_pairs))
+importance = measure_head_importance(model, src_tok, tgt_tok, val_pairs)  # teacher-forced losses only
 print(importance.table())
 deltas = importance.delta_loss()
 limit = max(abs(d) for d in deltas)
@@ -579,6 +579,7 @@ for kind in KINDS:
 most = importance.ranking()[-1]
 print(f"the model needs {most} most: silenced, the loss grows by {max(deltas):.3f} nats per token")
 assert max(deltas) > 0
+assert deltas[importance.heads.index(best)] != 0  # silencing the best-aligned head changed the model
 
 # %% [markdown]
 # A head that aligns well is not always one the model needs most: another head may do the same job, and
