@@ -10,6 +10,7 @@ checkpoint.
 import sys
 import warnings
 from pathlib import Path
+from typing import Literal
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -57,6 +58,7 @@ class TrainCLI(LightningCLI):
         parser.add_lightning_class_args(AttentionLogger, "attention")
         for name in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+        accept_auto_precision(parser)
 
     def before_instantiate_classes(self) -> None:
         config = self.config
@@ -72,9 +74,15 @@ class TrainCLI(LightningCLI):
                 "--model.schedule cosine_time decays the learning rate over the time budget: "
                 "set --trainer.max_time too (e.g. 00:01:00:00 for one hour)"
             )
-        self.precision_choice = resolve_precision(config.trainer.precision, config.trainer.accelerator)
-        config.trainer.precision = self.precision_choice.precision
+        # Resolved here, in the launching process, and handed to the Trainer alone: the saved config keeps
+        # "auto" (or null), so that --resume on another machine chooses again for that machine's hardware.
+        self.precision_choice = resolve_precision(
+            config.trainer.precision, config.trainer.accelerator, config.trainer.devices
+        )
         rank_zero_info(self.precision_choice.describe())
+
+    def instantiate_trainer(self, **kwargs):
+        return super().instantiate_trainer(**{"precision": self.precision_choice.precision, **kwargs})
 
     def instantiate_classes(self) -> None:
         try:
@@ -100,12 +108,21 @@ def trainer_defaults() -> dict:
     }
 
 
-def resolve_precision(precision: object, accelerator: object) -> PrecisionChoice:
+def resolve_precision(precision: object, accelerator: object, devices: object = "auto") -> PrecisionChoice:
     """``--trainer.precision`` as given, or, when it is not given (None or "auto"), the precision the hardware
-    of ``--trainer.accelerator`` trains best in (``training.precision.choose_precision``)."""
+    of ``--trainer.accelerator`` and ``--trainer.devices`` trains best in
+    (``training.precision.choose_precision``)."""
     if precision is None or precision == "auto":
-        return choose_precision(probe_hardware(accelerator))
+        return choose_precision(probe_hardware(accelerator, devices))
     return PrecisionChoice(str(precision), "set by --trainer.precision or the config")
+
+
+def accept_auto_precision(parser: LightningArgumentParser) -> None:
+    """Let ``trainer.precision`` take "auto" (the hardware's choice, as null does) on the command line and in
+    a YAML config: Lightning's own type of the option does not list it."""
+    for action in parser._actions:
+        if action.dest == "trainer.precision" and hasattr(action, "_typehint"):
+            action._typehint = Literal["auto"] | action._typehint
 
 
 def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
@@ -140,20 +157,9 @@ def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
     return rest, resume
 
 
-def _auto_precision(args: list[str]) -> list[str]:
-    """``--trainer.precision auto`` spelled as Lightning's parser accepts it: null, the hardware's choice."""
-    out = list(args)
-    for i, arg in enumerate(out):
-        if arg == "--trainer.precision=auto":
-            out[i] = "--trainer.precision=null"
-        elif arg == "auto" and i > 0 and out[i - 1] == "--trainer.precision":
-            out[i] = "null"
-    return out
-
-
 def main(args: list[str] | None = None) -> TrainCLI:
     """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI."""
-    args, resume = _pop_resume(_auto_precision(list(sys.argv[1:] if args is None else args)))
+    args, resume = _pop_resume(list(sys.argv[1:] if args is None else args))
     checkpoint, save_config_kwargs = None, {}
     # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.
     if resume is not None:
