@@ -189,7 +189,8 @@ def main(args: list[str] | None = None) -> TrainCLI:
             cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
         )
     except (NonFiniteLossError, CorpusError) as error:
-        raise SystemExit(f"error: {error}") from None
+        # Every rank of a distributed run raises together (see TranslationModule); rank 0 alone says why.
+        raise SystemExit(f"error: {error}" if cli.trainer.is_global_zero else 1) from None
     if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
         best = cli.trainer.checkpoint_callback.best_model_path
         print(f"Run saved in {cli.trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else ""))
