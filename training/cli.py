@@ -22,6 +22,7 @@ from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
+from training.sigterm import install_sigterm_handling
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
@@ -82,7 +83,9 @@ class TrainCLI(LightningCLI):
         rank_zero_info(self.precision_choice.describe())
 
     def instantiate_trainer(self, **kwargs):
-        return super().instantiate_trainer(**{"precision": self.precision_choice.precision, **kwargs})
+        trainer = super().instantiate_trainer(**{"precision": self.precision_choice.precision, **kwargs})
+        install_sigterm_handling(trainer)
+        return trainer
 
     def instantiate_classes(self) -> None:
         try:
