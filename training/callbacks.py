@@ -16,7 +16,9 @@ class InterruptCheckpoint(L.Callback):
     """Save ``checkpoints/interrupted.ckpt`` when a run is stopped by Ctrl-C or SIGTERM.
 
     A run stopped by a non-finite loss saves nothing: its weights are already damaged, and the last good
-    checkpoint (``last.ckpt``) is what to resume from.
+    checkpoint (``last.ckpt``) is what to resume from. A run of several processes saves only when stopped by
+    SIGTERM, which every process handles at the same step; saving is collective, and Ctrl-C or an error may
+    reach one process alone.
     """
 
     def on_exception(
