@@ -1,12 +1,14 @@
 """Distributed training proven on the CPU: train.py and validation in two gloo DDP processes.
 
-Each test starts real processes (``--trainer.strategy ddp`` on the CPU uses gloo), so they take tens of
-seconds; they are marked ``ddp`` (``python -m pytest -m "not ddp"`` skips them).
+The tests marked ``ddp`` start real processes (``--trainer.strategy ddp`` on the CPU uses gloo) and take
+tens of seconds each (``python -m pytest -m "not ddp"`` skips them):
 
 - validation in two processes gives the val/loss, BLEU and exact match of one process, on a split whose
   batches do not divide among the ranks (the sampler repeats one);
 - a NaN loss on rank 1 stops both ranks, with one message and a non-zero exit;
 - SIGTERM to the run saves interrupted.ckpt from both ranks, and --resume continues from it.
+
+The others check, in this process, the pieces those runs rely on.
 """
 
 import json
@@ -16,14 +18,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tests import ddp_helpers
 from tests.conftest import REPO, TINY_CONFIG
-
-pytestmark = pytest.mark.ddp
+from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
+from training.sigterm import FlagOnlySignalConnector
 
 QUIET = ["--attention.every_n_epochs", "0", "--trainer.enable_model_summary", "false"]
 
@@ -52,6 +56,7 @@ def odd_batch_budget(datamodule) -> int:
     raise AssertionError("no budget gives an odd number of validation batches")
 
 
+@pytest.mark.ddp
 def test_two_processes_validate_as_one(tiny_run, tmp_path):
     from evaluation.checkpoints import load_run
 
@@ -76,6 +81,7 @@ def test_two_processes_validate_as_one(tiny_run, tmp_path):
     assert two["val/exact_match"] == one["val/exact_match"]
 
 
+@pytest.mark.ddp
 def test_a_nan_on_rank_1_stops_both_ranks_with_one_message(tmp_path):
     mark = tmp_path / "poisoned"
     env = environment(**{
@@ -114,6 +120,7 @@ def read_step(path: Path) -> int:
         return -1
 
 
+@pytest.mark.ddp
 def test_sigterm_saves_an_interrupt_checkpoint_from_both_ranks_and_resume_continues(tmp_path):
     progress = tmp_path / "progress"
     progress.mkdir()
@@ -149,3 +156,45 @@ def test_sigterm_saves_an_interrupt_checkpoint_from_both_ranks_and_resume_contin
     last = torch.load(tmp_path / "tiny" / "version_0" / "checkpoints" / "last.ckpt", map_location="cpu",
                       weights_only=True)
     assert last["global_step"] == 6 * 3  # the run finished its epochs
+
+
+class RecordingTrainer(SimpleNamespace):
+    def save_checkpoint(self, path):
+        self.saved.append(Path(path))
+
+
+@pytest.mark.parametrize(
+    "world_size, exception, saves",
+    [
+        (2, SIGTERMException(), True),  # every rank stops at the same step: a collective save is safe
+        (2, KeyboardInterrupt(), False),  # may have reached this rank alone: a save would wait forever
+        (2, RuntimeError("a bug on one rank"), False),
+        (1, KeyboardInterrupt(), True),
+        (1, SIGTERMException(), True),
+    ],
+)
+def test_the_interrupt_checkpoint_is_saved_only_where_every_rank_saves_it(tmp_path, world_size, exception,
+                                                                            saves):
+    trainer = RecordingTrainer(
+        checkpoint_callback=SimpleNamespace(dirpath=str(tmp_path)), global_step=5, world_size=world_size,
+        saved=[],
+    )
+    InterruptCheckpoint().on_exception(trainer, None, exception)
+    assert trainer.saved == ([tmp_path / INTERRUPTED_CHECKPOINT] if saves else [])
+
+
+def test_the_sigterm_handler_sets_the_flag_and_forwards_the_signal_without_a_collective(monkeypatch):
+    def no_collective(*args, **kwargs):
+        raise AssertionError("a collective call inside the signal handler")
+
+    monkeypatch.setattr(torch.distributed, "broadcast", no_collective)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    killed = []
+    launcher = SimpleNamespace(kill=killed.append)
+    trainer = SimpleNamespace(global_rank=0, local_rank=0, world_size=2,
+                              strategy=SimpleNamespace(launcher=launcher))
+    connector = FlagOnlySignalConnector(trainer)
+    connector._sigterm_notifier_fn(signal.SIGTERM, None)
+    connector._sigterm_notifier_fn(signal.SIGTERM, None)  # a second signal is not forwarded again
+    assert connector.received_sigterm
+    assert killed == [signal.SIGTERM]
