@@ -299,7 +299,8 @@ def train_step(
 
 def training_precision(device: torch.device) -> str:
     """The precision ``train.py`` would train in on ``device`` of this machine (its automatic choice)."""
-    return choose_precision(probe_hardware(device.type)).precision
+    devices = [device.index or 0] if device.type == "cuda" else "auto"  # the one GPU measured
+    return choose_precision(probe_hardware(device.type, devices)).precision
 
 
 @contextlib.contextmanager
