@@ -36,7 +36,8 @@ class PoisonOnRank(L.Callback):
 
 class Progress(L.Callback):
     """Writes ``rank<R>.step`` (the optimiser steps done) into ``$DDP_TEST_PROGRESS_DIR`` after every step,
-    and ``rank<R>.start`` (the step a run starts from) when training starts."""
+    appends the step and learning rate to ``rank<R>.lr``, and writes ``rank<R>.start`` (the step a run starts
+    from) when training starts."""
 
     def _write(self, trainer, suffix: str) -> None:
         folder = Path(os.environ[PROGRESS_DIR])
@@ -47,6 +48,9 @@ class Progress(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._write(trainer, "step")
+        lr = trainer.optimizers[0].param_groups[0]["lr"]  # the rate of the next step
+        with open(Path(os.environ[PROGRESS_DIR]) / f"rank{trainer.global_rank}.lr", "a") as f:
+            f.write(f"{trainer.global_step} {lr!r}\n")
 
 
 def validate(checkpoint: str, devices: int, eval_max_tokens: int, out: str) -> None:

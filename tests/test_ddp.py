@@ -6,7 +6,8 @@ tens of seconds each (``python -m pytest -m "not ddp"`` skips them):
 - validation in two processes gives the val/loss, BLEU and exact match of one process, on a split whose
   batches do not divide among the ranks (the sampler repeats one);
 - a NaN loss on rank 1 stops both ranks, with one message and a non-zero exit;
-- SIGTERM to the run saves interrupted.ckpt from both ranks, and --resume continues from it.
+- SIGTERM to the run saves interrupted.ckpt from both ranks, and --resume continues from it; the ranks
+  share one learning rate under the time-budgeted schedule (one clock, rank 0's).
 
 The others check, in this process, the pieces those runs rely on.
 """
@@ -125,8 +126,11 @@ def test_sigterm_saves_an_interrupt_checkpoint_from_both_ranks_and_resume_contin
     progress = tmp_path / "progress"
     progress.mkdir()
     env = environment(**{ddp_helpers.PROGRESS_DIR: str(progress)})
-    options = ["--trainer.max_epochs", "6", "--model.decode_every_n_epochs", "0",
-               "--trainer.callbacks+=tests.ddp_helpers.Progress"]
+    # The time-budgeted schedule past its warm-up, the budget (not the epochs) ending the run: each rank has
+    # its own clock, and all must use rank 0's.
+    options = ["--trainer.max_epochs", "1000", "--model.decode_every_n_epochs", "0",
+               "--model.schedule", "cosine_time", "--trainer.max_time", "00:00:01:00",
+               "--model.warmup_steps", "2", "--trainer.callbacks+=tests.ddp_helpers.Progress"]
     run = subprocess.Popen(train_command(tmp_path, *options), cwd=tmp_path, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -145,17 +149,22 @@ def test_sigterm_saves_an_interrupt_checkpoint_from_both_ranks_and_resume_contin
     # 0 from Lightning's SIGTERMException; a non-zero status where train.py maps SIGTERM to one.
     assert run.returncode in (0, 128 + signal.SIGTERM), output[-3000:]
     stopped_at = torch.load(interrupted, map_location="cpu", weights_only=True)["global_step"]
-    assert 4 <= stopped_at < 6 * 3  # mid-run: 3 steps an epoch per rank
+    assert stopped_at >= 4
 
-    done = subprocess.run(
-        [*train_command(tmp_path, *options), "--resume", str(tmp_path / "tiny" / "version_0")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
+    # The run's own config.yaml holds every option (the callback included).
+    resume = [sys.executable, str(REPO / "train.py"), "--resume", str(tmp_path / "tiny" / "version_0")]
+    done = subprocess.run(resume, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_step(progress / "rank0.start") == read_step(progress / "rank1.start") == stopped_at
     last = torch.load(tmp_path / "tiny" / "version_0" / "checkpoints" / "last.ckpt", map_location="cpu",
                       weights_only=True)
-    assert last["global_step"] == 6 * 3  # the run finished its epochs
+    assert last["global_step"] > stopped_at  # it trained on, until the budget ran out
+    steps = [[line.split() for line in (progress / f"rank{rank}.lr").read_text().splitlines()]
+             for rank in (0, 1)]
+    assert [int(step) for step, _ in steps[0]] == list(range(1, last["global_step"] + 1))  # each step once
+    assert steps[0] == steps[1]  # one learning rate on both ranks, step by step, before and after the resume
+    assert len({lr for _, lr in steps[0][2:]}) > 2  # past warm-up it changes: a clock matters
 
 
 class RecordingTrainer(SimpleNamespace):
