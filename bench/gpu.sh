@@ -3,7 +3,8 @@
 #
 #   bash bench/gpu.sh [--dry-run] [MULTI30K_DIR]      # default: ../shared/corpora/multi30k
 #
-# 1. the GPU tests (python -m pytest -m gpu), 2. bench/speed.py on CUDA, 3. the default toy run and
+# 1. the GPU tests (python -m pytest -m gpu), 2. bench/speed.py on CUDA (in the precision train.py would
+# choose there; rows for this project's model and the tutorial's, side by side), 3. the default toy run and
 # 4. the Multi30k recipe (skipped if MULTI30K_DIR does not exist), each training then evaluated on its
 # last.ckpt. Each step is timed (wall time); one summary table ends the output. Logs, JSON and runs go to
 # $GPU_OUT (default gpu_results/), which must not exist yet. --dry-run prints the commands and the table's
@@ -58,6 +59,13 @@ step() {
 step gpu_tests "GPU tests" pytest "$out/gpu_tests.log" python -m pytest -m gpu tests/test_gpu.py -q -rs
 step speed "bench/speed.py --device cuda" speed "$out/speed.json" \
     python bench/speed.py --device cuda --json "$out/speed.json"
+# The training figures side by side: this project's model and the tutorial's, and packed against padded.
+if [ $dry_run = 1 ]; then
+    rows+=("| training: model.Transformer, nn.Transformer tutorial, packed / padded | - | (speed-rows of $out/speed.json) |")
+else
+    mapfile -t speed_rows < <(python bench/gpu_summary.py speed-rows "$out/speed.json")
+    rows+=("${speed_rows[@]}")
+fi
 
 toy="$out/runs/toy/gpu"
 step toy_train "toy: python train.py" - - python train.py --trainer.logger.init_args.save_dir "$out/runs" \

@@ -2,6 +2,7 @@
 
     python bench/gpu_summary.py pytest gpu_results/gpu_tests.log     # "5 passed"
     python bench/gpu_summary.py speed gpu_results/speed.json         # "training 1.27x, KV cache 5.3x"
+    python bench/gpu_summary.py speed-rows gpu_results/speed.json    # rows: both models, packed vs padded
     python bench/gpu_summary.py evaluate gpu_results/toy_eval.json   # "BLEU 99.86, chrF 99.9,
                                                                         exact match 99.4%"
 """
@@ -26,6 +27,29 @@ def speed_metric(results: dict) -> str:
             f"KV cache {results['decoding']['cache_ratio']:.1f}x re-run")
 
 
+def speed_rows(results: dict) -> list[str]:
+    """Table rows (``| what | wall time | metric |``) of the training figures of bench/speed.py's JSON: this
+    project's model and the tutorial's side by side, in the precision measured, and packed against padded."""
+    training = results["training"]
+    precision = training.get("precision", "32-true")
+    rows = []
+    for name, label in (("ours", "model.Transformer"), ("tutorial", "nn.Transformer tutorial")):
+        r = training[name]
+        rows.append(
+            f"| training: {label}, {precision} | - | {r['target_tokens_per_s']:,.0f} tgt tok/s, "
+            f"{r['step_ms']:.1f} ms/step, {r['matmul_peak_fraction']:.1%} of peak |"
+        )
+    rows.append(f"| training: ours / tutorial | - | {training['ratio']:.2f}x |")
+    packing = results.get("packing")
+    if packing is not None:
+        rows.append(
+            f"| training: packed / padded, {packing['precision']} | - | {packing['ratio']:.2f}x "
+            f"({packing['packed_target_tokens_per_s']:,.0f} vs {packing['padded_target_tokens_per_s']:,.0f} "
+            f"tgt tok/s, {packing['padding_share']:.0%} padding) |"
+        )
+    return rows
+
+
 def evaluate_metric(result: dict) -> str:
     return (f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.1f}, "
             f"exact match {100 * result['exact_match']:.1f}% "
@@ -46,10 +70,15 @@ def cell(kind: str, path: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("pytest", "speed", "evaluate"):
-        print("usage: python bench/gpu_summary.py {pytest,speed,evaluate} FILE", file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("pytest", "speed", "evaluate", "speed-rows"):
+        print("usage: python bench/gpu_summary.py {pytest,speed,evaluate,speed-rows} FILE", file=sys.stderr)
         return 2
     try:
+        if argv[0] == "speed-rows":  # whole rows, printed only where the file is there to read
+            path = Path(argv[1])
+            if path.is_file():
+                print("\n".join(speed_rows(json.loads(path.read_text(encoding="utf-8")))))
+            return 0
         print(cell(argv[0], Path(argv[1])))
     except (json.JSONDecodeError, KeyError) as error:
         print(f"unreadable {argv[1]} ({type(error).__name__}: {error})")

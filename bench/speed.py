@@ -4,18 +4,25 @@
     python bench/speed.py --quick           # tiny dims, 1-2 iterations: checks that it runs
     python bench/speed.py --threads 4 --device cpu --json speed.json
     python bench/speed.py --decode-batch-sizes 16 64 256   # also greedy decoding at these batch sizes
+    python bench/speed.py --device cuda     # in the precision train.py would choose there (bf16/fp16 mixed)
 
 Three figures:
 1. training tokens/s of ``model.Transformer`` vs the seq2seq model of PyTorch's tutorial "Language Translation
    with nn.Transformer and torchtext" (``TutorialSeq2Seq`` below), same batches, same optimiser;
 2. greedy decoding sentences/s with the key/value cache vs re-running the decoder over the whole prefix, with
    the FLOPs each does, and beam search relative to greedy;
-3. model FLOP/s in training as a fraction of the machine's measured fp32 matmul FLOP/s.
+3. model FLOP/s in training as a fraction of the machine's measured matmul FLOP/s (in the training dtype);
+4. ``model.Transformer``'s training step packed (computing on the tokens only) against padded.
+
+Training runs in ``--precision``: by default on a GPU the one ``train.py`` would choose there (autocast,
+with a gradient scaler for fp16, as Lightning's mixed precision does), and fp32 on a CPU, where the figures
+in the README were measured.
 
 Shape legend: B batch, S source length, T target length, D model dim, V vocabulary size.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -37,11 +44,13 @@ from torch import Tensor, nn
 if __package__ in (None, ""):  # run as `python bench/speed.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import model.transformer as transformer_module
 from analysis.flops import matmul_flops
 from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.decoding import greedy_search
 from model.testing import EOS_SUPPRESSION, suppress_eos
+from training.precision import choose_precision, probe_hardware
 
 PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id  # the tutorial model uses the same ids
 
@@ -244,10 +253,70 @@ def training_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
+AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+@dataclass
+class StepPrecision:
+    """How one model's training steps run: Lightning's ``precision`` setting, made by hand.
+
+    Mixed precision autocasts the forward pass (the loss included, as in ``training_step``); fp16 scales
+    the loss with the model's own ``GradScaler``, as Lightning's ``16-mixed`` does.
+    """
+
+    precision: str
+    device: torch.device
+    scaler: torch.amp.GradScaler | None = None
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.precision == "16-mixed":
+            self.scaler = torch.amp.GradScaler(self.device.type)
+
+    def autocast(self):
+        dtype = AUTOCAST_DTYPES.get(self.precision)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
+
+
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, precision: StepPrecision | None = None
+) -> None:
     optimizer.zero_grad(set_to_none=True)
-    training_loss(model, batch).backward()
-    optimizer.step()
+    with contextlib.nullcontext() if precision is None else precision.autocast():
+        loss = training_loss(model, batch)
+    if precision is None or precision.scaler is None:
+        loss.backward()
+        optimizer.step()
+        return
+    precision.scaler.scale(loss).backward()
+    precision.scaler.step(optimizer)
+    precision.scaler.update()
+
+
+def training_precision(device: torch.device) -> str:
+    """The precision ``train.py`` would train in on ``device`` of this machine (its automatic choice)."""
+    devices = [device.index or 0] if device.type == "cuda" else "auto"  # the one GPU measured
+    return choose_precision(probe_hardware(device.type, devices)).precision
+
+
+@contextlib.contextmanager
+def packing(on: bool):
+    """``model.Transformer`` computing on the tokens only (``on``) or on every padded position, whatever the
+    padding share and the device."""
+    saved = {name: getattr(transformer_module, name) for name in ("PACK_FROM", "PACK_DEVICES")
+             if hasattr(transformer_module, name)}
+    transformer_module.PACK_FROM = 0.0 if on else math.inf
+    if "PACK_DEVICES" in saved:  # where packing is limited to some devices
+        transformer_module.PACK_DEVICES = ("cpu", "cuda", "mps") if on else ()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(transformer_module, name, value)
 
 
 def training_flops(model: nn.Module, batch: Batch) -> int:
@@ -263,8 +332,8 @@ def training_flops(model: nn.Module, batch: Batch) -> int:
     return flops
 
 
-def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
-    """Median training throughput of both models on the same batches.
+def bench_training(cfg: BenchConfig, device: torch.device, precision: str = "32-true") -> dict:
+    """Median training throughput of both models on the same batches, in ``precision``.
 
     The two models' steps alternate, so that changes in machine load affect both alike.
     """
@@ -273,6 +342,7 @@ def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
     torch.manual_seed(cfg.seed)
     models["tutorial"] = TutorialSeq2Seq(cfg).to(device).train()
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in models.items()}
+    precisions = {name: StepPrecision(precision, device) for name in models}  # a scaler each, for fp16
     flops_by_shape: dict[tuple, dict[str, int]] = {}  # FLOPs depend only on the padded shapes
     steps = {name: [] for name in models}  # (seconds, target tokens, source tokens, flops) per timed step
 
@@ -281,7 +351,7 @@ def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
         if i >= cfg.train_warmup and shape not in flops_by_shape:
             flops_by_shape[shape] = {name: training_flops(m, batch) for name, m in models.items()}
         for name, m in models.items():
-            seconds, _ = timed(partial(train_step, m, optimizers[name], batch), device)
+            seconds, _ = timed(partial(train_step, m, optimizers[name], batch, precisions[name]), device)
             if i >= cfg.train_warmup:
                 steps[name].append(
                     (seconds, batch.target_tokens, batch.source_tokens, flops_by_shape[shape][name])
@@ -298,7 +368,38 @@ def bench_training(cfg: BenchConfig, device: torch.device) -> dict:
             "flop_per_s": statistics.median(f / s for s, *_, f in rows),
         }
     result["ratio"] = result["ours"]["target_tokens_per_s"] / result["tutorial"]["target_tokens_per_s"]
+    result["precision"] = precision
     return result
+
+
+def bench_packing(cfg: BenchConfig, device: torch.device, precision: str = "32-true") -> dict:
+    """``model.Transformer``'s training throughput packed and padded, on ``bench_training``'s batches, the
+    two ways alternating step by step (two copies of the model, each with its own optimiser)."""
+    batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
+    ways = {"packed": True, "padded": False}
+    models = {way: our_model(cfg, device).train() for way in ways}
+    optimizers = {way: torch.optim.AdamW(m.parameters(), lr=1e-4) for way, m in models.items()}
+    precisions = {way: StepPrecision(precision, device) for way in ways}
+    rates: dict[str, list[float]] = {way: [] for way in ways}
+    for i, batch in enumerate(batches):
+        for way, on in ways.items():
+            with packing(on):
+                step = partial(train_step, models[way], optimizers[way], batch, precisions[way])
+                seconds, _ = timed(step, device)
+            if i >= cfg.train_warmup:
+                rates[way].append(batch.target_tokens / seconds)
+    timed_batches = batches[cfg.train_warmup :]
+    positions = sum(b.src.numel() + b.tgt_in.numel() for b in timed_batches)
+    tokens = sum(b.source_tokens + int((b.tgt_in != PAD).sum()) for b in timed_batches)
+    packed, padded = statistics.median(rates["packed"]), statistics.median(rates["padded"])
+    return {
+        "precision": precision,
+        "packed_target_tokens_per_s": packed,
+        "padded_target_tokens_per_s": padded,
+        "ratio": packed / padded,
+        "padding_share": 1 - tokens / positions,
+        "pack_from": transformer_module.PACK_FROM,
+    }
 
 
 def bench_decoding(
@@ -369,11 +470,11 @@ def bench_decoding(
     return result
 
 
-def bench_matmul(size: int, repeats: int, device: torch.device) -> float:
-    """Best fp32 FLOP/s of a (size, size) @ (size, size) matmul: the machine's practical peak."""
+def bench_matmul(size: int, repeats: int, device: torch.device, dtype: torch.dtype = torch.float32) -> float:
+    """Best FLOP/s of a (size, size) @ (size, size) matmul in ``dtype``: the machine's practical peak."""
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(size, size, generator=gen).to(device)
-    b = torch.randn(size, size, generator=gen).to(device)
+    a = torch.randn(size, size, generator=gen).to(device, dtype)
+    b = torch.randn(size, size, generator=gen).to(device, dtype)
     torch.mm(a, b)  # warm-up
     best = min(timed(lambda: torch.mm(a, b), device)[0] for _ in range(repeats))
     return 2 * size**3 / best
@@ -397,12 +498,18 @@ def describe_machine(device: torch.device) -> dict:
     }
 
 
-def run(cfg: BenchConfig, device: torch.device, decode_batch_sizes: Sequence[int] = ()) -> dict:
-    """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``."""
-    peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device)
-    training = bench_training(cfg, device)
+def run(
+    cfg: BenchConfig, device: torch.device, decode_batch_sizes: Sequence[int] = (), precision: str = "32-true"
+) -> dict:
+    """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``;
+    training in ``precision``."""
+    dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
+    train_peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device, dtype)
+    peak = train_peak if dtype == torch.float32 else bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device)
+    training = bench_training(cfg, device, precision)
+    packing_result = bench_packing(cfg, device, precision)
     for name in ("ours", "tutorial"):
-        training[name]["matmul_peak_fraction"] = training[name]["flop_per_s"] / peak
+        training[name]["matmul_peak_fraction"] = training[name]["flop_per_s"] / train_peak
     decoding = bench_decoding(cfg, device, peak)
     by_batch_size = [  # the default batch size was just measured
         decoding if size == cfg.batch_size else bench_decoding(cfg, device, peak, batch_size=size, beam=False)
@@ -412,7 +519,9 @@ def run(cfg: BenchConfig, device: torch.device, decode_batch_sizes: Sequence[int
         "machine": describe_machine(device),
         "config": asdict(cfg),
         "matmul_flop_per_s": peak,
+        "training_matmul_flop_per_s": train_peak,  # in the training dtype
         "training": training,
+        "packing": packing_result,
         "decoding": decoding,
         "decoding_by_batch_size": by_batch_size,
         "eos_suppression": EOS_SUPPRESSION,
@@ -437,8 +546,14 @@ def report(results: dict) -> str:
         ),
         "",
         (
-            f"training: forward + backward + AdamW, median of {c['train_iters']} steps "
-            f"after {c['train_warmup']} warm-up"
+            f"training: forward + backward + AdamW in {tr.get('precision', '32-true')}, "
+            f"median of {c['train_iters']} steps after {c['train_warmup']} warm-up"
+            + (
+                f"; peak matmul in its dtype {results['training_matmul_flop_per_s'] / 1e9:.1f} GFLOP/s"
+                if results.get("training_matmul_flop_per_s", results["matmul_flop_per_s"])
+                != results["matmul_flop_per_s"]
+                else ""
+            )
         ),
         (
             f"{'':26}{'tgt tok/s':>11}{'src+tgt tok/s':>15}{'step ms':>10}{'params':>12}{'GFLOP/step':>12}"
@@ -453,6 +568,7 @@ def report(results: dict) -> str:
         )
     lines += [
         f"{'ours / tutorial':26}{tr['ratio']:>10.2f}x   (target >= 1.5x)",
+        *packing_lines(results),
         "",
         (
             f"decoding: {de['steps']} tokens, batch {c['batch_size']}, eval, no_grad, "
@@ -495,6 +611,20 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
+def packing_lines(results: dict) -> list[str]:
+    """The packed-vs-padded row of the report (nothing for results without it)."""
+    pk = results.get("packing")
+    if pk is None:
+        return []
+    return [
+        (
+            f"{'packed / padded':26}{pk['ratio']:>10.2f}x   model.Transformer on the tokens only vs every "
+            f"position ({pk['packed_target_tokens_per_s']:.0f} vs {pk['padded_target_tokens_per_s']:.0f} "
+            f"tgt tok/s, {pk['padding_share']:.0%} padding; train.py packs from {pk['pack_from']:.0%})"
+        )
+    ]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None), checked; errors exit with a usage line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -502,6 +632,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--precision", choices=("auto", *PRECISIONS), default=None,
+        help="training precision; auto: train.py's choice (the default on a GPU; 32-true on a CPU)",
+    )
     parser.add_argument(
         "--decode-batch-sizes",
         type=int,
@@ -517,7 +651,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda, but torch sees no CUDA device")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.precision == "16-mixed" and device != "cuda":
+        parser.error(f"--precision 16-mixed needs --device cuda (fp16 with loss scaling), got {device}")
     return args
+
+
+def step_precision_name(precision: str | None, device: torch.device) -> str:
+    """``--precision`` resolved: train.py's choice for "auto" (and by default on a GPU), else as given."""
+    if precision == "auto" or (precision is None and device.type == "cuda"):
+        return training_precision(device)
+    return precision or "32-true"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -526,7 +670,7 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = QUICK if args.quick else BenchConfig()
-    results = run(cfg, device, args.decode_batch_sizes)
+    results = run(cfg, device, args.decode_batch_sizes, step_precision_name(args.precision, device))
     print(report(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

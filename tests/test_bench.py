@@ -54,7 +54,84 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
             assert math.isfinite(value) and value > 0, f"batch {r['batch_size']}: {name} = {value}"
     assert results["machine"]["threads"] == 1
     assert json.loads(path.read_text())["decoding"]["outputs_equal"] is True
-    assert "ours / tutorial" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "ours / tutorial" in printed
+    # fp32 on a CPU by default, and the packed-vs-padded row
+    assert results["training"]["precision"] == results["packing"]["precision"] == "32-true"
+    packing = results["packing"]
+    assert packing["ratio"] == pytest.approx(
+        packing["packed_target_tokens_per_s"] / packing["padded_target_tokens_per_s"]
+    )
+    assert 0 < packing["padding_share"] < 1
+    assert f"packed / padded{packing['ratio']:>21.2f}x" in printed
+    # and bench/gpu.sh's rows of the same figures, both models side by side
+    from bench.gpu_summary import speed_rows
+
+    rows = speed_rows(results)
+    ours = results["training"]["ours"]["target_tokens_per_s"]
+    assert rows[0].startswith(f"| training: model.Transformer, 32-true | - | {ours:,.0f} tgt tok/s, ")
+    assert rows[1].startswith("| training: nn.Transformer tutorial, 32-true | - | ")
+    assert rows[2] == f"| training: ours / tutorial | - | {results['training']['ratio']:.2f}x |"
+    assert rows[3].startswith(f"| training: packed / padded, 32-true | - | {packing['ratio']:.2f}x (")
+
+
+def test_speed_precision_is_train_pys_choice_on_a_gpu_and_fp32_on_a_cpu_by_default(monkeypatch, capsys):
+    from bench import speed
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(speed, "training_precision", lambda device: f"choice for {device.type}")
+    assert speed.step_precision_name(None, cuda) == "choice for cuda"
+    assert speed.step_precision_name(None, cpu) == "32-true"
+    assert speed.step_precision_name("auto", cpu) == "choice for cpu"
+    assert speed.step_precision_name("bf16-mixed", cuda) == "bf16-mixed"
+    with pytest.raises(SystemExit):
+        speed.parse_args(["--device", "cpu", "--precision", "16-mixed"])
+    assert "--precision 16-mixed needs --device cuda" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        speed.parse_args(["--precision", "fp8"])
+    assert speed.parse_args(["--device", "cpu", "--precision", "auto"]).precision == "auto"
+    monkeypatch.undo()
+    from training.precision import choose_precision, probe_hardware
+
+    assert speed.training_precision(cpu) == choose_precision(probe_hardware("cpu")).precision
+
+
+def test_speed_train_step_autocasts_and_scales_as_lightning_would():
+    from bench import speed
+
+    batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
+    seen = []
+    for precision, dtype in (("32-true", torch.float32), ("bf16-mixed", torch.bfloat16),
+                             ("16-mixed", torch.float16)):
+        model = speed.our_model(QUICK, torch.device("cpu"))
+        hook = model.register_forward_hook(lambda m, args, out: seen.append(out.dtype))  # the logits
+        before = [p.detach().clone() for p in model.parameters()]
+        step = speed.StepPrecision(precision, torch.device("cpu"))
+        assert (step.scaler is not None) == (precision == "16-mixed")  # a gradient scaler for fp16 only
+        speed.train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-3), batch, step)
+        hook.remove()
+        assert seen[-1] == dtype
+        assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))  # it stepped
+    with pytest.raises(ValueError, match="precision must be one of"):
+        speed.StepPrecision("fp8", torch.device("cpu"))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_speed_packing_switch_forces_the_path(monkeypatch, on):
+    from bench import speed
+    from model import transformer as transformer_module
+    from model.packing import Packing
+
+    calls = []
+    real = Packing.of.__func__
+    monkeypatch.setattr(Packing, "of", classmethod(lambda cls, keep: calls.append(1) or real(cls, keep)))
+    saved = transformer_module.PACK_FROM
+    batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
+    model = speed.our_model(QUICK, torch.device("cpu"))
+    with speed.packing(on):
+        speed.training_loss(model, batch)
+    assert bool(calls) == on
+    assert transformer_module.PACK_FROM == saved  # restored
 
 
 def test_tutorial_baseline_is_causal_and_ignores_padding():
@@ -275,8 +352,9 @@ def test_gpu_sh_dry_run_prints_every_command_and_the_table_rows(tmp_path):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert rows[0] == "| what | wall time | metric |"
     assert [r.split(" | ")[0][2:] for r in rows[1:]] == [
-        "GPU tests", "bench/speed.py --device cuda", "toy: python train.py", "toy: evaluate.py last.ckpt",
-        "Multi30k",
+        "GPU tests", "bench/speed.py --device cuda",
+        "training: model.Transformer, nn.Transformer tutorial, packed / padded", "toy: python train.py",
+        "toy: evaluate.py last.ckpt", "Multi30k",
     ]
     assert rows[-1] == f"| Multi30k | - | skipped: no folder {tmp_path / 'absent'} |"
     assert not out.exists()  # a dry run writes nothing

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from analysis.metrics import score_translations
 from data.batching import collate
 from data.datamodule import TranslationDataModule
-from training.module import TranslationModule, dropout_seed, sum_dtype
+from training.module import NonFiniteLossError, TranslationModule, dropout_seed, sum_dtype
 
 
 def module(**overrides):
@@ -83,13 +83,25 @@ def test_optimizer_decays_matrices_only_and_uses_adam_beta2():
     assert optimizer.defaults["betas"] == (0.9, 0.97)
 
 
+class OneProcess:
+    """The collectives of a Strategy in a run of one process: the tensor or object as it is."""
+
+    def reduce(self, tensor, reduce_op="mean"):
+        return tensor
+
+    def broadcast(self, obj, src=0):
+        return obj
+
+
 def attach(
-    m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False, global_rank=0
+    m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False, global_rank=0,
+    strategy=None, world_size=1,
 ):
     """Give ``m`` the few Trainer attributes its hooks read, and record what it logs."""
     m._trainer = SimpleNamespace(
         global_step=global_step, log_every_n_steps=log_every_n_steps, current_epoch=current_epoch,
-        sanity_checking=sanity_checking, global_rank=global_rank,
+        sanity_checking=sanity_checking, global_rank=global_rank, strategy=strategy or OneProcess(),
+        world_size=world_size,
     )
     m.logged = {}
     m.log = lambda name, value, **kwargs: m.logged.__setitem__(name, value)
@@ -124,6 +136,59 @@ def test_tokens_per_second_counts_source_and_target_tokens_without_padding(monke
     m._count_tokens(batch)
     # src: 5 + 3 tokens with EOS, tgt_out: 4 + 2; the padded batch holds 10 + 8 positions. Over 2 seconds:
     assert m.logged["train/tokens_per_s"] == (8 + 6) / 2
+
+
+class TwinRank(OneProcess):
+    """The collectives as rank 0 of two sees them when rank 1 contributes ``other`` to every sum."""
+
+    def __init__(self, other):
+        self.other, self.ops = other, []
+
+    def reduce(self, tensor, reduce_op="mean"):
+        self.ops.append(reduce_op)
+        assert reduce_op == "sum"
+        return tensor + self.other(tensor)
+
+
+def test_tokens_per_second_is_the_total_over_ranks(monkeypatch):
+    clock = iter([10.0, 12.0])
+    monkeypatch.setattr("training.module.time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    twin = TwinRank(lambda tensor: torch.full_like(tensor, 100.0))  # rank 1 counted 100 tokens
+    m = attach(module(), log_every_n_steps=1, strategy=twin, world_size=2)
+    m._count_tokens(padded_batch())  # starts the clock
+    m._count_tokens(padded_batch())
+    assert m.logged["train/tokens_per_s"] == (8 + 6 + 100) / 2
+
+
+def test_a_non_finite_loss_on_another_rank_stops_this_one_with_its_step_and_rank():
+    def rank1_went_bad_at_step_7(tensor):  # (2 ranks, (first bad step or -1, loss))
+        other = torch.zeros_like(tensor)
+        other[1] = torch.tensor([7.0, float("nan")])
+        return other
+
+    m = attach(module(), global_step=9, strategy=TwinRank(rank1_went_bad_at_step_7), world_size=2)
+    m._watch_loss(torch.tensor(2.5))  # this rank's losses are fine
+    with pytest.raises(NonFiniteLossError, match=r"training loss is nan at step 7 on rank 1; stopping"):
+        m._stop_if_loss_was_not_finite()
+    for hook in (m.on_validation_start, m.on_train_end, lambda: m.on_save_checkpoint({})):
+        with pytest.raises(NonFiniteLossError):
+            hook()
+    healthy = attach(module(), strategy=TwinRank(lambda tensor: torch.tensor([[0.0, 0.0], [-1.0, 0.0]])),
+                     world_size=2)
+    healthy._watch_loss(torch.tensor(2.5))
+    healthy._stop_if_loss_was_not_finite()  # every rank fine: nothing raised
+
+
+def test_the_loss_is_watched_without_a_sync_and_checked_on_log_steps(monkeypatch):
+    torch.manual_seed(0)
+    m = attach(module(), global_step=2, log_every_n_steps=5)
+    batch = padded_batch()
+    m.loss = lambda *args, **kwargs: torch.tensor(float("inf"), requires_grad=True)
+    m.training_step(batch, 0)  # step 3 of every 5th: remembered, not raised
+    assert int(m._bad_loss_step) == 2
+    attach(m, global_step=3, log_every_n_steps=5).training_step(batch, 0)  # later: the first one is kept
+    with pytest.raises(NonFiniteLossError, match=r"training loss is inf at step 2; stopping"):
+        attach(m, global_step=4, log_every_n_steps=5).training_step(batch, 0)  # a log step
 
 
 def test_grad_norm_is_the_norm_of_every_gradient_as_one_vector_logged_every_nth_step():
@@ -224,6 +289,24 @@ def test_validation_loss_is_the_unsmoothed_nll_per_target_token():
             tokens += int((batch.tgt_out != 0).sum())
     assert metrics["val/loss"] == pytest.approx(total.item() / tokens, rel=1e-5)
     assert metrics["val/ppl"] == pytest.approx(math.exp(total.item() / tokens), rel=1e-5)
+
+
+def test_a_batch_repeated_by_the_sampler_counts_once_in_the_validation_loss():
+    """A distributed sampler repeats a few batches so that every rank gets as many; a sentence scored twice
+    counts once, and the loss equals that of each sentence scored once."""
+    dm = copy_task()
+    m = copy_module(dm, decode_every_n_epochs=0)
+    metrics = cpu_trainer().validate(m, datamodule=dm, verbose=False)[0]
+    batches = list(dm.val_dataloader())
+    assert len(batches) >= 2 and len(batches[0].index) != len(batches[-1].index)
+    attach(m, sanity_checking=True)
+    m.on_validation_epoch_start()
+    with torch.no_grad():
+        for batch in [*batches, batches[0], batches[0]]:  # the first batch wrapped around, twice
+            m.validation_step(batch, 0)
+    m.on_validation_epoch_end()
+    assert m.logged["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-7)  # logged as float32
+    assert m.logged["val/ppl"] == pytest.approx(metrics["val/ppl"], rel=1e-6)
 
 
 def test_validation_scores_every_sentence_against_its_own_reference_in_corpus_order():

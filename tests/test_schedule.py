@@ -125,3 +125,38 @@ def test_resume_continues_the_clock_stored_in_the_checkpoint(tmp_path):
     assert resumed and resumed[0] >= stored / 600  # the clock went on from the stored elapsed time
     final = torch.load(first / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert final["callbacks"]["Timer"]["time_elapsed"]["train"] > stored
+
+
+class RankZeroClock:
+    """Broadcast as two ranks see it: rank 0's value reaches both; the calls are counted."""
+
+    def __init__(self):
+        self.sent: list[float] = []  # what rank 0 sent, one entry per broadcast
+        self.calls = 0
+
+    def broadcast(self, obj, src=0):
+        assert src == 0
+        self.calls += 1
+        if len(self.sent) < (self.calls + 1) // 2:  # the first rank to call a broadcast stands for rank 0
+            self.sent.append(obj)
+        return self.sent[(self.calls - 1) // 2]
+
+
+def test_every_rank_follows_rank_0s_clock():
+    """Two ranks whose Timers disagree (50 s and 70 s of 100) get the same learning rate, that of rank 0's
+    clock, and they ask for it only every log_every_n_steps steps."""
+    clock = RankZeroClock()
+    ranks = [time_module(50.0), time_module(70.0)]
+    for module in ranks:
+        module._trainer.world_size, module._trainer.strategy = 2, clock
+        module._trainer.log_every_n_steps = 20
+    factors = []
+    for step in range(95, 141):
+        factors.append([factor(module, step) for module in ranks])  # each rank at the same step in turn
+    assert all(rank0 == rank1 for rank0, rank1 in factors)
+    # Step 95 asked for the clock (the first time), then steps 100, 120, 140: each rank once per broadcast.
+    assert clock.calls == 2 * 4
+    assert factors[0][0] == pytest.approx(cosine_decay(95, WARMUP, 95 / 0.5))  # rank 0's pace: 50 of 100 s
+    assert factors[0][0] != pytest.approx(cosine_decay(95, WARMUP, 95 / 0.7))  # rank 1's would differ
+    one = time_module(70.0)  # a single process keeps reading its own clock at every step
+    assert factor(one, 95) == pytest.approx(cosine_decay(95, WARMUP, 95 / 0.7))

@@ -10,6 +10,7 @@ checkpoint.
 import sys
 import warnings
 from pathlib import Path
+from typing import Literal
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -21,6 +22,7 @@ from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
+from training.sigterm import install_sigterm_handling
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
@@ -57,6 +59,7 @@ class TrainCLI(LightningCLI):
         parser.add_lightning_class_args(AttentionLogger, "attention")
         for name in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+        accept_auto_precision(parser)
 
     def before_instantiate_classes(self) -> None:
         config = self.config
@@ -72,9 +75,17 @@ class TrainCLI(LightningCLI):
                 "--model.schedule cosine_time decays the learning rate over the time budget: "
                 "set --trainer.max_time too (e.g. 00:01:00:00 for one hour)"
             )
-        self.precision_choice = resolve_precision(config.trainer.precision, config.trainer.accelerator)
-        config.trainer.precision = self.precision_choice.precision
+        # Resolved here, in the launching process, and handed to the Trainer alone: the saved config keeps
+        # "auto" (or null), so that --resume on another machine chooses again for that machine's hardware.
+        self.precision_choice = resolve_precision(
+            config.trainer.precision, config.trainer.accelerator, config.trainer.devices
+        )
         rank_zero_info(self.precision_choice.describe())
+
+    def instantiate_trainer(self, **kwargs):
+        trainer = super().instantiate_trainer(**{"precision": self.precision_choice.precision, **kwargs})
+        install_sigterm_handling(trainer)
+        return trainer
 
     def instantiate_classes(self) -> None:
         try:
@@ -100,12 +111,21 @@ def trainer_defaults() -> dict:
     }
 
 
-def resolve_precision(precision: object, accelerator: object) -> PrecisionChoice:
+def resolve_precision(precision: object, accelerator: object, devices: object = "auto") -> PrecisionChoice:
     """``--trainer.precision`` as given, or, when it is not given (None or "auto"), the precision the hardware
-    of ``--trainer.accelerator`` trains best in (``training.precision.choose_precision``)."""
+    of ``--trainer.accelerator`` and ``--trainer.devices`` trains best in
+    (``training.precision.choose_precision``)."""
     if precision is None or precision == "auto":
-        return choose_precision(probe_hardware(accelerator))
+        return choose_precision(probe_hardware(accelerator, devices))
     return PrecisionChoice(str(precision), "set by --trainer.precision or the config")
+
+
+def accept_auto_precision(parser: LightningArgumentParser) -> None:
+    """Let ``trainer.precision`` take "auto" (the hardware's choice, as null does) on the command line and in
+    a YAML config: Lightning's own type of the option does not list it."""
+    for action in parser._actions:
+        if action.dest == "trainer.precision" and hasattr(action, "_typehint"):
+            action._typehint = Literal["auto"] | action._typehint
 
 
 def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
@@ -140,20 +160,9 @@ def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
     return rest, resume
 
 
-def _auto_precision(args: list[str]) -> list[str]:
-    """``--trainer.precision auto`` spelled as Lightning's parser accepts it: null, the hardware's choice."""
-    out = list(args)
-    for i, arg in enumerate(out):
-        if arg == "--trainer.precision=auto":
-            out[i] = "--trainer.precision=null"
-        elif arg == "auto" and i > 0 and out[i - 1] == "--trainer.precision":
-            out[i] = "null"
-    return out
-
-
 def main(args: list[str] | None = None) -> TrainCLI:
     """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI."""
-    args, resume = _pop_resume(_auto_precision(list(sys.argv[1:] if args is None else args)))
+    args, resume = _pop_resume(list(sys.argv[1:] if args is None else args))
     checkpoint, save_config_kwargs = None, {}
     # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.
     if resume is not None:
@@ -183,7 +192,8 @@ def main(args: list[str] | None = None) -> TrainCLI:
             cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
         )
     except (NonFiniteLossError, CorpusError) as error:
-        raise SystemExit(f"error: {error}") from None
+        # Every rank of a distributed run raises together (see TranslationModule); rank 0 alone says why.
+        raise SystemExit(f"error: {error}" if cli.trainer.is_global_zero else 1) from None
     if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
         best = cli.trainer.checkpoint_callback.best_model_path
         print(f"Run saved in {cli.trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else ""))

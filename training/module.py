@@ -168,6 +168,7 @@ class TranslationModule(L.LightningModule):
         self._train_forward = None  # torch.compile of self.model.forward, made at the first training step
         self._bad_loss: Tensor | None = None  # the first non-finite training loss (see _watch_loss)
         self._bad_loss_step: Tensor | None = None  # its step, or -1
+        self._shared_pace: tuple[int, float] | None = None  # (step, rank 0's time fraction), see cosine_time
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
 
@@ -227,12 +228,25 @@ class TranslationModule(L.LightningModule):
         self._bad_loss = torch.where(first, loss.detach().float(), self._bad_loss)
 
     def _stop_if_loss_was_not_finite(self) -> None:
-        """Stop the run if a training loss so far was not finite: on log steps, before validation, before a
-        checkpoint is saved and at the end of training, so that no damaged weights are ever saved."""
-        if self._bad_loss is None or int(self._bad_loss_step) < 0:
+        """Stop the run if a training loss so far, on any rank, was not finite.
+
+        Called on every rank at the same points (log steps, validation, checkpoints, the end of training), it
+        gathers each rank's first bad loss (one small all-reduce), so that every rank raises together with
+        the same message. A rank that raised alone would leave the others waiting in the next all-reduce.
+        """
+        if self._bad_loss is None:  # no training step yet, on any rank
             return
+        # Each rank writes its row, the sum gathers them: (world size, 2) of (first bad step or -1, loss).
+        every = torch.zeros(self.trainer.world_size, 2, device=self._bad_loss.device)
+        every[self.global_rank] = torch.stack([self._bad_loss_step.float(), self._bad_loss])
+        every = self.trainer.strategy.reduce(every, reduce_op="sum").tolist()
+        bad = [(step, rank, loss) for rank, (step, loss) in enumerate(every) if step >= 0]
+        if not bad:
+            return
+        step, rank, loss = min(bad)
+        where = f" on rank {rank}" if len(every) > 1 else ""
         raise NonFiniteLossError(
-            f"training loss is {float(self._bad_loss)} at step {int(self._bad_loss_step)}; stopping. "
+            f"training loss is {loss} at step {int(step)}{where}; stopping. "
             "The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
         )
 
@@ -266,8 +280,10 @@ class TranslationModule(L.LightningModule):
         now = time.perf_counter()
         if self._throughput_start is None:
             self._throughput_start, self._throughput_tokens = now, 0
-        elif (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            tokens = float(self._throughput_tokens)
+        elif self._is_log_step():
+            # The total of every rank: each counted its own batches over (nearly) the same interval.
+            counted = torch.as_tensor(self._throughput_tokens, device=self.device).reshape(1).double()
+            tokens = float(self.trainer.strategy.reduce(counted, reduce_op="sum")[0])
             self.log("train/tokens_per_s", tokens / max(now - self._throughput_start, 1e-9))
             self._throughput_start, self._throughput_tokens = now, 0
 
@@ -303,7 +319,7 @@ class TranslationModule(L.LightningModule):
         if self.hparams.schedule == "cosine":
             return cosine_decay(step, warmup, max(self._total_steps(), warmup + 1))
         if self.hparams.schedule == "cosine_time":
-            return cosine_decay(step, warmup, self.estimated_total_steps(step))
+            return cosine_decay(step, warmup, self._shared_total_steps(step))
         return 1.0
 
     def _total_steps(self) -> int:
@@ -336,6 +352,23 @@ class TranslationModule(L.LightningModule):
             return 0.0
         return elapsed / max(elapsed + remaining, 1e-9)
 
+    def _shared_total_steps(self, step: int) -> float:
+        """``estimated_total_steps(step)``, the same on every rank of a distributed run.
+
+        Each rank's Timer is its own clock; learning rates computed from them would differ, and the replicas
+        drift apart. So rank 0's share of the budget is broadcast, every ``log_every_n_steps`` steps (a
+        collective makes the host wait; the pace changes slowly), and between broadcasts the total follows
+        from the pace then: ``step_then / fraction_then``.
+        """
+        if getattr(self.trainer, "world_size", 1) <= 1:
+            return self.estimated_total_steps(step)
+        if self._shared_pace is None or step % self.trainer.log_every_n_steps == 0:
+            fraction = self.trainer.strategy.broadcast(self._time_fraction(), src=0)
+            self._shared_pace = (step, float(fraction))
+        then, fraction = self._shared_pace
+        by_time = time_budget_steps(then, fraction) if then > 0 else math.inf
+        return min(max(by_time, float(step)), float(self.trainer.estimated_stepping_batches))
+
     def estimated_total_steps(self, step: int) -> float:
         """Updates the run will make in all, estimated after ``step`` updates: as many as fit into the time
         budget at the pace measured so far (``step`` over the fraction of the budget spent), or the
@@ -351,8 +384,10 @@ class TranslationModule(L.LightningModule):
     # -- validation ------------------------------------------------------------------------------------------
 
     def _reset_validation_state(self) -> None:
-        self._val_nll = 0.0
-        self._val_tokens = 0
+        # Per validation batch, on the device: the sentences' indices, summed NLLs and target token counts.
+        self._val_index: list[Tensor] = []
+        self._val_nll: list[Tensor] = []
+        self._val_tokens: list[Tensor] = []
         self._val_decoded: list[tuple[int, list[int]]] = []
 
     def _decoding_this_epoch(self) -> bool:
@@ -365,8 +400,15 @@ class TranslationModule(L.LightningModule):
     def validation_step(self, batch, batch_idx: int) -> None:
         keep = batch.tgt_out != self.config.pad_id
         logits = self.model(batch.src, batch.tgt_in, keep=keep)  # (N, V)
-        self._val_nll += float(self.loss(logits, batch.tgt_out[keep], reduction="sum"))
-        self._val_tokens += int((batch.tgt_out != self.config.pad_id).sum())
+        nll = self.loss(logits, batch.tgt_out[keep], reduction="none")  # (N,), the kept tokens in row order
+        rows = torch.arange(keep.size(0), device=keep.device)[:, None].expand_as(keep)[keep]  # (N,)
+        dtype = sum_dtype(self.device)
+        per_sentence = torch.zeros(keep.size(0), dtype=dtype, device=nll.device).index_add_(
+            0, rows, nll.to(dtype)
+        )  # (B,)
+        self._val_index.append(batch.index.to(nll.device))
+        self._val_nll.append(per_sentence)
+        self._val_tokens.append(keep.sum(dim=1).to(dtype))
         limit = self.hparams.decode_max_sentences
         # The first sentences of the split, not the first batches: the loader sorts by length.
         chosen = batch.index < limit if limit is not None else torch.ones_like(batch.index, dtype=torch.bool)
@@ -379,12 +421,28 @@ class TranslationModule(L.LightningModule):
             for index, row in zip(batch.index[chosen].tolist(), hypotheses.tolist()):
                 self._val_decoded.append((index, row))
 
-    def on_validation_epoch_end(self) -> None:
+    def _validation_totals(self) -> Tensor:
+        """(summed NLL, target tokens) over the validation sentences of every rank, each sentence once.
+
+        A distributed sampler gives every rank the same number of batches by repeating a few (wrap-around):
+        the sums are kept per sentence and reduced with max, so that a sentence scored on two ranks (or twice
+        on one) counts once, and the totals equal those of a single process.
+        """
         # Not torchmetrics' SumMetric: the module's .to(dtype) under "bf16-true" would cast its float64 sums.
-        totals = torch.tensor(
-            [self._val_nll, self._val_tokens], dtype=sum_dtype(self.device), device=self.device
-        )
-        totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        dtype, strategy = sum_dtype(self.device), self.trainer.strategy
+        index = torch.cat(self._val_index) if self._val_index else torch.zeros(0, dtype=torch.int64)
+        index = index.to(self.device)
+        size = index.max().reshape(1) + 1 if index.numel() else torch.zeros(1, dtype=torch.int64)
+        size = int(strategy.reduce(size.to(self.device), reduce_op="max")[0])  # the split's size, as seen
+        per_sentence = torch.zeros(2, size, dtype=dtype, device=self.device)  # (2, sentences)
+        if index.numel():
+            per_sentence[0, index] = torch.cat(self._val_nll).to(self.device)
+            per_sentence[1, index] = torch.cat(self._val_tokens).to(self.device)
+        per_sentence = strategy.reduce(per_sentence, reduce_op="max")  # NLL and counts are >= 0; unseen: 0
+        return per_sentence.sum(dim=1)  # (2,)
+
+    def on_validation_epoch_end(self) -> None:
+        totals = self._validation_totals()
         nll = (totals[0] / totals[1].clamp(min=1)).item()
         # Every rank holds the same totals (and below, the same decoded sentences): syncing averages equal
         # values.
