@@ -61,7 +61,8 @@ def gradient_x_input_rows(
     → (rows, S, D), zero at positions not attributed."""
     from captum.attr import InputXGradient  # imported here: Captum is needed only for these methods
 
-    inputs = embeddings.detach().float().unsqueeze(0).expand(rows, -1, -1).clone()  # (rows, S, D)
+    e = embeddings.detach().float()
+    inputs = e.unsqueeze(0).expand(rows, -1, -1).clone().requires_grad_()  # (rows, S, D)
     attributions = InputXGradient(_per_target(log_probs, b)).attribute(inputs, target=list(range(rows)))
     return attributions * attribute[None, :, None]  # (rows, S, D)
 
@@ -97,7 +98,7 @@ def integrated_gradients_rows(
     e = embeddings.detach().float()
     base = torch.zeros_like(e) if baseline is None else baseline.detach().float()
     base = torch.where(attribute[:, None], base, e)  # (S, D): special tokens stay themselves
-    inputs = e.unsqueeze(0).expand(rows, -1, -1).clone()  # (rows, S, D)
+    inputs = e.unsqueeze(0).expand(rows, -1, -1).clone().requires_grad_()  # (rows, S, D)
     baselines = base.unsqueeze(0).expand(rows, -1, -1).clone()  # (rows, S, D)
     attributions, delta = IntegratedGradients(_per_target(log_probs, b)).attribute(
         inputs, baselines=baselines, target=list(range(rows)), n_steps=steps,
