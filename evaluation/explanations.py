@@ -7,6 +7,7 @@ The model is read, never changed: what the methods need comes from its explicit 
 per-layer decoder outputs), ``MultiHeadAttention.project_values`` and ``encode(token_embeddings=...)``.
 """
 
+import time
 from collections.abc import Sequence
 
 import torch
@@ -94,24 +95,31 @@ def explanation_alignment(
     options: dict[str, dict] | None = None,
     batch_size: int = 32,
     progress=None,
+    option: str = "alignment scores",
 ) -> dict[str, dict]:
     """AER and agreement of every method against the pairs' gold links, per layer and per head, under forced
     decoding of the references.
 
     Returns method -> {"label", "layers": [{"layer", "aer", "agreement"}], "heads": {"aer", "agreement"}
-    (L × H lists) or None, "best": the layer row of lowest AER}. ``progress`` is called with the number of
-    sentences done after each batch.
+    (L × H lists) or None, "best": the layer row of lowest AER, "seconds": the method's own time, after the
+    shared forward pass}. ``progress`` is called with the number of sentences done after each batch;
+    ``option`` names the caller in the error about data without gold links.
     """
-    check_alignable(pairs, src_tokenizer, tgt_tokenizer)
+    check_alignable(pairs, src_tokenizer, tgt_tokenizer, option)
     methods = check_methods(methods)
     gradients = any(METHODS[name].gradients for name in methods)
     counts: dict[str, AlignmentCounts] = {}
     layers: dict[str, tuple[str, ...]] = {}
+    seconds = dict.fromkeys(methods, 0.0)
+    options = options or {}
     for batch in pair_batches(pairs, src_tokenizer, tgt_tokenizer, batch_size):
         trace, _ = trace_batch(model, batch.src, batch.tgt_in, batch.tgt_out, gradients=gradients)
         gold = [set(pairs[i].alignment) for i in batch.index.tolist()]
-        for name, explanation in explain_batch(trace, methods, options).items():
+        for name in methods:
+            start = time.perf_counter()
+            explanation = explain(name, trace, **options.get(name, {}))
             batch_counts = count_alignment(explanation, gold)
+            seconds[name] += time.perf_counter() - start
             counts[name] = batch_counts if name not in counts else counts[name] + batch_counts
             layers[name] = explanation.layers
         if progress is not None:
@@ -119,7 +127,9 @@ def explanation_alignment(
     table = {}
     for name in methods:
         scores = counts[name].table(layers[name])
-        table[name] = {"label": METHODS[name].label, **scores, "best": best_layer(scores)}
+        table[name] = {
+            "label": METHODS[name].label, **scores, "best": best_layer(scores), "seconds": seconds[name]
+        }
     return table
 
 

@@ -61,8 +61,8 @@ def logit_lens(
         raise ValueError(f"top_k must be in [1, {output_weight.size(0)}], got {top_k}")
     x = torch.stack([h.detach().float() for h in hidden], dim=1)  # (B, L, T, D)
     if final_norm is not None:
-        bias = None if final_norm.bias is None else final_norm.bias.float()
-        x = F.layer_norm(x, x.shape[-1:], final_norm.weight.float(), bias, final_norm.eps)
+        bias = None if final_norm.bias is None else final_norm.bias.detach().float()
+        x = F.layer_norm(x, x.shape[-1:], final_norm.weight.detach().float(), bias, final_norm.eps)
     log_probs = F.linear(x, output_weight.detach().float()).log_softmax(dim=-1)  # (B, L, T, V)
     top = log_probs.topk(top_k, dim=-1)
     index = produced[:, None, :, None].expand(-1, x.size(1), -1, 1)  # (B, L, T, 1)
