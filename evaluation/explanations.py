@@ -26,14 +26,15 @@ from model import Transformer
 
 
 def _log_probs(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor):
-    """The ``Trace.log_probs`` of a batch: sentence b's target log-probabilities given source embeddings."""
+    """The ``Trace.log_probs`` of a batch: the target log-probabilities of the given rows, given source
+    embeddings."""
 
-    def log_probs(embeddings: Tensor, b: int) -> Tensor:
-        n = embeddings.size(0)
-        encoded = model.encode(src[b : b + 1].expand(n, -1), token_embeddings=embeddings)
-        logits = model.decode(tgt_in[b : b + 1].expand(n, -1), encoded).logits  # (n, T, V)
-        labels = tgt_out[b : b + 1].expand(n, -1).unsqueeze(-1)  # (n, T, 1)
-        return logits.float().log_softmax(dim=-1).gather(-1, labels).squeeze(-1)  # (n, T)
+    def log_probs(embeddings: Tensor, rows: Tensor) -> Tensor:
+        rows = rows.to(src.device)
+        encoded = model.encode(src[rows], token_embeddings=embeddings)
+        logits = model.decode(tgt_in[rows], encoded).logits  # (N, T, V)
+        labels = tgt_out[rows].unsqueeze(-1)  # (N, T, 1)
+        return logits.float().log_softmax(dim=-1).gather(-1, labels).squeeze(-1)  # (N, T)
 
     return log_probs
 

@@ -138,32 +138,37 @@ def traced():
 
 def test_gradient_x_input_matches_autograd(traced):
     _, trace, _, _ = traced
-    embeddings = trace.embeddings[0].detach()  # (S, D)
-    words = trace.words[0]
-    attributions = gradient_x_input_rows(trace.log_probs, embeddings, 0, 4, words)  # (T, S, D)
-    for t in range(4):
-        e = embeddings.clone().requires_grad_()
-        (grad,) = torch.autograd.grad(trace.log_probs(e.unsqueeze(0), 0)[0, t], e)
-        expected = grad * e.detach() * words[:, None]
-        assert torch.allclose(attributions[t], expected, atol=1e-6)
-    assert attributions[:, -1].abs().sum() == 0  # EOS is not attributed
+    sentences, targets = torch.tensor([0, 0, 0, 0, 1, 1]), torch.tensor([0, 1, 2, 3, 0, 1])
+    inputs, words = trace.embeddings[sentences].detach(), trace.words[sentences]
+    attributions = gradient_x_input_rows(trace.log_probs, inputs, sentences, targets, words)  # (N, S, D)
+    for n, (b, t) in enumerate(zip(sentences.tolist(), targets.tolist())):
+        e = trace.embeddings[b].detach().clone().requires_grad_()
+        (grad,) = torch.autograd.grad(trace.log_probs(e.unsqueeze(0), torch.tensor([b]))[0, t], e)
+        expected = grad * e.detach() * trace.words[b, :, None]
+        assert torch.allclose(attributions[n], expected, atol=1e-6)
+    assert attributions[:4, -1].abs().sum() == 0  # EOS is not attributed
+    assert attributions[4:, 2:].abs().sum() == 0  # nor EOS and padding of the second sentence
+    # The Explanation reduces each row to the norm of its source tokens' attributions.
+    explanation = explain("grad_x_input", trace)
+    assert torch.allclose(explanation.per_layer[sentences, 0, targets], attributions.norm(dim=-1), atol=1e-6)
 
 
 def test_integrated_gradients_are_complete(traced):
     _, trace, _, _ = traced
-    embeddings, words = trace.embeddings[0].detach(), trace.words[0]
-    attributions, _ = integrated_gradients_rows(trace.log_probs, embeddings, 0, 4, words, steps=64)
-    baseline = torch.where(words[:, None], torch.zeros_like(embeddings), embeddings)  # EOS stays itself
+    sentences, targets = torch.tensor([0, 0, 0, 0, 1, 1]), torch.tensor([0, 1, 2, 3, 0, 1])
+    inputs, words = trace.embeddings[sentences].detach(), trace.words[sentences]
+    attributions, _ = integrated_gradients_rows(trace.log_probs, inputs, sentences, targets, words, steps=64)
+    baselines = torch.where(words[:, :, None], torch.zeros_like(inputs), inputs)  # EOS stays itself
     with torch.no_grad():
-        f_x = trace.log_probs(embeddings.unsqueeze(0), 0)[0]  # (T,)
-        f_baseline = trace.log_probs(baseline.unsqueeze(0), 0)[0]
-    total = attributions.sum(dim=(1, 2))  # (T,)
+        f_x = trace.log_probs(inputs, sentences)[torch.arange(6), targets]  # (N,)
+        f_baseline = trace.log_probs(baselines, sentences)[torch.arange(6), targets]
+    total = attributions.sum(dim=(1, 2))  # (N,)
     difference = f_x - f_baseline
     assert difference.abs().min() > 1e-3  # a case where completeness says something
     assert torch.allclose(total, difference, rtol=0.01, atol=0.0)
     # The signed Explanation keeps completeness: each row sums to f(x) - f(baseline).
     explanation = integrated_gradients(trace, reduction="sum", steps=64)
-    assert torch.allclose(explanation.per_layer[0, 0].sum(dim=-1), difference, rtol=0.01)
+    assert torch.allclose(explanation.per_layer[sentences, 0, targets].sum(dim=-1), difference, rtol=0.01)
     assert explanation.signed
 
 

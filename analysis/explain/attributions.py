@@ -44,67 +44,73 @@ def _reduce(attributions: Tensor, reduction: Reduction) -> Tensor:
     raise ValueError(f"unknown reduction {reduction!r}; expected 'norm' or 'sum'")
 
 
-def _per_target(log_probs: LogProbs, b: int):
-    """Captum's forward function: (N, S, D) embeddings → (N, T) log-probabilities; row n's target is chosen by
-    Captum's ``target`` list, so T copies of a sentence explain its T target tokens in one call."""
-
-    def forward(embeddings: Tensor) -> Tensor:
-        return log_probs(embeddings, b)
-
-    return forward
-
-
 def gradient_x_input_rows(
-    log_probs: LogProbs, embeddings: Tensor, b: int, rows: int, attribute: Tensor
+    log_probs: LogProbs, inputs: Tensor, sentences: Tensor, targets: Tensor, attribute: Tensor
 ) -> Tensor:
-    """Gradient × input of sentence b's first ``rows`` target tokens: embeddings (S, D), attribute (S,) bool
-    → (rows, S, D), zero at positions not attributed."""
+    """Gradient × input of N (sentence, target position) rows in one backward pass.
+
+    Args:
+        log_probs: see ``Trace.log_probs``.
+        inputs: (N, S, D) each row's source token embeddings (its sentence's).
+        sentences: (N,) int64, each row's sentence in the traced batch.
+        targets: (N,) int64, each row's target position, whose log-probability is attributed.
+        attribute: (N, S) bool, the positions attributed; the others get 0.
+
+    Returns:
+        (N, S, D) attributions.
+    """
     from captum.attr import InputXGradient  # imported here: Captum is needed only for these methods
 
-    e = embeddings.detach().float()
-    inputs = e.unsqueeze(0).expand(rows, -1, -1).clone().requires_grad_()  # (rows, S, D)
-    attributions = InputXGradient(_per_target(log_probs, b)).attribute(inputs, target=list(range(rows)))
-    return attributions * attribute[None, :, None]  # (rows, S, D)
+    inputs = inputs.detach().float().clone().requires_grad_()  # (N, S, D)
+    attributions = InputXGradient(log_probs).attribute(
+        inputs, target=targets.tolist(), additional_forward_args=(sentences,)
+    )
+    return attributions * attribute[:, :, None]  # (N, S, D)
 
 
 def integrated_gradients_rows(
     log_probs: LogProbs,
-    embeddings: Tensor,
-    b: int,
-    rows: int,
+    inputs: Tensor,
+    sentences: Tensor,
+    targets: Tensor,
     attribute: Tensor,
     *,
     baseline: Tensor | None = None,
     steps: int = 32,
-    internal_batch_size: int | None = None,
+    internal_batch_size: int | None = 512,
 ) -> tuple[Tensor, Tensor]:
-    """Integrated Gradients of sentence b's first ``rows`` target tokens.
+    """Integrated Gradients of N (sentence, target position) rows.
 
     Args:
-        embeddings: (S, D) the sentence's source token embeddings.
-        attribute: (S,) bool, the positions attributed; the others keep their embedding in the baseline.
-        baseline: (S, D) the attributed positions' baseline; None = zeros (the ``<pad>`` embedding).
+        inputs, sentences, targets, attribute: as for ``gradient_x_input_rows``; positions not attributed keep
+            their embedding in the baseline.
+        baseline: (N, S, D) the attributed positions' baseline; None = zeros (the ``<pad>`` embedding).
         steps: points of the path integral (Gauss–Legendre).
-        internal_batch_size: most rows per forward pass (None = rows × steps at once).
+        internal_batch_size: most rows per forward pass (of N × steps in all); None = all at once.
 
     Returns:
-        attributions (rows, S, D), and Captum's convergence delta (rows,): the sum of a row's attributions
-        minus f_t(e) − f_t(e'), which is 0 for an exact integral.
+        attributions (N, S, D), and Captum's convergence delta (N,): the sum of a row's attributions minus
+        f_t(e) − f_t(e'), which is 0 for an exact integral.
     """
     from captum.attr import IntegratedGradients
 
     if steps < 1:
         raise ValueError(f"Integrated Gradients needs at least 1 step, got {steps}")
-    e = embeddings.detach().float()
+    e = inputs.detach().float()
     base = torch.zeros_like(e) if baseline is None else baseline.detach().float()
-    base = torch.where(attribute[:, None], base, e)  # (S, D): special tokens stay themselves
-    inputs = e.unsqueeze(0).expand(rows, -1, -1).clone().requires_grad_()  # (rows, S, D)
-    baselines = base.unsqueeze(0).expand(rows, -1, -1).clone()  # (rows, S, D)
-    attributions, delta = IntegratedGradients(_per_target(log_probs, b)).attribute(
-        inputs, baselines=baselines, target=list(range(rows)), n_steps=steps,
-        internal_batch_size=internal_batch_size, return_convergence_delta=True,
+    base = torch.where(attribute[:, :, None], base, e)  # (N, S, D): positions not attributed stay themselves
+    attributions, delta = IntegratedGradients(log_probs).attribute(
+        e.clone().requires_grad_(), baselines=base, target=targets.tolist(),
+        additional_forward_args=(sentences,), n_steps=steps, internal_batch_size=internal_batch_size,
+        return_convergence_delta=True,
     )
     return attributions, delta
+
+
+def attribution_rows(tgt_valid: Tensor) -> tuple[Tensor, Tensor]:
+    """(sentences, targets), each (N,) int64: every real target position of the batch, one row each."""
+    sentences, targets = tgt_valid.nonzero(as_tuple=True)
+    return sentences, targets
 
 
 def _gradient_explanation(
@@ -114,14 +120,12 @@ def _gradient_explanation(
         raise ValueError(f"{name} needs the trace's embeddings and log_probs")
     attribute = trace.words if attribute is None else attribute & trace.src_valid  # (B, S)
     B, T = trace.tgt_valid.shape
-    S = trace.src_valid.size(1)
-    scores = torch.zeros(B, 1, T, S)
-    for b in range(B):
-        rows = int(trace.tgt_valid[b].sum())  # targets are right-padded: the real rows come first
-        if rows:
-            attributions = rows_of(trace.log_probs, trace.embeddings[b], b, rows, attribute[b])
-            scores[b, 0, :rows] = _reduce(attributions.detach().float(), reduction).cpu()
-    scores = zero_invalid(scores, trace.src_valid.cpu(), trace.tgt_valid.cpu())  # (B, 1, T, S)
+    scores = torch.zeros(B, 1, T, trace.src_valid.size(1), device=trace.embeddings.device)  # (B, 1, T, S)
+    sentences, targets = attribution_rows(trace.tgt_valid)
+    if sentences.numel():
+        attributions = rows_of(trace.embeddings[sentences], sentences, targets, attribute[sentences])
+        scores[sentences, 0, targets] = _reduce(attributions.detach().float(), reduction)  # (N, S)
+    scores = zero_invalid(scores, trace.src_valid, trace.tgt_valid).cpu()  # (B, 1, T, S)
     return Explanation(
         name, scores, None, ("embeddings",), trace.src_valid.cpu(), trace.tgt_valid.cpu(),
         signed=reduction == "sum",
@@ -135,7 +139,11 @@ def gradient_x_input(
 
     ``attribute``: (B, S) bool, the source positions attributed (default: the words, without EOS).
     """
-    return _gradient_explanation("grad_x_input", trace, reduction, attribute, gradient_x_input_rows)
+
+    def rows_of(inputs, sentences, targets, attribute_rows):
+        return gradient_x_input_rows(trace.log_probs, inputs, sentences, targets, attribute_rows)
+
+    return _gradient_explanation("grad_x_input", trace, reduction, attribute, rows_of)
 
 
 def integrated_gradients(
@@ -145,16 +153,17 @@ def integrated_gradients(
     attribute: Tensor | None = None,
     baseline: Tensor | None = None,
     steps: int = 32,
-    internal_batch_size: int | None = None,
+    internal_batch_size: int | None = 512,
 ) -> Explanation:
     """Integrated Gradients of every target token's log-probability, per source token (one "layer":
     embeddings). ``baseline``: (B, S, D) for the attributed positions; None = zeros (see the module's
-    docstring)."""
+    docstring). ``internal_batch_size`` bounds the rows of one forward pass, and so the memory."""
 
-    def rows_of(log_probs, embeddings, b, rows, attribute_b):
+    def rows_of(inputs, sentences, targets, attribute_rows):
         return integrated_gradients_rows(
-            log_probs, embeddings, b, rows, attribute_b, baseline=None if baseline is None else baseline[b],
-            steps=steps, internal_batch_size=internal_batch_size,
+            trace.log_probs, inputs, sentences, targets, attribute_rows,
+            baseline=None if baseline is None else baseline[sentences], steps=steps,
+            internal_batch_size=internal_batch_size,
         )[0]
 
     return _gradient_explanation("integrated_gradients", trace, reduction, attribute, rows_of)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-# (N, S, D) source token embeddings of sentence b, repeated or interpolated → (N, T) log-probabilities of the
-# sentence's target tokens under teacher forcing.
-LogProbs = Callable[[Tensor, int], Tensor]
+# (N, S, D) source token embeddings (of sentences of the batch, repeated or interpolated) and (N,) int64 the
+# sentence of the traced batch each belongs to → (N, T) log-probabilities of its target tokens, teacher-forced
+LogProbs = Callable[[Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
