@@ -46,3 +46,13 @@ def test_explanation_options_are_checked():
     with pytest.raises(ValueError, match="ig_steps positive"):
         AttentionLogger(ig_steps=0)
     assert AttentionLogger(explanation_methods=["rollout"]).explanation_methods == ["rollout"]
+
+
+def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys):
+    from bench.explanation_curve import main
+
+    output = tmp_path / "curve.png"
+    main([str(tiny_run), str(output)])
+    assert output.stat().st_size > 1000 and capsys.readouterr().out.strip() == f"wrote {output}"
+    with pytest.raises(SystemExit, match="exists"):
+        main([str(tiny_run), str(output)])
