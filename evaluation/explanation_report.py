@@ -56,6 +56,9 @@ def option_error(args: argparse.Namespace) -> str | None:
             return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
     if args.translate is not None:
         return "--alignment-methods analyses a data set with gold alignments, not --translate"
+    if args.head_importance or args.prune_heads is not None or args.alignment or args.output:
+        return ("--alignment-methods runs alone, without --head-importance, --prune-heads, --alignment or "
+                "--output")
     return None
 
 

@@ -31,8 +31,9 @@ def _log_probs(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor)
 
     def log_probs(embeddings: Tensor, rows: Tensor) -> Tensor:
         rows = rows.to(src.device)
-        encoded = model.encode(src[rows], token_embeddings=embeddings)
-        logits = model.decode(tgt_in[rows], encoded).logits  # (N, T, V)
+        with torch.autocast(src.device.type, enabled=False):  # gradients in full precision, like the maps
+            encoded = model.encode(src[rows], token_embeddings=embeddings)
+            logits = model.decode(tgt_in[rows], encoded).logits  # (N, T, V)
         labels = tgt_out[rows].unsqueeze(-1)  # (N, T, 1)
         return logits.float().log_softmax(dim=-1).gather(-1, labels).squeeze(-1)  # (N, T)
 

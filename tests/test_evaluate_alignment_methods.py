@@ -52,6 +52,7 @@ def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny
         (["--alignment-methods", "--ig-steps", "0"], "--ig-steps must be at least 1, got 0"),
         (["--alignment-methods", "--alignment-sentences", "0"], "--alignment-sentences must be at least 1"),
         (["--alignment-methods", "--translate", "a cat"], "not --translate"),
+        (["--alignment-methods", "--alignment"], "--alignment-methods runs alone"),
     ],
 )
 def test_alignment_method_option_errors(tiny_run, capsys, extra, message):
