@@ -46,6 +46,8 @@ def test_explanation_options_are_checked():
     with pytest.raises(ValueError, match="ig_steps positive"):
         AttentionLogger(ig_steps=0)
     assert AttentionLogger(explanation_methods=["rollout"]).explanation_methods == ["rollout"]
+    # By default every method but the costly Integrated Gradients.
+    assert AttentionLogger().explanation_methods == [m for m in METHODS if m != "integrated_gradients"]
 
 
 def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys):

@@ -12,10 +12,10 @@ weight-returning attention path (ordinary training steps stay on the fused kerne
   with gold word alignments the agreement and alignment error rate of each cross-attention head);
 - scalars ``heads/best_alignment`` and ``heads/best_aer`` (the best cross-attention head's figures);
 - on data with gold alignments, scalars ``explain/<method>/aer_<layer>`` and
-  ``explain/<method>/agreement_<layer>`` for every explanation method of ``analysis.explain``
-  (cross-attention, Shift-Att, value-weighted attention, rollout, gradient × input, Integrated Gradients)
-  and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they took,
-  over ``explanation_sentences`` validation sentences.
+  ``explain/<method>/agreement_<layer>`` for the explanation methods of ``analysis.explain``
+  (cross-attention, Shift-Att, value-weighted attention, rollout, gradient × input; Integrated Gradients when
+  chosen) and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they
+  took, over ``explanation_sentences`` validation sentences.
 
 Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``; rows
 and columns are labelled as ``analysis.axes`` says.
@@ -30,7 +30,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from analysis.axes import KINDS
-from analysis.explain.registry import METHODS, check_methods
+from analysis.explain.registry import check_methods
 from analysis.heads import summarize
 from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
 from data.batching import collate
@@ -42,6 +42,10 @@ from tensorboard_plugin.metadata import sentence_tag, statistic_tag
 from tensorboard_plugin.summary import json_summary, tensor_summary
 
 BOUNDED_STATISTICS = ("diagonal", "previous", "next", "agreement", "aer")  # shares in [0, 1]
+# Scored at each validation unless chosen otherwise: every method but Integrated Gradients, whose path
+# integral costs ig_steps backward passes, most of the explanations' time (gradient × input tracked it within
+# 0.04 AER at every validation of a small run); evaluate.py --alignment-methods scores it.
+VALIDATION_METHODS = ("attention", "shift_att", "value_norms", "rollout", "grad_x_input")
 
 
 class AttentionLogger(L.Callback):
@@ -58,7 +62,8 @@ class AttentionLogger(L.Callback):
             out (with a warning), so that long sentences and big models keep the event file bounded.
         explanation_sentences: validation sentences over which every explanation method is scored against
             the gold alignments (0: none; data without gold alignments logs none).
-        explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None = all.
+        explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None =
+            ``VALIDATION_METHODS``, all but Integrated Gradients.
         ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
             --alignment-methods`` takes 32 by default; for the arg-max alignment 8 are a cheap estimate).
     """
@@ -81,7 +86,7 @@ class AttentionLogger(L.Callback):
         if min(counts) < 0 or max_tokens < 1 or ig_steps < 1:
             raise ValueError("attention logging counts must be >= 0; max_tokens and ig_steps positive")
         self.explanation_sentences = explanation_sentences
-        methods = METHODS if explanation_methods is None else explanation_methods
+        methods = VALIDATION_METHODS if explanation_methods is None else explanation_methods
         self.explanation_methods = check_methods(methods)
         self.ig_steps = ig_steps
         self._explain_pairs: list | None = None
