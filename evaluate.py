@@ -6,6 +6,7 @@
     python evaluate.py CKPT --average-last 5                                  # average the last 5 checkpoints
     python evaluate.py CKPT --translate "the big dog sees a cat" --attention-out maps/
     python evaluate.py CKPT --head-importance --prune-heads 4 --alignment     # what the heads do (below)
+    python evaluate.py CKPT --split val --alignment-methods                   # which explanation aligns best
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
     python evaluate.py CKPT --engine ctranslate2 --beam-size 5                # score with CTranslate2
 
@@ -19,6 +20,12 @@ Head analysis, on a split or --tsv file (layers and heads count from 1):
                        Importance is the loss increase, measured on the same data.
     --alignment        alignment error rate of the best cross-attention head and of the head average,
                        against the gold word alignments of the toy tasks (toy, copy, reverse).
+
+Explanation methods, on a split or --tsv file with gold alignments (toy, copy, reverse):
+    --alignment-methods [METHOD ...]  AER and agreement per layer (and head) of cross-attention, Shift-Att,
+                       value-weighted attention, encoder rollout, gradient x input and Integrated Gradients,
+                       under forced decoding of the references; prints a table and one JSON table, and writes
+                       pictures of the scores, of three sentences under every method and of their logit lens.
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -37,6 +44,9 @@ from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable, cross_attention_alignment
 from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
+from evaluation.explanation_report import add_arguments as add_alignment_method_arguments
+from evaluation.explanation_report import option_error as alignment_method_error
+from evaluation.explanation_report import run_alignment_methods
 from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
@@ -136,6 +146,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--analysis-out", metavar="DIR",
         help="folder of the --head-importance files (default: <run>/analysis/<checkpoint name>)",
     )
+    add_alignment_method_arguments(parser)
     args = parser.parse_args(argv)
     if args.attention_out and args.translate is None:
         parser.error("--attention-out needs --translate")
@@ -149,6 +160,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--head-importance, --prune-heads and --alignment analyse a data set, not --translate")
     if (engine_error := engine_option_error(args)) is not None:
         parser.error(engine_error)
+    # --alignment-methods: checked apart from the options above (evaluation.explanation_report).
+    if (explanation_error := alignment_method_error(args)) is not None:
+        parser.error(explanation_error)
     return args
 
 
@@ -313,6 +327,13 @@ def run_evaluation(args, run, device) -> dict:
     return {**result, **added}
 
 
+def run_explanations(args, run) -> dict:
+    """--alignment-methods: every explanation method scored against the gold alignments of the data."""
+    pairs = read_tsv(args.tsv) if args.tsv else run.datamodule.pairs(args.split)
+    check_lengths(args, run, pairs, targets=True)
+    return run_alignment_methods(args, run, pairs, analysis_directory(args), check_new)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -338,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
             args.max_len = run.module.hparams.get("decode_max_len")
         if args.translate is not None:
             run_translate(args, run, device, sentences)
+            return 0
+        if args.alignment_methods is not None:
+            print(json.dumps(run_explanations(args, run)))
             return 0
         if args.export_ctranslate2:
             print(f"wrote a CTranslate2 model to {export_run(args, run)}", file=sys.stderr)

@@ -3,6 +3,6 @@ the numbers training, evaluation and benchmarks share: translation scores and ma
 
 Works on plain tensors, strings and lists of token strings; it imports neither the model nor the data code.
 Import the module you need (``analysis.heads``, ``analysis.plots``, ``analysis.headview``, ``analysis.axes``,
-``analysis.metrics``, ``analysis.flops``): this package imports nothing itself, so that light users
-(TensorBoard's ATTENTION tab) do not pay for matplotlib.
+``analysis.metrics``, ``analysis.flops``, ``analysis.explain``): this package imports nothing itself, so that
+light users (TensorBoard's ATTENTION tab) do not pay for matplotlib.
 """

@@ -157,13 +157,17 @@ def gold_matrix(gold: list[set[tuple[int, int]]], T: int, S: int) -> Tensor:
     return links
 
 
-def _alignment_counts(
+def alignment_counts(
     cross_weights: Tensor,
     gold: list[set[tuple[int, int]]],
     tgt_valid: Tensor | None,
     src_valid: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Corpus counts for the arg-max-induced alignment A against gold links G.
+
+    ``cross_weights`` may be any scores of a target × source matrix, of either sign (attributions, norms): a
+    row's alignment is its largest score among the valid source positions. Counts of several batches add up
+    to those of the whole corpus, so AER and agreement of a corpus can be computed batch by batch.
 
     Returns:
         hits (H,) = |A ∩ G|, aligned () = |A| = number of aligned target positions, links () = |G|.
@@ -180,7 +184,9 @@ def _alignment_counts(
     aligned = links.any(dim=-1)  # (B, T)
     if not aligned.any():
         raise ValueError("gold has no links; alignment statistics are undefined")
-    predicted = _clean(cross_weights, src_valid).argmax(dim=-1)  # (B, H, T)
+    # Padded keys get -inf, not 0, so that a row of negative scores never picks one.
+    scores = cross_weights.detach().float().masked_fill(~src_valid[:, None, None, :], float("-inf"))
+    predicted = scores.argmax(dim=-1)  # (B, H, T)
     is_gold = links.unsqueeze(1).expand(-1, predicted.shape[1], -1, -1)  # (B, H, T, S)
     hit = is_gold.gather(-1, predicted.unsqueeze(-1)).squeeze(-1)  # (B, H, T)
     hits = (hit & aligned.unsqueeze(1)).sum(dim=(0, 2)).float()  # (H,)
@@ -207,7 +213,7 @@ def alignment_agreement(
     Returns:
         (H,) float32 in [0, 1].
     """
-    hits, aligned, _ = _alignment_counts(cross_weights, gold, tgt_valid, src_valid)
+    hits, aligned, _ = alignment_counts(cross_weights, gold, tgt_valid, src_valid)
     return hits / aligned
 
 
@@ -232,7 +238,7 @@ def alignment_error_rate(
     Returns:
         (H,) float32 in [0, 1].
     """
-    hits, aligned, links = _alignment_counts(cross_weights, gold, tgt_valid, src_valid)
+    hits, aligned, links = alignment_counts(cross_weights, gold, tgt_valid, src_valid)
     return 1.0 - 2.0 * hits / (aligned + links)
 
 

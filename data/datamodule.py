@@ -84,6 +84,8 @@ class TranslationDataModule(L.LightningDataModule):
         toy_split: toy tasks: ``random`` (one distribution) or ``length`` (test sentences longer than any
             seen in training).
         toy_max_train_words: toy tasks with ``toy_split=length``: the longest training sentence, in words.
+        toy_phenomena: ``toy`` only: translations with one-to-many, many-to-one and unaligned words, each with
+            its gold links (``data.toy``), where explanation methods can be told apart.
         seed: seeds the toy generator, the SCAN validation hold-out and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
             and ``bpe`` for multi30k and tsv.
@@ -117,6 +119,7 @@ class TranslationDataModule(L.LightningDataModule):
         toy_test_size: int = 1_000,
         toy_split: Literal["random", "length"] = "random",
         toy_max_train_words: int = 12,
+        toy_phenomena: bool = False,
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
         vocab_size: int = 8000,
@@ -151,6 +154,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.test_split, self.scan_split = test_split, scan_split
         self.toy_sizes = {"train": toy_train_size, "val": toy_val_size, "test": toy_test_size}
         self.toy_split, self.toy_max_train_words = toy_split, toy_max_train_words
+        if toy_phenomena and dataset != "toy":
+            raise ValueError(f"toy_phenomena is a variant of dataset 'toy', not of {dataset!r}")
+        self.toy_phenomena = toy_phenomena
         self.seed = seed
         self.tokenizer_kind: TokenizerKind = tokenizer or (
             "bpe" if dataset in ("multi30k", "tsv") else "word"
@@ -233,6 +239,7 @@ class TranslationDataModule(L.LightningDataModule):
                 test_size=self.toy_sizes["test"],
                 seed=self.seed,
                 max_train_words=self.toy_max_train_words,
+                phenomena=self.toy_phenomena,
             )
         if self.dataset == "multi30k":
             return {split: read_parallel(self._file(split), self._file(split, "target")) for split in SPLITS}

@@ -19,6 +19,21 @@ permutation: cross-attention should learn to point each target word at its sourc
     >>> translate("the big cats saw a dog".split())
     (['li', 'kati', 'grandes', 'un', 'hundo', 'vidan'], ((0, 0), (2, 1), (1, 2), (4, 3), (5, 4), (3, 5)))
 
+With ``phenomena=True`` the translation task gains the alignment phenomena of real language pairs, each with
+its gold links, so that alignment methods can be told apart where a permutation is too easy:
+
+* **one-to-many**: every verb becomes an auxiliary and the verb (``ha vida``), both linked to the source verb;
+* **many-to-one**: a determiner followed by a numeral is not translated apart; the numeral carries both
+  (``the two cats`` → ``kati du``: ``du`` is linked to ``the`` and ``two``);
+* **unaligned source words**: the singular ``the`` is dropped (the target has no definite singular article);
+* **unaligned target words**: a particle ``ja`` follows every transitive verb, linked to nothing.
+
+    >>> words, links = translate("the two big cats saw the dog".split(), phenomena=True)
+    >>> words
+    ['kati', 'grandes', 'du', 'hundo', 'ha', 'vidan', 'ja']
+    >>> links  # the second "the" (5) and "ja" (6) have none; "du" (2) has two, "saw" (4) two
+    ((3, 0), (2, 1), (0, 2), (1, 2), (6, 3), (4, 4), (4, 5))
+
 Copy and reverse use random strings of the letters ``a`` to ``z``; their alignments are the identity and the
 anti-diagonal.
 """
@@ -92,6 +107,8 @@ PREPOSITIONS: dict[str, str] = {
 }
 # fmt: on
 CONJUNCTIONS: dict[str, str] = {"and": "kaj", "but": "sed", "while": "dum"}
+AUXILIARY = "ha"  # with ``phenomena``: before every verb, linked to it (one-to-many)
+PARTICLE = "ja"  # with ``phenomena``: after every transitive verb, linked to nothing
 
 _NOUN_NUMBER: dict[str, tuple[str, bool]] = {
     word: (stem, plural) for sg, pl, stem in NOUNS for word, plural in ((sg, False), (pl, True))
@@ -110,7 +127,7 @@ def _check_lexicon() -> None:
     target += [stem + s for stem in ADJECTIVES.values() for s in ("e", "es")]
     target += [stem + s for stem, _ in _VERBS.values() for s in ("a", "an")]
     target += [form for sg, pl, _ in DETERMINERS.values() for form in (sg, pl) if form is not None]
-    target += [*NUMERALS.values(), *PREPOSITIONS.values(), *CONJUNCTIONS.values()]
+    target += [*NUMERALS.values(), *PREPOSITIONS.values(), *CONJUNCTIONS.values(), AUXILIARY, PARTICLE]
     assert len(target) == len(set(target)), "two source words translate to the same target word"
 
 
@@ -118,15 +135,19 @@ _check_lexicon()
 
 # --- Translation: parse the source, emit each target word with the index of the source word it translates ---
 
-_Emitted = list[tuple[str, int]]  # (target word, source word index)
+_Emitted = list[tuple[str, tuple[int, ...]]]  # (target word, the indices of the source words it translates)
 
 
 class _Parser:
-    """A recursive-descent parser of the source grammar that emits the target words in target order."""
+    """A recursive-descent parser of the source grammar that emits the target words in target order.
 
-    def __init__(self, words: Sequence[str]) -> None:
+    ``phenomena``: translate with the alignment phenomena of the module's docstring.
+    """
+
+    def __init__(self, words: Sequence[str], phenomena: bool = False) -> None:
         self.words = list(words)
         self.i = 0
+        self.phenomena = phenomena
 
     def _peek(self) -> str | None:
         return self.words[self.i] if self.i < len(self.words) else None
@@ -143,7 +164,7 @@ class _Parser:
         while (word := self._peek()) is not None:
             if word not in CONJUNCTIONS:
                 raise self._fail("a conjunction or the end of the sentence")
-            out.append((CONJUNCTIONS[word], self.i))
+            out.append((CONJUNCTIONS[word], (self.i,)))
             self.i += 1
             out += self.clause()
         return out
@@ -161,9 +182,12 @@ class _Parser:
         if (prep := self._peek()) in PREPOSITIONS:
             prep_index = self.i
             self.i += 1
-            pp = self.noun_phrase()[0] + [(PREPOSITIONS[prep], prep_index)]
+            pp = self.noun_phrase()[0] + [(PREPOSITIONS[prep], (prep_index,))]
         # Verb-final, with the prepositional phrase before the object.
-        return subject + pp + obj + [(stem + ("an" if subject_plural else "a"), verb_index)]
+        verb_words = [(stem + ("an" if subject_plural else "a"), (verb_index,))]
+        if self.phenomena:
+            verb_words = [(AUXILIARY, (verb_index,)), *verb_words, *([(PARTICLE, ())] if transitive else [])]
+        return subject + pp + obj + verb_words
 
     def noun_phrase(self) -> tuple[_Emitted, bool]:
         """Parse ``[det] [numeral] adjective* noun``; return its translation and whether it is plural."""
@@ -193,23 +217,33 @@ class _Parser:
             sg, pl = DETERMINERS[self.words[det]][:2]
             if (pl if plural else sg) is None:
                 raise self._fail(f"a {'singular' if plural else 'plural'} noun after {self.words[det]!r}")
-            out.append((pl if plural else sg, det))  # type: ignore[arg-type]
-        out.append((stem + ("i" if plural else "o"), self.i))
-        out += [(ADJECTIVES[self.words[a]] + ("es" if plural else "e"), a) for a in adjectives]
+            # With phenomena, the numeral carries a determiner before it, and the singular "the" is dropped.
+            merged = self.phenomena and numeral is not None
+            dropped = self.phenomena and self.words[det] == "the" and not plural
+            if not (merged or dropped):
+                out.append((pl if plural else sg, (det,)))  # type: ignore[arg-type]
+        out.append((stem + ("i" if plural else "o"), (self.i,)))
+        out += [(ADJECTIVES[self.words[a]] + ("es" if plural else "e"), (a,)) for a in adjectives]
         if numeral is not None:
-            out.append((NUMERALS[self.words[numeral]], numeral))
+            carried = (det, numeral) if self.phenomena and det is not None else (numeral,)
+            out.append((NUMERALS[self.words[numeral]], carried))
         self.i += 1
         return out, plural
 
 
-def translate(source_words: Sequence[str]) -> tuple[list[str], tuple[tuple[int, int], ...]]:
+def translate(
+    source_words: Sequence[str], *, phenomena: bool = False
+) -> tuple[list[str], tuple[tuple[int, int], ...]]:
     """Translate a toy-language sentence word by word, reordering and inflecting by the rules above.
 
-    Returns the target words and the gold alignment ``(source_index, target_index)`` sorted by target index.
+    Returns the target words and the gold alignment ``(source_index, target_index)`` sorted by target index
+    (then source index). Without ``phenomena`` it is a permutation; with it, a target word may have two
+    links or none, and a source word two or none (see the module's docstring).
     Raises ``ValueError`` naming the offending word if ``source_words`` is not a sentence of the language.
     """
-    emitted = _Parser(source_words).sentence()
-    return [word for word, _ in emitted], tuple((src, tgt) for tgt, (_, src) in enumerate(emitted))
+    emitted = _Parser(source_words, phenomena).sentence()
+    links = tuple((src, tgt) for tgt, (_, sources) in enumerate(emitted) for src in sorted(sources))
+    return [word for word, _ in emitted], links
 
 
 # --- Generation ---------------------------------------------------------------------------------------------
@@ -273,9 +307,9 @@ def _symbol_string(rng: random.Random) -> list[str]:
     return rng.choices(_SYMBOLS, k=rng.randint(MIN_WORDS, MAX_WORDS))
 
 
-def _make_pair(task: str, words: list[str]) -> Pair:
+def _make_pair(task: str, words: list[str], phenomena: bool = False) -> Pair:
     if task == "translate":
-        target, alignment = translate(words)
+        target, alignment = translate(words, phenomena=phenomena)
     elif task == "copy":
         target, alignment = words, tuple((i, i) for i in range(len(words)))
     else:  # reverse
@@ -293,6 +327,7 @@ def make_toy_splits(
     test_size: int = 1_000,
     seed: int = 1234,
     max_train_words: int = 12,
+    phenomena: bool = False,
 ) -> dict[str, list[Pair]]:
     """Generate the train, val and test splits of a toy task, deterministically from ``seed``.
 
@@ -304,6 +339,8 @@ def make_toy_splits(
         train_size, val_size, test_size: number of pairs in each split.
         seed: the same seed gives the same splits; another seed gives different ones.
         max_train_words: the length threshold of the ``"length"`` split; unused by ``"random"``.
+        phenomena: ``"translate"`` only: one-to-many, many-to-one and unaligned words in the translations
+            (see the module's docstring); the source sentences are the same as without.
 
     Returns:
         ``{"train": [...], "val": [...], "test": [...]}``. No source sentence occurs twice, within or across
@@ -313,6 +350,8 @@ def make_toy_splits(
         raise ValueError(f"task must be 'translate', 'copy' or 'reverse', got {task!r}")
     if split not in ("random", "length"):
         raise ValueError(f"split must be 'random' or 'length', got {split!r}")
+    if phenomena and task != "translate":
+        raise ValueError(f"phenomena are a variant of the translate task, not of {task!r}")
     sizes = {"train": train_size, "val": val_size, "test": test_size}
     if train_size < 1 or val_size < 0 or test_size < 0:
         raise ValueError(f"need train_size >= 1 and val_size, test_size >= 0, got {sizes}")
@@ -354,4 +393,4 @@ def make_toy_splits(
         "val": short[train_size : train_size + val_size],
         "test": long if split == "length" else short[train_size + val_size :],
     }
-    return {name: [_make_pair(task, words) for words in chunk] for name, chunk in chunks.items()}
+    return {name: [_make_pair(task, words, phenomena) for words in chunk] for name, chunk in chunks.items()}

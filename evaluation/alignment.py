@@ -22,13 +22,15 @@ from model import Transformer
 GOLD_DATASETS = "toy, copy, reverse"
 
 
-def check_alignable(pairs: Sequence[Pair], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> None:
+def check_alignable(
+    pairs: Sequence[Pair], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, option: str = "--alignment"
+) -> None:
     """Raise ``AnalysisError`` unless all pairs have gold links and every word is one token.
 
-    The gold links index words, so token positions must be word positions.
+    The gold links index words, so token positions must be word positions. ``option`` names what asked.
     """
     if not pairs or any(p.alignment is None for p in pairs):
-        raise AnalysisError(f"--alignment needs data with gold word alignments ({GOLD_DATASETS})")
+        raise AnalysisError(f"{option} needs data with gold word alignments ({GOLD_DATASETS})")
     for side, tokenizer, texts in (
         ("source", src_tokenizer, [p.source for p in pairs]),
         ("target", tgt_tokenizer, [p.target for p in pairs]),
@@ -36,7 +38,7 @@ def check_alignable(pairs: Sequence[Pair], src_tokenizer: Tokenizer, tgt_tokeniz
         for number, (text, ids) in enumerate(zip(texts, tokenizer.encode_batch(texts)), start=1):
             if len(ids) != len(text.split()):
                 raise AnalysisError(
-                    f"--alignment needs one token per word (the gold links index words), but {side} "
+                    f"{option} needs one token per word (the gold links index words), but {side} "
                     f"sentence {number} has {len(text.split())} words and {len(ids)} tokens "
                     f"({tokenizer.kind} tokenizer)"
                 )

@@ -239,6 +239,17 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.append(k, v)  # (B, H, Tk_past + Tk, Dh)
         return q, k, v
 
+    def project_values(self, value: Tensor) -> Tensor:
+        """The value vectors of every head, as ``forward`` computes them: value (B, Tk, D) → (B, H, Tk, Dh).
+
+        For explanations that weigh attention by what it carries (``analysis.explain.value_norms``); the
+        output projection's per-head slices are ``out_proj.weight[:, h * Dh:(h + 1) * Dh]``.
+        """
+        d, b = self.d_model, self.in_proj.bias
+        bias = None if b is None else b[2 * d :]
+        projected = F.linear(value, self.in_proj.weight[2 * d :], bias)  # (B, Tk, D)
+        return self._split_heads(projected)
+
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)

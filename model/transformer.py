@@ -72,9 +72,16 @@ class Transformer(nn.Module):
                     nn.init.xavier_uniform_(module.down.weight)
 
     def _embed(
-        self, embedding: nn.Embedding, ids: Tensor, side: str, offset: int = 0, packing: Packing | None = None
+        self,
+        embedding: nn.Embedding,
+        ids: Tensor,
+        side: str,
+        offset: int = 0,
+        packing: Packing | None = None,
+        looked_up: Tensor | None = None,
     ) -> Tensor:
-        x = self.positions.embed(embedding(ids) * math.sqrt(self.config.d_model), side, offset)  # (B, T, D)
+        rows = embedding(ids) if looked_up is None else looked_up  # (B, T, D)
+        x = self.positions.embed(rows * math.sqrt(self.config.d_model), side, offset)  # (B, T, D)
         return self.embed_dropout(x if packing is None else packing.pack(x))  # (B, T, D) or (N, D)
 
     def encode(
@@ -84,11 +91,15 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         head_mask: Tensor | None = None,
         packed: bool | Packing = False,
+        token_embeddings: Tensor | None = None,
     ) -> EncoderOutput:
         """Run the encoder over src (B, S). ``head_mask``: (L, H) or (B, L, H), see ``HeadMask``.
 
         ``packed``: compute on the source tokens only and return them packed (see ``model.packing``), for
         ``decode`` to continue padding-free. True finds the tokens; or give their ``Packing``, found ahead.
+        ``token_embeddings``: (B, S, D) rows to use instead of the source embedding's rows for ``src`` (before
+        the sqrt(D) scale and positions), e.g. to take gradients with respect to them; ``src`` still gives
+        the padding mask.
         """
         src_attend = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         if isinstance(packed, Packing):
@@ -96,7 +107,9 @@ class Transformer(nn.Module):
         else:
             packing = Packing.of(src != self.config.pad_id) if packed else None
         attend = guard_empty_rows(src_attend)  # once for every layer
-        x = self._embed(self.src_embed, src, "encoder", packing=packing)  # (B, S, D) or (N, D)
+        x = self._embed(
+            self.src_embed, src, "encoder", packing=packing, looked_up=token_embeddings
+        )  # (B, S, D) or (N, D)
         positions = torch.arange(src.size(1), device=src.device)  # (S,)
         rotate = self.positions.rotation(positions)
         score_bias = self.positions.self_bias("encoder", positions, positions)  # (1, H, S, S) or None
@@ -125,6 +138,7 @@ class Transformer(nn.Module):
         head_mask: HeadMask | None = None,
         last_only: bool = False,
         keep: Tensor | Packing | None = None,
+        need_hidden: bool = False,
     ) -> DecoderOutput:
         """Run the decoder.
 
@@ -138,6 +152,8 @@ class Transformer(nn.Module):
                 the non-padding targets and so skips the vocabulary projection of padding. Or the
                 ``Packing`` of ``tgt_in != pad_id``, found ahead: logits at the non-padding inputs, with no
                 host-device sync.
+            need_hidden: also return each layer's output (B, T, D), before the final norm (the logit lens
+                reads them, ``analysis.explain.logit_lens``).
 
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
         then it takes no cache, and returns logits at ``keep``, or at the non-padding inputs without it.
@@ -163,7 +179,7 @@ class Transformer(nn.Module):
         rotate = self.positions.rotation(query_positions)
         score_bias = self.positions.self_bias("decoder", query_positions, key_positions)  # (1, H, T, T')|None
         src_attend = guard_empty_rows(encoded.src_attend)  # once for every layer
-        self_maps, cross_maps = [], []
+        self_maps, cross_maps, hidden = [], [], []
         for i, layer in enumerate(self.decoder_layers):
             x, self_weights, cross_weights = layer(
                 x,
@@ -181,6 +197,8 @@ class Transformer(nn.Module):
             if need_weights:
                 self_maps.append(self_weights)
                 cross_maps.append(cross_weights)
+            if need_hidden:
+                hidden.append(x)
         if cache is not None:
             cache.length += tgt_in.size(1)
         if last_only:
@@ -195,7 +213,8 @@ class Transformer(nn.Module):
             x = x[keep]  # (N, D)
         x = self.decoder_norm(x)
         weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
-        return DecoderOutput(F.linear(x, weight), self_maps, cross_maps)  # logits (B, T, V) or (N, V)
+        logits = F.linear(x, weight)  # (B, T, V) or (N, V)
+        return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden))
 
     def forward(
         self,

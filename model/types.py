@@ -35,6 +35,7 @@ class DecoderOutput(NamedTuple):
     logits: Tensor  # (B, T, V)
     self_attention: list[Tensor]  # per layer (B, H, T, T); empty unless asked for
     cross_attention: list[Tensor]  # per layer (B, H, T, S); empty unless asked for
+    hidden: tuple[Tensor, ...] = ()  # per layer's output (B, T, D) before the final norm; empty unless asked
 
 
 @dataclass

@@ -170,3 +170,31 @@ def test_copy_strings_span_3_to_25_letters():
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_toy_splits(**{**SMALL, **kwargs})
+
+
+# -- alignment phenomena -------------------------------------------------------------------------------------
+
+
+def test_phenomena_translation_has_each_phenomenon_with_its_gold_links():
+    words, links = translate(["the", "two", "big", "cats", "saw", "the", "dog"], phenomena=True)
+    assert words == ["kati", "grandes", "du", "hundo", "ha", "vidan", "ja"]
+    by_target = {t: sorted(s for s, tt in links if tt == t) for t in range(len(words))}
+    assert by_target[2] == [0, 1]  # many-to-one: "the two" -> "du"
+    assert by_target[4] == by_target[5] == [4]  # one-to-many: "saw" -> "ha vidan"
+    assert by_target[6] == []  # unaligned target word: the particle "ja"
+    assert 5 not in {s for s, _ in links}  # unaligned source word: the singular "the"
+    # Without phenomena the same sentence is a permutation.
+    plain_words, plain_links = translate(["the", "two", "big", "cats", "saw", "the", "dog"])
+    assert sorted(s for s, _ in plain_links) == list(range(7)) and len(plain_words) == 7
+
+
+def test_phenomena_splits_keep_the_sources_and_are_checked():
+    plain = make_toy_splits(train_size=50, val_size=10, test_size=10, seed=3)
+    varied = make_toy_splits(train_size=50, val_size=10, test_size=10, seed=3, phenomena=True)
+    assert [p.source for p in plain["val"]] == [p.source for p in varied["val"]]
+    for pair in varied["train"]:
+        n_src, n_tgt = len(pair.source.split()), len(pair.target.split())
+        assert all(0 <= s < n_src and 0 <= t < n_tgt for s, t in pair.alignment)
+    assert any(p.target != q.target for p, q in zip(plain["train"], varied["train"]))
+    with pytest.raises(ValueError, match="phenomena are a variant of the translate task, not of 'copy'"):
+        make_toy_splits(task="copy", train_size=5, phenomena=True)

@@ -10,12 +10,18 @@ weight-returning attention path (ordinary training steps stay on the fused kerne
 - ``heads/<kind>_<statistic>`` (IMAGES): a layers × heads heatmap of each head statistic over a larger set of
   validation sentences (entropy, attended distance, share on the diagonal / previous / next token, and on data
   with gold word alignments the agreement and alignment error rate of each cross-attention head);
-- scalars ``heads/best_alignment`` and ``heads/best_aer`` (the best cross-attention head's figures).
+- scalars ``heads/best_alignment`` and ``heads/best_aer`` (the best cross-attention head's figures);
+- on data with gold alignments, scalars ``explain/<method>/aer_<layer>`` and
+  ``explain/<method>/agreement_<layer>`` for the explanation methods of ``analysis.explain``
+  (cross-attention, Shift-Att, value-weighted attention, rollout, gradient × input; Integrated Gradients when
+  chosen) and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they
+  took, over ``explanation_sentences`` validation sentences.
 
 Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``; rows
 and columns are labelled as ``analysis.axes`` says.
 """
 
+import time
 import warnings
 
 import lightning as L
@@ -24,14 +30,22 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from analysis.axes import KINDS
+from analysis.explain.registry import check_methods
 from analysis.heads import summarize
 from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
 from data.batching import collate
+from evaluation.ablation import AnalysisError
+from evaluation.alignment import check_alignable
 from evaluation.attention_maps import SentenceAttention, sentence_attention
+from evaluation.explanations import explanation_alignment
 from tensorboard_plugin.metadata import sentence_tag, statistic_tag
 from tensorboard_plugin.summary import json_summary, tensor_summary
 
 BOUNDED_STATISTICS = ("diagonal", "previous", "next", "agreement", "aer")  # shares in [0, 1]
+# Scored at each validation unless chosen otherwise: every method but Integrated Gradients, whose path
+# integral costs ig_steps backward passes, most of the explanations' time (gradient × input tracked it within
+# 0.04 AER at every validation of a small run); evaluate.py --alignment-methods scores it.
+VALIDATION_METHODS = ("attention", "shift_att", "value_norms", "rollout", "grad_x_input")
 
 
 class AttentionLogger(L.Callback):
@@ -46,6 +60,12 @@ class AttentionLogger(L.Callback):
         stats_sentences: validation sentences over which the head statistics are averaged (0: none).
         max_bytes: most bytes of attention weights logged per validation; probe sentences beyond it are left
             out (with a warning), so that long sentences and big models keep the event file bounded.
+        explanation_sentences: validation sentences over which every explanation method is scored against
+            the gold alignments (0: none; data without gold alignments logs none).
+        explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None =
+            ``VALIDATION_METHODS``, all but Integrated Gradients.
+        ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
+            --alignment-methods`` takes 32 by default; for the arg-max alignment 8 are a cheap estimate).
     """
 
     def __init__(
@@ -57,10 +77,19 @@ class AttentionLogger(L.Callback):
         per_head: bool = False,
         stats_sentences: int = 200,
         max_bytes: int = 1_000_000,
+        explanation_sentences: int = 50,
+        explanation_methods: list[str] | None = None,
+        ig_steps: int = 8,
     ) -> None:
         super().__init__()
-        if min(every_n_epochs, num_sentences, num_images, stats_sentences) < 0 or max_tokens < 1:
-            raise ValueError("attention logging counts must be non-negative and max_tokens positive")
+        counts = (every_n_epochs, num_sentences, num_images, stats_sentences, explanation_sentences)
+        if min(counts) < 0 or max_tokens < 1 or ig_steps < 1:
+            raise ValueError("attention logging counts must be >= 0; max_tokens and ig_steps positive")
+        self.explanation_sentences = explanation_sentences
+        methods = VALIDATION_METHODS if explanation_methods is None else explanation_methods
+        self.explanation_methods = check_methods(methods)
+        self.ig_steps = ig_steps
+        self._explain_pairs: list | None = None
         self.every_n_epochs = every_n_epochs
         self.num_sentences = num_sentences
         self.num_images = num_images
@@ -81,6 +110,12 @@ class AttentionLogger(L.Callback):
         self._probes = (short or items)[: max(self.num_sentences, self.num_images)]
         self._stats_items = items[: self.stats_sentences]
         self._pairs = pairs
+        self._explain_pairs = pairs[: self.explanation_sentences]
+        if self._explain_pairs:
+            try:
+                check_alignable(self._explain_pairs, src_tok, tgt_tok, "explanation logging")
+            except AnalysisError:
+                self._explain_pairs = []  # no gold links (Multi30k, TSV files): nothing to score against
 
     def _due(self, trainer) -> bool:
         n = self.every_n_epochs
@@ -110,6 +145,8 @@ class AttentionLogger(L.Callback):
                     self._log_images(experiment, attention, number + 1, step)
             if self._stats_items:
                 self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
+        if self._explain_pairs:
+            self._log_explanations(model, datamodule, pl_module)
 
     def _log_tensors(
         self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int
@@ -191,6 +228,25 @@ class AttentionLogger(L.Callback):
                 "heads/best_alignment", stats["cross"]["agreement"].max().item(), rank_zero_only=True
             )
             pl_module.log("heads/best_aer", stats["cross"]["aer"].min().item(), rank_zero_only=True)
+
+
+    def _log_explanations(self, model, datamodule, pl_module) -> None:
+        """Every method's AER and agreement per layer, as scalars, and the seconds they took."""
+        start = time.perf_counter()
+        # Validation runs under inference mode; the gradient methods need autograd.
+        with torch.inference_mode(False), torch.enable_grad():
+            scores = explanation_alignment(
+                model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, self._explain_pairs,
+                methods=self.explanation_methods, options={"integrated_gradients": {"steps": self.ig_steps}},
+                option="explanation logging",
+            )
+        for name, method in scores.items():
+            for row in method["layers"]:
+                layer = row["layer"].replace(" ", "_")
+                pl_module.log(f"explain/{name}/aer_{layer}", row["aer"], rank_zero_only=True)
+                pl_module.log(f"explain/{name}/agreement_{layer}", row["agreement"], rank_zero_only=True)
+            pl_module.log(f"explain/{name}/best_aer", method["best"]["aer"], rank_zero_only=True)
+        pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
 
 
 def _file_writer(experiment):

@@ -1,0 +1,48 @@
+"""Every explanation method behind one call: ``explain(name, trace, **options)`` → ``Explanation``.
+
+Views and scores take an ``Explanation`` and never ask which method made it. The list of names is defined
+here once; evaluation, logging and the ATTENTION tab read it from ``METHODS``.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from analysis.explain.attention import cross_attention
+from analysis.explain.attributions import gradient_x_input, integrated_gradients
+from analysis.explain.rollout import rollout_attention
+from analysis.explain.shift_att import shifted_attention
+from analysis.explain.trace import Explanation, Trace
+from analysis.explain.value_norms import value_weighted_attention
+
+
+@dataclass(frozen=True)
+class Method:
+    function: Callable[..., Explanation]  # (trace, **options) -> Explanation
+    label: str  # shown to people
+    gradients: bool  # needs the trace's embeddings and log_probs (a backward pass per sentence)
+
+
+METHODS: dict[str, Method] = {
+    "attention": Method(cross_attention, "cross-attention", False),
+    "shift_att": Method(shifted_attention, "shifted attention (Shift-Att)", False),
+    "value_norms": Method(value_weighted_attention, "value-weighted attention ‖αvW_O‖", False),
+    "rollout": Method(rollout_attention, "encoder rollout × cross-attention", False),
+    "grad_x_input": Method(gradient_x_input, "gradient × input", True),
+    "integrated_gradients": Method(integrated_gradients, "Integrated Gradients", True),
+}
+
+
+def check_methods(names) -> list[str]:
+    """The names, checked: a ValueError names the unknown one and lists the known."""
+    names = list(names)
+    for name in names:
+        if name not in METHODS:
+            raise ValueError(f"unknown explanation method {name!r}; expected one of {', '.join(METHODS)}")
+    return names
+
+
+def explain(name: str, trace: Trace, **options) -> Explanation:
+    """The explanation ``name`` of the traced batch; ``options`` go to that method (e.g. ``steps`` for
+    Integrated Gradients, ``residual`` for rollout)."""
+    check_methods([name])
+    return METHODS[name].function(trace, **options)

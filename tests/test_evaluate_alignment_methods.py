@@ -1,0 +1,72 @@
+"""evaluate.py --alignment-methods on a checkpoint trained inside the tests: the table, its agreement with the
+per-head alignment analysis, the files, and option errors."""
+
+import pytest
+import torch
+
+from evaluation.alignment import cross_attention_alignment
+from evaluation.checkpoints import load_run
+from tests.conftest import last_json, run_evaluate
+
+
+def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny_run, tmp_path, capsys):
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    out_dir = tmp_path / "analysis"
+    code, out, err = run_evaluate(
+        capsys, checkpoint, "--split", "val", "--alignment-methods", "attention", "shift_att", "grad_x_input",
+        "--alignment-sentences", "6", "--analysis-out", out_dir,
+    )
+    assert code == 0, err
+    result = last_json(out)
+    assert result["sentences"] == 6
+    rows = {(row["method"], row["layer"]): row for row in result["table"]}
+    assert set(rows) == {("attention", "layer 1"), ("attention", "layer 2"), ("shift_att", "layer 1"),
+                         ("shift_att", "layer 2"), ("grad_x_input", "embeddings")}
+    for row in rows.values():
+        assert 0.0 <= row["aer"] <= 1.0 and 0.0 <= row["agreement"] <= 1.0
+    assert "method" in out and "AER" in out  # the human-readable table before the JSON
+
+    # Raw attention per head is what the head analysis (evaluation.alignment) measures, by another path.
+    run = load_run(checkpoint)
+    pairs = run.datamodule.pairs("val")[:6]
+    heads = cross_attention_alignment(run.module.model, run.datamodule.src_tokenizer,
+                                      run.datamodule.tgt_tokenizer, pairs)
+    assert torch.allclose(torch.tensor(result["heads"]["attention"]["aer"]), heads.aer, atol=1e-6)
+    assert "grad_x_input" not in result["heads"]  # no heads: no per-head scores
+
+    names = {p.name for p in out_dir.iterdir()}
+    for expected in ("alignment_methods_val.json", "alignment_methods_val_aer.png",
+                     "alignment_methods_val_heads_attention.png", "alignment_methods_val_sentence1.png",
+                     "alignment_methods_val_sentence1_lens.png", "alignment_methods_val_sentence1_lens.json"):
+        assert expected in names
+    # Written once; a second run without --overwrite refuses to replace it.
+    code, _, err = run_evaluate(capsys, checkpoint, "--split", "val", "--alignment-methods", "attention",
+                                "--alignment-sentences", "2", "--analysis-out", out_dir)
+    assert code == 1 and "exists" in err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--alignment-methods", "saliency"], "unknown explanation method 'saliency'"),
+        (["--alignment-methods", "--ig-steps", "0"], "--ig-steps must be at least 1, got 0"),
+        (["--alignment-methods", "--alignment-sentences", "0"], "--alignment-sentences must be at least 1"),
+        (["--alignment-methods", "--translate", "a cat"], "not --translate"),
+        (["--alignment-methods", "--alignment"], "--alignment-methods runs alone"),
+    ],
+)
+def test_alignment_method_option_errors(tiny_run, capsys, extra, message):
+    with pytest.raises(SystemExit) as exit_info:
+        run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", *extra)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_data_without_gold_alignments_is_a_one_line_error(tiny_run, tmp_path, capsys):
+    tsv = tmp_path / "plain.tsv"
+    tsv.write_text("the cat saw a dog\tlo kato vida un hundo\n", encoding="utf-8")
+    code, _, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--tsv", tsv,
+                                "--alignment-methods", "--analysis-out", tmp_path / "a")
+    assert code == 1
+    expected = "error: --alignment-methods needs data with gold word alignments (toy, copy, reverse)"
+    assert err.strip() == expected
