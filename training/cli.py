@@ -7,6 +7,7 @@ the model, so they are never typed twice. One extra option, ``--resume RUN``, co
 checkpoint.
 """
 
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
@@ -21,6 +23,7 @@ from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
+from training.resume import RandomState, check_resume_checkpoint
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
@@ -72,6 +75,9 @@ class TrainCLI(LightningCLI):
                 "--model.schedule cosine_time decays the learning rate over the time budget: "
                 "set --trainer.max_time too (e.g. 00:01:00:00 for one hour)"
             )
+        problem = trainer_setting_problem(config.trainer)
+        if problem is not None:
+            self.parser.error(problem)
         self.precision_choice = resolve_precision(config.trainer.precision, config.trainer.accelerator)
         config.trainer.precision = self.precision_choice.precision
         rank_zero_info(self.precision_choice.describe())
@@ -79,7 +85,7 @@ class TrainCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
-        except (ValueError, CorpusError, FileNotFoundError) as error:
+        except (ValueError, CorpusError, FileNotFoundError, MisconfigurationException) as error:
             self.parser.error(str(error))
 
 
@@ -96,8 +102,33 @@ def trainer_defaults() -> dict:
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
-        "callbacks": [InterruptCheckpoint(), SaveTokenizers()],
+        "callbacks": [InterruptCheckpoint(), RandomState(), SaveTokenizers()],
     }
+
+
+def trainer_setting_problem(trainer: object) -> str | None:
+    """What is wrong with the numeric ``--trainer.*`` settings that Lightning would trip over only once
+    training began (a division by zero at the first logging step), or not at all (a negative clipping
+    threshold flips the gradients); None if nothing. The others it refuses when the Trainer is built."""
+
+    def get(name: str) -> object:
+        return getattr(trainer, name, None)
+
+    def is_number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    at_least_one = ("log_every_n_steps", "accumulate_grad_batches", "check_val_every_n_epoch")
+    for name in at_least_one:
+        value = get(name)
+        if is_number(value) and value < 1:
+            return f"--trainer.{name} must be at least 1, got {value}"
+    interval = get("val_check_interval")
+    if is_number(interval) and not interval > 0:
+        return f"--trainer.val_check_interval must be positive (a share of an epoch or steps), got {interval}"
+    clip = get("gradient_clip_val")
+    if is_number(clip) and not 0 <= clip < float("inf"):
+        return f"--trainer.gradient_clip_val must be a number >= 0 (0 or null: no clipping), got {clip}"
+    return None
 
 
 def resolve_precision(precision: object, accelerator: object) -> PrecisionChoice:
@@ -152,8 +183,20 @@ def _auto_precision(args: list[str]) -> list[str]:
 
 
 def main(args: list[str] | None = None) -> TrainCLI:
-    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI."""
-    args, resume = _pop_resume(_auto_precision(list(sys.argv[1:] if args is None else args)))
+    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI.
+
+    Exits with 130 or 143 (128 + the signal's number, the shell's convention) when Ctrl-C or SIGTERM stopped
+    the run, after ``interrupted.ckpt`` was saved; with a one-line message and 1 on bad input found late.
+    """
+    try:
+        return _main(list(sys.argv[1:] if args is None else args))
+    except KeyboardInterrupt:  # before or after training; one during training is handled by Lightning
+        print("Interrupted.", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
+
+
+def _main(args: list[str]) -> TrainCLI:
+    args, resume = _pop_resume(_auto_precision(args))
     checkpoint, save_config_kwargs = None, {}
     # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.
     if resume is not None:
@@ -178,13 +221,33 @@ def main(args: list[str] | None = None) -> TrainCLI:
         auto_configure_optimizers=False,
         parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
     )
+    # Before fit: it writes the resumed config and opens an event file in the run's directory at once.
+    start_step = 0 if checkpoint is None else check_resume_checkpoint(checkpoint, cli.model)
+    interrupt = next(c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint))
     try:
         cli.trainer.fit(
             cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
         )
     except (NonFiniteLossError, CorpusError) as error:
         raise SystemExit(f"error: {error}") from None
-    if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
-        best = cli.trainer.checkpoint_callback.best_model_path
-        print(f"Run saved in {cli.trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else ""))
+    except SystemExit:  # Lightning's after Ctrl-C (status 1) or SIGTERM (status 0)
+        if interrupt.signal is not None:
+            raise SystemExit(128 + interrupt.signal) from None
+        raise
+    if cli.trainer.is_global_zero:
+        print(_outcome(cli.trainer, start_step))
     return cli
+
+
+def _outcome(trainer, start_step: int) -> str:
+    """The line a finished run ends with: where it was saved, or that nothing was trained and why."""
+    if trainer.global_step == start_step:
+        limits = f"--trainer.max_epochs {trainer.max_epochs}, --trainer.max_steps {trainer.max_steps}"
+        if start_step == 0:
+            return f"Nothing was trained ({limits}): no checkpoint was saved."
+        return (
+            f"Nothing was trained: the run had already reached its limits ({limits}) at step {start_step}; "
+            "raise them to train on."
+        )
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback is not None else ""
+    return f"Run saved in {trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else "")
