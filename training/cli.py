@@ -23,7 +23,7 @@ from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
-from training.resume import RandomState, check_resume_checkpoint
+from training.resume import ExactResume, check_resume_checkpoint
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
@@ -102,7 +102,7 @@ def trainer_defaults() -> dict:
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
-        "callbacks": [InterruptCheckpoint(), RandomState(), SaveTokenizers()],
+        "callbacks": [InterruptCheckpoint(), ExactResume(), SaveTokenizers()],
     }
 
 

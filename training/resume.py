@@ -1,5 +1,6 @@
-"""What a resumed run needs beyond Lightning's own checkpoint: the random generators' states, and a check that
-the checkpoint loads safely and fits the model before anything is written into the run's directory.
+"""What a resumed run needs beyond Lightning's own checkpoint: the random generators' states and the logged
+steps' labels, and a check that the checkpoint loads safely and fits the model before anything is written
+into the run's directory.
 
 The rest of an exact resume lives where it belongs: the data loader's place in its epoch in
 ``data.batching.ResumableDataLoader`` (Lightning saves it), dropout seeded by the step in
@@ -43,30 +44,43 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(cuda)
 
 
-class RandomState(L.Callback):
-    """Keep the global random generators' states in every checkpoint, and restore them just before the first
-    training batch of a resumed run.
+class ExactResume(L.Callback):
+    """What an exact resume needs that Lightning's checkpoint leaves out, restored just before the first
+    training batch of a resumed run:
 
-    Dropout does not depend on them (``TranslationModule`` seeds it from the run's seed and the step, right
-    after this callback's hook), but anything else that draws random numbers while training then draws what
-    an uninterrupted run would. Not restored at ``on_train_start``: the module reads the run's seed there.
+    * the global random generators' states (kept in every checkpoint), so that anything drawing random numbers
+      while training draws what an uninterrupted run would. Dropout does not depend on them: the module seeds
+      it from the run's seed and the step, which it reads at ``on_train_start`` (so not restored there);
+    * the step that logged values are labelled with: the optimiser step, which Lightning's restart can count
+      one too many (resuming zero batches into an epoch, it takes the place for one right after validation).
     """
 
     def __init__(self) -> None:
-        self._to_restore: dict[str, Any] | None = None
+        self._resuming = False
+        self._rng: dict[str, Any] | None = None
 
     def state_dict(self) -> dict[str, Any]:
         return rng_states()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._to_restore = state_dict
+        self._rng = state_dict
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        self._resuming = True
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if self._to_restore is not None:
-            set_rng_states(self._to_restore)
-            self._to_restore = None
+        if not self._resuming:
+            return
+        self._resuming = False
+        if self._rng is not None:
+            set_rng_states(self._rng)
+            self._rng = None
+        # One optimiser step per stepping batch: the two counts are equal in an uninterrupted run.
+        trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
 
 
 def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
