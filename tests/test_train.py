@@ -407,7 +407,8 @@ def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
     interrupted = checkpoints / "interrupted.ckpt"
     assert interrupted.is_file(), output[-2000:]
     assert process.returncode == 128 + signal.SIGTERM, output[-2000:]
-    assert f"continue with: python train.py --resume {interrupted}" in output
+    # the path as the run was given its save_dir: relative to where it was started
+    assert f"continue with: python train.py --resume {interrupted.relative_to(tmp_path)}" in output
     state = torch.load(interrupted, map_location="cpu", weights_only=True)
     assert state["global_step"] > 0
     resumed = run_cli(tmp_path, "--resume", str(interrupted.parent.parent),
