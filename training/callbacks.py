@@ -1,10 +1,10 @@
 """Small callbacks for a safe run: a checkpoint on interruption, tokenizers saved beside the logs."""
 
 import signal
+import sys
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 INTERRUPTED_CHECKPOINT = "interrupted.ckpt"
@@ -39,12 +39,14 @@ class InterruptCheckpoint(L.Callback):
         if checkpoint is None or checkpoint.dirpath is None:
             return
         if trainer.global_step == 0:
-            rank_zero_info("Interrupted before the first training step: no checkpoint saved.")
-            return
-        forget_batch_in_flight(trainer)
-        path = Path(checkpoint.dirpath) / INTERRUPTED_CHECKPOINT
-        trainer.save_checkpoint(path)
-        rank_zero_info(f"Saved {path}; continue with: python train.py --resume {path}")
+            message = "Interrupted before the first training step: no checkpoint saved."
+        else:
+            forget_batch_in_flight(trainer)
+            path = Path(checkpoint.dirpath) / INTERRUPTED_CHECKPOINT
+            trainer.save_checkpoint(path)
+            message = f"Saved {path}; continue with: python train.py --resume {path}"
+        if trainer.is_global_zero:
+            print(message, file=sys.stderr, flush=True)
 
 
 def forget_batch_in_flight(trainer: L.Trainer) -> None:

@@ -186,7 +186,8 @@ def main(args: list[str] | None = None) -> TrainCLI:
     """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI.
 
     Exits with 130 or 143 (128 + the signal's number, the shell's convention) when Ctrl-C or SIGTERM stopped
-    the run, after ``interrupted.ckpt`` was saved; with a one-line message and 1 on bad input found late.
+    the run (after saving ``interrupted.ckpt``), with 2 and a one-line message on a bad option, with 1 and one
+    on bad input found later (a corpus line, a checkpoint).
     """
     try:
         return _main(list(sys.argv[1:] if args is None else args))
@@ -221,9 +222,9 @@ def _main(args: list[str]) -> TrainCLI:
         auto_configure_optimizers=False,
         parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
     )
-    # Before fit: it writes the resumed config and opens an event file in the run's directory at once.
+    # Checked here: fit writes the resumed config and opens an event file in the run's directory at once.
     start_step = 0 if checkpoint is None else check_resume_checkpoint(checkpoint, cli.model)
-    interrupt = next(c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint))
+    interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)
     try:
         cli.trainer.fit(
             cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
@@ -231,7 +232,7 @@ def _main(args: list[str]) -> TrainCLI:
     except (NonFiniteLossError, CorpusError) as error:
         raise SystemExit(f"error: {error}") from None
     except SystemExit:  # Lightning's after Ctrl-C (status 1) or SIGTERM (status 0)
-        if interrupt.signal is not None:
+        if interrupt is not None and interrupt.signal is not None:
             raise SystemExit(128 + interrupt.signal) from None
         raise
     if cli.trainer.is_global_zero:
@@ -250,4 +251,5 @@ def _outcome(trainer, start_step: int) -> str:
             "raise them to train on."
         )
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback is not None else ""
-    return f"Run saved in {trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else "")
+    where = trainer.logger.log_dir if trainer.logger is not None else trainer.default_root_dir
+    return f"Run saved in {where}" + (f"; best checkpoint {best}" if best else "")
