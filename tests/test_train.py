@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from tensorboard.util import tensor_util
 
 from analysis.axes import attention_axes
@@ -25,8 +26,9 @@ from evaluation.attention_maps import sentence_attention
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from training import attention_logging
 from training.attention_logging import AttentionLogger
+from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.cli import _pop_resume, find_resume_checkpoint
-from training.module import TranslationModule
+from training.module import NonFiniteLossError, TranslationModule
 from training.resume import rng_states, set_rng_states
 
 # The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence,
@@ -218,6 +220,37 @@ def test_an_error_saves_no_interrupt_checkpoint_and_offers_no_resume(tmp_path, m
     assert not (run / "checkpoints" / "interrupted.ckpt").exists()
     captured = capsys.readouterr()
     assert "--resume" not in captured.out + captured.err
+
+
+class RecordingTrainer(SimpleNamespace):
+    def save_checkpoint(self, path):
+        self.saved.append(Path(path))
+
+
+@pytest.mark.parametrize(
+    "world_size, exception, saves, stopped_by",
+    [
+        (1, KeyboardInterrupt(), True, signal.SIGINT),
+        (1, SIGTERMException(), True, signal.SIGTERM),
+        (2, SIGTERMException(), True, signal.SIGTERM),  # every rank stops at the same step: a collective save
+        (2, KeyboardInterrupt(), False, signal.SIGINT),  # may have reached this rank alone: a save would hang
+        (1, RuntimeError("CUDA out of memory"), False, None),
+        (1, NonFiniteLossError("training loss is nan"), False, None),
+    ],
+)
+def test_the_interrupt_checkpoint_is_saved_on_a_signal_only_and_where_every_rank_saves_it(
+    tmp_path, world_size, exception, saves, stopped_by
+):
+    between_batches = SimpleNamespace(current=SimpleNamespace(ready=3, processed=3))
+    fit_loop = SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=between_batches))
+    trainer = RecordingTrainer(
+        checkpoint_callback=SimpleNamespace(dirpath=str(tmp_path)), global_step=5, world_size=world_size,
+        is_global_zero=True, fit_loop=fit_loop, saved=[],
+    )
+    callback = InterruptCheckpoint()
+    callback.on_exception(trainer, None, exception)
+    assert trainer.saved == ([tmp_path / INTERRUPTED_CHECKPOINT] if saves else [])
+    assert callback.signal == stopped_by
 
 
 def test_random_states_survive_a_weights_only_checkpoint(tmp_path):

@@ -18,6 +18,9 @@ class InterruptCheckpoint(L.Callback):
     damaged, and the last good checkpoint (``last.ckpt``) is what to resume from. ``signal`` records which
     signal stopped the run, for its exit status (128 + the signal's number, as a shell reports it).
 
+    A run of several processes saves only when stopped by SIGTERM, which every process handles at the same
+    step: saving is collective, and Ctrl-C may reach one process alone.
+
     A batch that was in flight when the signal came (Ctrl-C lands in the middle of a training step) is not
     counted: the checkpoint says the epoch stands after the last batch that was trained on, so that a resumed
     run draws that batch again and numbers its steps as an uninterrupted run does.
@@ -40,6 +43,14 @@ class InterruptCheckpoint(L.Callback):
             return
         if trainer.global_step == 0:
             message = "Interrupted before the first training step: no checkpoint saved."
+        elif trainer.world_size > 1 and self.signal != signal.SIGTERM:
+            # Saving is collective (rank 0 writes, every rank waits at a barrier). Only SIGTERM reaches every
+            # process at the same step (Lightning shares it at each step); a Ctrl-C may have reached this rank
+            # alone, and a save here would wait for ranks that never come.
+            message = (
+                f"no {INTERRUPTED_CHECKPOINT} in a run of {trainer.world_size} processes stopped by Ctrl-C: "
+                "only SIGTERM (kill PID) stops every process at the same step"
+            )
         else:
             forget_batch_in_flight(trainer)
             path = Path(checkpoint.dirpath) / INTERRUPTED_CHECKPOINT
