@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 from data.corpora import CorpusError
 from data.special import SPECIALS
@@ -126,7 +126,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
 
     :meth:`state_dict` / :meth:`load_state_dict` hold the epoch and how many batches of it were already
     handed out, so a resumed run skips them. (With loader workers, batches are handed out a few ahead of
-    training.)
+    training: :class:`ResumableDataLoader` counts the batches it delivered instead.)
     """
 
     def __init__(
@@ -175,6 +175,12 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
     def sampler(self) -> "TokenBucketBatchSampler":
         """This sampler itself. Lightning calls ``set_epoch`` on ``batch_sampler.sampler``; this lets it."""
         return self
+
+    @property
+    def next_start(self) -> int:
+        """The batch of the current epoch that the next iteration starts at: 0, or after load_state_dict, the
+        first batch the saved run had not yet handed out."""
+        return self._resume_at
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order the next iteration yields."""
@@ -243,3 +249,38 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         """Resume from :meth:`state_dict`: the next iteration skips the batches that epoch already yielded."""
         self.epoch = int(state["epoch"])
         self._yielded = self._resume_at = int(state["yielded"])
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader over :class:`TokenBucketBatchSampler` that knows where in its epoch it stands.
+
+    :meth:`state_dict` is the sampler's ``{"epoch": ..., "yielded": ...}``, but counting the batches this
+    loader *delivered*: with worker processes the sampler runs a few batches ahead of them. Lightning saves it
+    in every checkpoint and hands it to :meth:`load_state_dict` before the first batch of a resumed run, so
+    that a run resumed in the middle of an epoch goes on with the very batch the saved run would have taken
+    next.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.batch_sampler, TokenBucketBatchSampler):
+            raise TypeError(f"needs a TokenBucketBatchSampler, got {type(self.batch_sampler).__name__}")
+        self._sampler: TokenBucketBatchSampler = self.batch_sampler
+        self._position: dict[str, int] | None = None  # of the current iteration; None before the first
+
+    def __iter__(self) -> Iterator[Any]:
+        # Read when the first batch is asked for, after Lightning has set the epoch, as the sampler reads it.
+        self._position = {"epoch": self._sampler.epoch, "yielded": self._sampler.next_start}
+        for batch in super().__iter__():
+            self._position["yielded"] += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"epoch": ..., "yielded": ...}``: the epoch and how many of its batches this loader delivered."""
+        return self._sampler.state_dict() if self._position is None else dict(self._position)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next iteration start in epoch ``state["epoch"]``, after its first ``state["yielded"]``
+        batches."""
+        self._sampler.load_state_dict(state)
+        self._position = None

@@ -18,7 +18,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
-from data.batching import Item, TokenBucketBatchSampler, check_fits, collate
+from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
 from data.corpora import CorpusError, filter_by_length, read_parallel, read_scan, read_tsv
 from data.pairs import Pair
 from data.special import SPECIALS
@@ -446,7 +446,8 @@ class TranslationDataModule(L.LightningDataModule):
             # Workers are forked after the tokenizers used their thread pool; say so explicitly, which also
             # silences the library's warning about it.
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        return DataLoader(
+        # Resumable: Lightning keeps the training loader's place in its epoch in every checkpoint.
+        return ResumableDataLoader(
             items,  # type: ignore[arg-type]  # a list is a map-style dataset
             batch_sampler=sampler,
             collate_fn=partial(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from data.batching import Batch, TokenBucketBatchSampler, collate
+from data.batching import Batch, ResumableDataLoader, TokenBucketBatchSampler, collate
 from data.special import SPECIALS
 
 PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
@@ -234,6 +234,41 @@ def test_an_abandoned_iteration_does_not_shorten_the_next():
     full = list(sampler)
     next(iter(sampler))
     assert list(sampler) == full
+
+
+def resumable_loader(num_workers: int = 0) -> ResumableDataLoader:
+    """Batches of example indices (the dataset is ``range``), as lists, from a fresh sampler."""
+    sampler = TokenBucketBatchSampler(LENGTHS, max_tokens=200, seed=0)
+    return ResumableDataLoader(
+        range(len(LENGTHS)), batch_sampler=sampler, collate_fn=list, num_workers=num_workers
+    )
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resumable_loader_counts_the_batches_it_delivered_not_those_handed_to_its_workers(num_workers):
+    loader = resumable_loader(num_workers)
+    loader.batch_sampler.set_epoch(3)
+    full = list(loader)
+    iterator = iter(loader)
+    head = [next(iterator) for _ in range(4)]
+    state = loader.state_dict()
+    assert state == {"epoch": 3, "yielded": 4}
+    # The sampler itself handed its workers batches ahead of those delivered.
+    assert loader.batch_sampler.state_dict()["yielded"] >= 4 + num_workers
+
+    resumed = resumable_loader(num_workers)
+    resumed.load_state_dict(state)
+    resumed.batch_sampler.set_epoch(3)  # as Lightning does, between loading and the first batch
+    assert resumed.state_dict() == state  # before its first batch it stands where the saved run stood
+    rest = list(resumed)
+    assert head + rest == full
+    assert resumed.state_dict() == {"epoch": 3, "yielded": len(full)}
+    assert list(resumed) == full  # the next iteration is the whole epoch again
+
+
+def test_resumable_loader_refuses_another_batch_sampler():
+    with pytest.raises(TypeError, match="needs a TokenBucketBatchSampler, got BatchSampler"):
+        ResumableDataLoader(range(4), batch_size=2)
 
 
 @pytest.mark.parametrize(

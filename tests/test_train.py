@@ -3,6 +3,9 @@ attention logger and the command line's helpers on hand-made inputs."""
 
 import json
 import os
+import random
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from tensorboard.util import tensor_util
 
 from analysis.axes import attention_axes
@@ -22,8 +26,10 @@ from evaluation.attention_maps import sentence_attention
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from training import attention_logging
 from training.attention_logging import AttentionLogger
+from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.cli import _pop_resume, find_resume_checkpoint
-from training.module import TranslationModule
+from training.module import NonFiniteLossError, TranslationModule
+from training.resume import rng_states, set_rng_states
 
 # The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence,
 # 2 epochs with a validation each.
@@ -130,20 +136,136 @@ def loss_curve(run_dir):
     return {s.step: s.value for s in read_events(run_dir).Scalars("train/loss")}
 
 
-def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
-    fixed = ["--trainer.log_every_n_steps", "1", "--attention.every_n_epochs", "0"]
-    uninterrupted = train_tiny(tmp_path / "a", *fixed)
-    first = train_tiny(tmp_path / "b", *fixed, "--trainer.max_epochs", "1")
-    saved = torch.load(first / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    train_tiny(tmp_path / "b", *fixed, "--resume", str(first), "--trainer.max_epochs", "2")
+# Every step's loss logged; 6 batches an epoch, so steps 0-5 are the first epoch and 6-11 the second.
+RESUME_ARGS = ("--trainer.log_every_n_steps", "1", "--attention.every_n_epochs", "0")
 
-    full, resumed = loss_curve(uninterrupted), loss_curve(first)
-    after = [step for step in full if step >= saved["global_step"]]
-    assert after, "the second epoch logged no loss"
-    assert min(s for s in resumed if s >= saved["global_step"]) == saved["global_step"]  # continues the steps
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The tiny run with RESUME_ARGS, never interrupted: what every resumed run must equal."""
+    return train_tiny(tmp_path_factory.mktemp("uninterrupted"), *RESUME_ARGS)
+
+
+def val_curve(run_dir):
+    return {s.step: s.value for s in read_events(run_dir).Scalars("val/loss")}
+
+
+def assert_continues_exactly(resumed_run, uninterrupted_run, from_step):
+    full, resumed = loss_curve(uninterrupted_run), loss_curve(resumed_run)
+    assert sorted(resumed) == sorted(full)  # the same step labels: none skipped, none doubled
+    after = [step for step in full if step >= from_step]
+    assert after, "nothing was trained after resuming"
     for step in after:
         assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=1e-7), f"loss differs at step {step}"
+    assert val_curve(resumed_run) == pytest.approx(val_curve(uninterrupted_run), rel=1e-6, abs=1e-7)
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, uninterrupted):
+    first = train_tiny(tmp_path, *RESUME_ARGS, "--trainer.max_epochs", "1")
+    saved = torch.load(first / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    train_tiny(tmp_path, *RESUME_ARGS, "--resume", str(first), "--trainer.max_epochs", "2")
+    assert_continues_exactly(first, uninterrupted, saved["global_step"])
     assert (first / "config.resumed-1.yaml").is_file() and (first / "config.yaml").is_file()
+
+
+def interrupt_at(monkeypatch, step: int, how: str) -> None:
+    """Stop the next run at training step ``step``: Ctrl-C in the middle of it (a batch in flight), or a
+    SIGTERM, after which Lightning stops once the step is done."""
+    original = TranslationModule.training_step
+
+    def interrupted(self, batch, batch_idx):
+        if self.global_step == step:
+            if how == "sigint":
+                raise KeyboardInterrupt
+            if not self.trainer.received_sigterm:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(TranslationModule, "training_step", interrupted)
+
+
+@pytest.mark.parametrize(
+    "how, step, status",
+    [
+        ("sigint", 8, 130),  # the third batch of the second epoch in flight
+        ("sigint", 6, 130),  # its first batch in flight: no batch of the epoch trained yet
+        ("sigterm", 3, 143),  # between two batches of the first epoch
+    ],
+)
+def test_a_run_interrupted_mid_epoch_exits_non_zero_and_resumes_exactly(
+    tmp_path, monkeypatch, capsys, uninterrupted, how, step, status
+):
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, step, how)
+        with pytest.raises(SystemExit) as stopped:
+            train_tiny(tmp_path, *RESUME_ARGS)
+    assert stopped.value.code == status  # 128 + SIGINT or SIGTERM, as a shell reports a killed command
+    run = next((tmp_path / "tiny").iterdir())
+    interrupted = run / "checkpoints" / "interrupted.ckpt"
+    assert f"continue with: python train.py --resume {interrupted}" in capsys.readouterr().err
+    saved = torch.load(interrupted, map_location="cpu", weights_only=True)
+    assert saved["global_step"] == (step if how == "sigint" else step + 1)  # the steps whose update was taken
+
+    train_tiny(tmp_path, *RESUME_ARGS, "--resume", str(run))
+    assert_continues_exactly(run, uninterrupted, saved["global_step"])
+
+
+def test_an_error_saves_no_interrupt_checkpoint_and_offers_no_resume(tmp_path, monkeypatch, capsys):
+    def out_of_memory(self, batch, batch_idx):
+        if not self.trainer.sanity_checking:
+            raise RuntimeError("CUDA out of memory (as if)")
+
+    monkeypatch.setattr(TranslationModule, "validation_step", out_of_memory)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        train_tiny(tmp_path, *RESUME_ARGS, "--trainer.limit_train_batches", "2")
+    run = next((tmp_path / "tiny").iterdir())
+    assert not (run / "checkpoints" / "interrupted.ckpt").exists()
+    captured = capsys.readouterr()
+    assert "--resume" not in captured.out + captured.err
+
+
+class RecordingTrainer(SimpleNamespace):
+    def save_checkpoint(self, path):
+        self.saved.append(Path(path))
+
+
+@pytest.mark.parametrize(
+    "world_size, exception, saves, stopped_by",
+    [
+        (1, KeyboardInterrupt(), True, signal.SIGINT),
+        (1, SIGTERMException(), True, signal.SIGTERM),
+        (2, SIGTERMException(), True, signal.SIGTERM),  # every rank stops at the same step: a collective save
+        (2, KeyboardInterrupt(), False, signal.SIGINT),  # may have reached this rank alone: a save would hang
+        (1, RuntimeError("CUDA out of memory"), False, None),
+        (1, NonFiniteLossError("training loss is nan"), False, None),
+    ],
+)
+def test_the_interrupt_checkpoint_is_saved_on_a_signal_only_and_where_every_rank_saves_it(
+    tmp_path, world_size, exception, saves, stopped_by
+):
+    between_batches = SimpleNamespace(current=SimpleNamespace(ready=3, processed=3))
+    fit_loop = SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=between_batches))
+    trainer = RecordingTrainer(
+        checkpoint_callback=SimpleNamespace(dirpath=str(tmp_path)), global_step=5, world_size=world_size,
+        is_global_zero=True, fit_loop=fit_loop, saved=[],
+    )
+    callback = InterruptCheckpoint()
+    callback.on_exception(trainer, None, exception)
+    assert trainer.saved == ([tmp_path / INTERRUPTED_CHECKPOINT] if saves else [])
+    assert callback.signal == stopped_by
+
+
+def test_random_states_survive_a_weights_only_checkpoint(tmp_path):
+    saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    try:
+        random.seed(1), np.random.seed(2), torch.manual_seed(3)
+        torch.save(rng_states(), tmp_path / "rng.pt")
+        expected = (random.random(), float(np.random.rand()), torch.rand(2).tolist())
+        random.seed(9), np.random.seed(9), torch.manual_seed(9)
+        set_rng_states(torch.load(tmp_path / "rng.pt", weights_only=True))
+        assert (random.random(), float(np.random.rand()), torch.rand(2).tolist()) == expected
+    finally:
+        random.setstate(saved[0]), np.random.set_state(saved[1]), torch.set_rng_state(saved[2])
 
 
 def test_a_new_run_never_overwrites_an_old_one(tmp_path):
@@ -196,6 +318,96 @@ def test_invalid_options_give_a_clear_error(tmp_path, args, message):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model.decode_beam_size", "0"], "decode_beam_size must be at least 1 (1: greedy), got 0"),
+        (["--model.decode_beam_size", "-1"], "decode_beam_size must be at least 1 (1: greedy), got -1"),
+        (["--model.decode_max_len", "0"], "decode_max_len must be at least 1, or null, got 0"),
+        (["--model.decode_max_sentences", "0"], "decode_max_sentences must be at least 1, or null, got 0"),
+        (["--model.decode_every_n_epochs", "-1"], "decode_every_n_epochs must be >= 0 (0: none), got -1"),
+        (["--model.weight_decay", "-0.1"], "weight_decay must be a number >= 0, got -0.1"),
+        (["--model.adam_beta2", "1.0"], "adam_beta2 must be in [0, 1), got 1.0"),
+        (["--trainer.max_epochs", "-2"],
+         "`max_epochs` must be a non-negative integer or -1. You passed in -2."),
+        (["--trainer.log_every_n_steps", "0"], "--trainer.log_every_n_steps must be at least 1, got 0"),
+        (["--trainer.check_val_every_n_epoch", "0"], "--trainer.check_val_every_n_epoch must be at least 1"),
+        (["--trainer.val_check_interval", "0"], "--trainer.val_check_interval must be positive"),
+        (["--trainer.gradient_clip_val", "-1"], "--trainer.gradient_clip_val must be a number >= 0"),
+    ],
+)
+def test_bad_settings_stop_the_run_before_its_first_step(tmp_path, capsys, args, message):
+    """Each of these used to train an epoch (or a step) and then stop with a traceback, or not at all."""
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, *args)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: {message}" in err and "Traceback" not in err
+    assert not (tmp_path / "tiny").exists()  # nothing ran: no run directory
+
+
+def copy_run(run, save_dir):
+    """A copy of a finished tiny run under ``save_dir``, where train_tiny(save_dir, "--resume", ...) logs."""
+    return Path(shutil.copytree(run, save_dir / "tiny" / run.name))
+
+
+def listing(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_resume_refuses_a_checkpoint_of_another_run_and_writes_nothing(tmp_path, tiny_run):
+    run = copy_run(tiny_run, tmp_path)
+    before = listing(run)
+    with pytest.raises(SystemExit) as stopped:  # the run's model, but twice as wide as its last.ckpt's
+        train_tiny(tmp_path, "--resume", str(run), "--model.d_model", "64", "--model.d_ff", "128")
+    message = str(stopped.value.code)
+    assert message.startswith(
+        f"error: --resume {run / 'checkpoints' / 'last.ckpt'}: its weights do not fit the model"
+    )
+    assert "size mismatch for model." in message and "\n" not in message
+    assert listing(run) == before  # no config.resumed-1.yaml, no event file
+
+
+def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothing(tmp_path, tiny_run):
+    run = copy_run(tiny_run, tmp_path)
+    marker = tmp_path / "the pickle ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))  # what a malicious checkpoint would run when unpickled
+
+    torch.save({"state_dict": Payload()}, run / "checkpoints" / "last.ckpt")
+    before = listing(run)
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, "--resume", str(run))
+    message = str(stopped.value.code)
+    assert message.startswith(
+        f"error: --resume {run / 'checkpoints' / 'last.ckpt'}: cannot load it as a checkpoint with "
+        "torch.load(weights_only=True): "
+    )
+    assert "GLOBAL" in message and "\n" not in message  # the global it refused, named
+    assert not marker.exists()
+    assert listing(run) == before
+
+
+def test_a_run_that_trains_nothing_says_so(tmp_path, capsys, tiny_run):
+    train_tiny(tmp_path / "new", "--trainer.max_epochs", "0")
+    out = capsys.readouterr().out
+    expected = "Nothing was trained (--trainer.max_epochs 0, --trainer.max_steps -1): no checkpoint was saved"
+    assert expected in out
+    assert "Run saved" not in out
+
+    run = copy_run(tiny_run, tmp_path / "resumed")
+    last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    train_tiny(tmp_path / "resumed", "--resume", str(run))  # the run already did its max_epochs
+    out = capsys.readouterr().out
+    assert (
+        "Nothing was trained: the run had already reached its limits (--trainer.max_epochs 2, "
+        f"--trainer.max_steps -1) at step {last['global_step']}; raise them to train on." in out
+    )
+    assert "Run saved" not in out
+
+
 def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     original = TranslationModule.loss
 
@@ -215,7 +427,6 @@ def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
-    import signal
     import time
 
     command = [sys.executable, str(REPO / "train.py"), "--config", TINY_CONFIG,
@@ -230,6 +441,9 @@ def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
     output, _ = process.communicate(timeout=120)
     interrupted = checkpoints / "interrupted.ckpt"
     assert interrupted.is_file(), output[-2000:]
+    assert process.returncode == 128 + signal.SIGTERM, output[-2000:]
+    # the path as the run was given its save_dir: relative to where it was started
+    assert f"continue with: python train.py --resume {interrupted.relative_to(tmp_path)}" in output
     state = torch.load(interrupted, map_location="cpu", weights_only=True)
     assert state["global_step"] > 0
     resumed = run_cli(tmp_path, "--resume", str(interrupted.parent.parent),

@@ -7,6 +7,7 @@ the model, so they are never typed twice. One extra option, ``--resume RUN``, co
 checkpoint.
 """
 
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Literal
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
@@ -22,6 +24,7 @@ from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
+from training.resume import ExactResume, check_resume_checkpoint
 from training.sigterm import install_sigterm_handling
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
@@ -75,6 +78,9 @@ class TrainCLI(LightningCLI):
                 "--model.schedule cosine_time decays the learning rate over the time budget: "
                 "set --trainer.max_time too (e.g. 00:01:00:00 for one hour)"
             )
+        problem = trainer_setting_problem(config.trainer)
+        if problem is not None:
+            self.parser.error(problem)
         # Resolved here, in the launching process, and handed to the Trainer alone: the saved config keeps
         # "auto" (or null), so that --resume on another machine chooses again for that machine's hardware.
         self.precision_choice = resolve_precision(
@@ -90,7 +96,7 @@ class TrainCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
-        except (ValueError, CorpusError, FileNotFoundError) as error:
+        except (ValueError, CorpusError, FileNotFoundError, MisconfigurationException) as error:
             self.parser.error(str(error))
 
 
@@ -107,8 +113,33 @@ def trainer_defaults() -> dict:
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
-        "callbacks": [InterruptCheckpoint(), SaveTokenizers()],
+        "callbacks": [InterruptCheckpoint(), ExactResume(), SaveTokenizers()],
     }
+
+
+def trainer_setting_problem(trainer: object) -> str | None:
+    """What is wrong with the numeric ``--trainer.*`` settings that Lightning would trip over only once
+    training began (a division by zero at the first logging step), or not at all (a negative clipping
+    threshold flips the gradients); None if nothing. The others it refuses when the Trainer is built."""
+
+    def get(name: str) -> object:
+        return getattr(trainer, name, None)
+
+    def is_number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    at_least_one = ("log_every_n_steps", "accumulate_grad_batches", "check_val_every_n_epoch")
+    for name in at_least_one:
+        value = get(name)
+        if is_number(value) and value < 1:
+            return f"--trainer.{name} must be at least 1, got {value}"
+    interval = get("val_check_interval")
+    if is_number(interval) and not interval > 0:
+        return f"--trainer.val_check_interval must be positive (a share of an epoch or steps), got {interval}"
+    clip = get("gradient_clip_val")
+    if is_number(clip) and not 0 <= clip < float("inf"):
+        return f"--trainer.gradient_clip_val must be a number >= 0 (0 or null: no clipping), got {clip}"
+    return None
 
 
 def resolve_precision(precision: object, accelerator: object, devices: object = "auto") -> PrecisionChoice:
@@ -161,8 +192,21 @@ def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
 
 
 def main(args: list[str] | None = None) -> TrainCLI:
-    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI."""
-    args, resume = _pop_resume(list(sys.argv[1:] if args is None else args))
+    """Parse the command line (``args``, default ``sys.argv[1:]``), build everything and train; the CLI.
+
+    Exits with 130 or 143 (128 + the signal's number, the shell's convention) when Ctrl-C or SIGTERM stopped
+    the run (after saving ``interrupted.ckpt``), with 2 and a one-line message on a bad option, with 1 and one
+    on bad input found later (a corpus line, a checkpoint).
+    """
+    try:
+        return _main(list(sys.argv[1:] if args is None else args))
+    except KeyboardInterrupt:  # before or after training; one during training is handled by Lightning
+        print("Interrupted.", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
+
+
+def _main(args: list[str]) -> TrainCLI:
+    args, resume = _pop_resume(args)
     checkpoint, save_config_kwargs = None, {}
     # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.
     if resume is not None:
@@ -187,6 +231,9 @@ def main(args: list[str] | None = None) -> TrainCLI:
         auto_configure_optimizers=False,
         parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
     )
+    # Checked here: fit writes the resumed config and opens an event file in the run's directory at once.
+    start_step = 0 if checkpoint is None else check_resume_checkpoint(checkpoint, cli.model)
+    interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)
     try:
         cli.trainer.fit(
             cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
@@ -194,7 +241,25 @@ def main(args: list[str] | None = None) -> TrainCLI:
     except (NonFiniteLossError, CorpusError) as error:
         # Every rank of a distributed run raises together (see TranslationModule); rank 0 alone says why.
         raise SystemExit(f"error: {error}" if cli.trainer.is_global_zero else 1) from None
-    if cli.trainer.is_global_zero and cli.trainer.checkpoint_callback is not None:
-        best = cli.trainer.checkpoint_callback.best_model_path
-        print(f"Run saved in {cli.trainer.logger.log_dir}" + (f"; best checkpoint {best}" if best else ""))
+    except SystemExit:  # Lightning's after Ctrl-C (status 1) or SIGTERM (status 0)
+        if interrupt is not None and interrupt.signal is not None:
+            raise SystemExit(128 + interrupt.signal) from None
+        raise
+    if cli.trainer.is_global_zero:
+        print(_outcome(cli.trainer, start_step))
     return cli
+
+
+def _outcome(trainer, start_step: int) -> str:
+    """The line a finished run ends with: where it was saved, or that nothing was trained and why."""
+    if trainer.global_step == start_step:
+        limits = f"--trainer.max_epochs {trainer.max_epochs}, --trainer.max_steps {trainer.max_steps}"
+        if start_step == 0:
+            return f"Nothing was trained ({limits}): no checkpoint was saved."
+        return (
+            f"Nothing was trained: the run had already reached its limits ({limits}) at step {start_step}; "
+            "raise them to train on."
+        )
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback is not None else ""
+    where = trainer.logger.log_dir if trainer.logger is not None else trainer.default_root_dir
+    return f"Run saved in {where}" + (f"; best checkpoint {best}" if best else "")

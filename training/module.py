@@ -70,6 +70,29 @@ def dropout_seed(base_seed: int, step: int, rank: int) -> int:
     return ((base_seed + step) ^ (rank * 0x9E3779B9 % 2**32)) % 2**64
 
 
+def check_training_settings(settings) -> None:
+    """Raise a ``ValueError`` naming the first of ``TranslationModule``'s own settings that is out of range
+    (``TransformerConfig`` checks the architecture's): so that a bad one stops the run before its first step,
+    not at the first validation or decoding, an epoch later."""
+    lr, warmup_steps = settings["lr"], settings["warmup_steps"]
+    if not 0 < lr < math.inf or warmup_steps < 0:
+        raise ValueError(f"lr must be positive and warmup_steps non-negative, got {lr} and {warmup_steps}")
+    for name in ("label_smoothing", "adam_beta2"):
+        if not 0.0 <= settings[name] < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {settings[name]}")
+    if not 0 <= settings["weight_decay"] < math.inf:
+        raise ValueError(f"weight_decay must be a number >= 0, got {settings['weight_decay']}")
+    for name in ("decode_every_n_epochs", "num_text_samples"):
+        if settings[name] < 0:
+            raise ValueError(f"{name} must be >= 0 (0: none), got {settings[name]}")
+    beam = settings["decode_beam_size"]
+    if beam < 1:
+        raise ValueError(f"decode_beam_size must be at least 1 (1: greedy), got {beam}")
+    for name in ("decode_max_sentences", "decode_max_len"):
+        if settings[name] is not None and settings[name] < 1:
+            raise ValueError(f"{name} must be at least 1, or null, got {settings[name]}")
+
+
 class TranslationModule(L.LightningModule):
     """Trains a ``model.Transformer`` with label-smoothed cross-entropy, AdamW and a warm-up schedule.
 
@@ -153,12 +176,7 @@ class TranslationModule(L.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
-        if lr <= 0 or warmup_steps < 0:
-            raise ValueError(
-                f"lr must be positive and warmup_steps non-negative, got {lr} and {warmup_steps}"
-            )
+        check_training_settings(self.hparams)
         # The architecture arguments, one for one with TransformerConfig's fields (whose defaults they take).
         self.config = TransformerConfig(**{f.name: self.hparams[f.name] for f in fields(TransformerConfig)})
         self.model = Transformer(self.config)

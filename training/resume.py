@@ -1,0 +1,123 @@
+"""What a resumed run needs beyond Lightning's own checkpoint: the random generators' states and the logged
+steps' labels, and a check that the checkpoint loads safely and fits the model before anything is written
+into the run's directory.
+
+The rest of an exact resume lives where it belongs: the data loader's place in its epoch in
+``data.batching.ResumableDataLoader`` (Lightning saves it), dropout seeded by the step in
+``TranslationModule.on_train_batch_start``, the batch in flight at an interruption in
+``training.callbacks.InterruptCheckpoint``.
+"""
+
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+
+def rng_states() -> dict[str, Any]:
+    """The states of torch's (CPU and CUDA), numpy's and Python's global generators, as tensors, tuples and
+    ints only, so that a checkpoint holding them still loads under ``torch.load(weights_only=True)``."""
+    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached_gaussian),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Restore :func:`rng_states`; the CUDA states only onto as many devices as were saved."""
+    torch.set_rng_state(states["torch"])
+    kind, keys, position, has_gauss, cached_gaussian = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached_gaussian))
+    version, internal, gauss_next = states["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    cuda = states.get("cuda")
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+class ExactResume(L.Callback):
+    """What an exact resume needs that Lightning's checkpoint leaves out, restored just before the first
+    training batch of a resumed run:
+
+    * the global random generators' states (kept in every checkpoint), so that anything drawing random numbers
+      while training draws what an uninterrupted run would. Dropout does not depend on them: the module seeds
+      it from the run's seed and the step, which it reads at ``on_train_start`` (so not restored there);
+    * the step that logged values are labelled with: the optimiser step, which Lightning's restart can count
+      one too many (resuming zero batches into an epoch, it takes the place for one right after validation).
+    """
+
+    def __init__(self) -> None:
+        self._resuming = False
+        self._rng: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return rng_states()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._rng = state_dict
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        self._resuming = True
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if not self._resuming:
+            return
+        self._resuming = False
+        if self._rng is not None:
+            set_rng_states(self._rng)
+            self._rng = None
+        # One optimiser step per stepping batch: the two counts are equal in an uninterrupted run.
+        trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
+
+
+def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
+    """Load the weights of checkpoint ``path`` into ``module``, or stop with a one-line ``SystemExit`` if it
+    does not load under ``torch.load(weights_only=True)`` or does not fit ``module`` (say, the ``last.ckpt``
+    of another run): so that ``--resume`` fails before it writes anything into the run's directory.
+
+    Returns:
+        the checkpoint's ``global_step``: how many optimiser steps its run had taken.
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as error:
+        raise SystemExit(
+            f"error: --resume {path}: cannot load it as a checkpoint with torch.load(weights_only=True): "
+            f"{_reason(error)}"
+        ) from None
+    state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict):
+        raise SystemExit(f"error: --resume {path}: not a training checkpoint (it holds no state_dict)")
+    try:
+        # As Lightning will load it (through the same renaming hooks for old checkpoints), only sooner.
+        module.load_state_dict(state)
+    except RuntimeError as error:
+        raise SystemExit(
+            f"error: --resume {path}: its weights do not fit the model of the run's config, so it belongs to "
+            f"another run: {_reason(error)}"
+        ) from None
+    return int(checkpoint.get("global_step", 0))
+
+
+def _reason(error: BaseException, limit: int = 300) -> str:
+    """The line of a library's many-line error message that says what went wrong, at most ``limit`` chars."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    # torch.load: "Weights only load failed. ..." then the refused global; load_state_dict: "Error(s) in
+    # loading state_dict for ..." then one line per mismatch.
+    reason = next((line for line in lines if "GLOBAL" in line), lines[1] if len(lines) > 1 else lines[0])
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
