@@ -23,11 +23,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tests import ddp_helpers
 from tests.conftest import REPO, TINY_CONFIG
-from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.sigterm import FlagOnlySignalConnector
 
 QUIET = ["--attention.every_n_epochs", "0", "--trainer.enable_model_summary", "false"]
@@ -167,29 +165,8 @@ def test_sigterm_saves_an_interrupt_checkpoint_from_both_ranks_and_resume_contin
     assert len({lr for _, lr in steps[0][2:]}) > 2  # past warm-up it changes: a clock matters
 
 
-class RecordingTrainer(SimpleNamespace):
-    def save_checkpoint(self, path):
-        self.saved.append(Path(path))
-
-
-@pytest.mark.parametrize(
-    "world_size, exception, saves",
-    [
-        (2, SIGTERMException(), True),  # every rank stops at the same step: a collective save is safe
-        (2, KeyboardInterrupt(), False),  # may have reached this rank alone: a save would wait forever
-        (2, RuntimeError("a bug on one rank"), False),
-        (1, KeyboardInterrupt(), True),
-        (1, SIGTERMException(), True),
-    ],
-)
-def test_the_interrupt_checkpoint_is_saved_only_where_every_rank_saves_it(tmp_path, world_size, exception,
-                                                                            saves):
-    trainer = RecordingTrainer(
-        checkpoint_callback=SimpleNamespace(dirpath=str(tmp_path)), global_step=5, world_size=world_size,
-        saved=[],
-    )
-    InterruptCheckpoint().on_exception(trainer, None, exception)
-    assert trainer.saved == ([tmp_path / INTERRUPTED_CHECKPOINT] if saves else [])
+# The interrupt checkpoint's rule for several processes (only SIGTERM saves) is checked in test_train.py,
+# test_the_interrupt_checkpoint_is_saved_on_a_signal_only_and_where_every_rank_saves_it.
 
 
 def test_the_sigterm_handler_sets_the_flag_and_forwards_the_signal_without_a_collective(monkeypatch):
