@@ -5,9 +5,8 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
 
+from evaluation.run_checkpoints import INTERRUPTED_CHECKPOINT
 from training.module import NonFiniteLossError
-
-INTERRUPTED_CHECKPOINT = "interrupted.ckpt"
 
 
 # Not OnExceptionCheckpoint: its mere presence makes every fit(ckpt_path=None) look for a "last" to resume.
