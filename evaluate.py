@@ -26,6 +26,7 @@ The last line printed is one JSON object with the scores, for scripts.
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -192,18 +193,19 @@ def check_new(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
 
 
-def make_folder(path: Path, option: str) -> None:
-    """Create the folder ``path`` (and its parents) for ``option``'s files, or say at once why it cannot."""
-    if path.exists() and not path.is_dir():
-        raise OutputExistsError(f"{option} {path}: a file, not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:  # a parent that is a file, no permission, a read-only disk
-        raise OutputExistsError(f"{option} {path}: cannot create the folder ({error.strerror})") from None
+def check_folder(path: Path, option: str) -> None:
+    """Say at once if ``option``'s folder ``path`` cannot be made (it is made only when files are written):
+    it, or else its nearest existing parent, must be a folder one can write into."""
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not existing.is_dir():
+        where = "" if existing == path else f" (its parent {existing} is a file)"
+        raise OutputExistsError(f"{option} {path}: not a folder{where}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputExistsError(f"{option} {path}: {existing} is not writable")
 
 
 def check_outputs(args) -> None:
-    """Every output path checked, and its folder made, before any work: no scores lost after decoding."""
+    """Every output path checked before any work, so that no scores are lost after decoding."""
     if args.output:
         output = Path(args.output)
         if output.is_dir():
@@ -211,11 +213,11 @@ def check_outputs(args) -> None:
                 f"--output {output} is a folder; give a file name, such as {output / 'out.jsonl'}"
             )
         check_new(output, args.overwrite)
-        make_folder(output.parent, "--output")
+        check_folder(output.parent, "--output")
     if args.attention_out:
-        make_folder(Path(args.attention_out), "--attention-out")
+        check_folder(Path(args.attention_out), "--attention-out")
     if args.analysis_out:
-        make_folder(Path(args.analysis_out), "--analysis-out")
+        check_folder(Path(args.analysis_out), "--analysis-out")
     if args.export_ctranslate2:
         check_new(Path(args.export_ctranslate2), args.overwrite)
 
