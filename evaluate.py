@@ -182,9 +182,18 @@ def _prune_count(text: str) -> int | float:
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise CheckpointError(f"--device {name}: not a device; use cpu, cuda, cuda:N or mps") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise CheckpointError(f"--device {name}: evaluate.py runs on cpu, cuda or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise CheckpointError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise CheckpointError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA devices")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise CheckpointError(f"--device {name}: MPS is not available on this machine")
     return device
 
 
@@ -193,15 +202,14 @@ def check_new(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
 
 
-def check_folder(path: Path, option: str) -> None:
-    """Say at once if ``option``'s folder ``path`` cannot be made (it is made only when files are written):
-    it, or else its nearest existing parent, must be a folder one can write into."""
-    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor or "."))
+def check_folder(folder: Path, option: str, given: Path) -> None:
+    """Say at once if ``option``'s folder cannot be made (it is made only when files are written): it, or
+    else its nearest existing parent, must be a folder one can write into. ``given`` is the option's value."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
     if not existing.is_dir():
-        where = "" if existing == path else f" (its parent {existing} is a file)"
-        raise OutputExistsError(f"{option} {path}: not a folder{where}")
+        raise OutputExistsError(f"{option} {given}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputExistsError(f"{option} {path}: {existing} is not writable")
+        raise OutputExistsError(f"{option} {given}: {existing} is not writable")
 
 
 def check_outputs(args) -> None:
@@ -213,11 +221,10 @@ def check_outputs(args) -> None:
                 f"--output {output} is a folder; give a file name, such as {output / 'out.jsonl'}"
             )
         check_new(output, args.overwrite)
-        check_folder(output.parent, "--output")
-    if args.attention_out:
-        check_folder(Path(args.attention_out), "--attention-out")
-    if args.analysis_out:
-        check_folder(Path(args.analysis_out), "--analysis-out")
+        check_folder(output.parent, "--output", output)
+    for option, value in (("--attention-out", args.attention_out), ("--analysis-out", args.analysis_out)):
+        if value:
+            check_folder(Path(value), option, Path(value))
     if args.export_ctranslate2:
         check_new(Path(args.export_ctranslate2), args.overwrite)
 
@@ -460,10 +467,13 @@ def main(argv: list[str] | None = None) -> int:
         OutputExistsError,
         AnalysisError,
         EngineError,
-        FileNotFoundError,
         InputError,
     ) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a file that vanished, a full disk, no permission: one line, no traceback
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
         return 1
     print_summary(result)
     print(json.dumps(result))

@@ -445,16 +445,18 @@ def test_bad_output_paths_are_refused_before_any_decoding(tiny_run, tmp_path, ca
     cases = [
         (["--output", tmp_path, "--overwrite"], f"--output {tmp_path} is a folder; give a file name"),
         (["--output", a_file / "out.jsonl"],
-         f"--output {a_file}: not a folder (its parent {a_file} is a file)"),
-        (["--translate", "the dog", "--attention-out", a_file], f"--attention-out {a_file}: not a folder"),
+         f"--output {a_file / 'out.jsonl'}: {a_file} is a file, not a folder"),
+        (["--translate", "the dog", "--attention-out", a_file],
+         f"--attention-out {a_file}: {a_file} is a file"),
         (["--translate", "the dog", "--attention-out", tmp_path / "maps"],
          f"{tmp_path / 'maps' / 'sentence_1'} exists; choose another name or pass --overwrite"),
         (["--head-importance", "--analysis-out", a_file / "x"],
-         f"--analysis-out {a_file / 'x'}: not a folder"),
+         f"--analysis-out {a_file / 'x'}: {a_file} is a file, not a folder"),
     ]
     for args, message in cases:
         code, out, err = run_evaluate(capsys, checkpoint, *args, "--quiet")
-        assert (code, out, err) == (1, "", f"error: {message}\n"), args
+        assert (code, out) == (1, ""), args
+        assert err.startswith(f"error: {message}") and len(err.splitlines()) == 1, err
     assert decodings == [] and a_file.read_text() == "keep me\n"
 
 
@@ -497,7 +499,10 @@ def test_averaging_checkpoints_of_other_vocabularies_names_both_and_what_differs
     assert err == f"error: cannot average {newer} and {older}: tgt_vocab_size {size + 1} vs {size}\n"
     # Same sizes, other words: averaging them would mix unrelated embeddings.
     tokenizers = dict(checkpoint["TranslationDataModule"])
-    tokenizers["tgt_tokenizer"] = tokenizers["tgt_tokenizer"].replace('"dog"', '"hound"')
+    vocabulary = json.loads(tokenizers["tgt_tokenizer"])
+    word = next(w for w in vocabulary["model"]["vocab"] if not w.startswith("<"))
+    vocabulary["model"]["vocab"]["another" + word] = vocabulary["model"]["vocab"].pop(word)
+    tokenizers["tgt_tokenizer"] = json.dumps(vocabulary)
     torch.save({**checkpoint, "TranslationDataModule": tokenizers, "global_step": 30}, newer)
     code, _, err = run_evaluate(capsys, newer, "--average-last", "2", "--quiet")
     message = f"cannot average {newer} and {older}: their target vocabularies differ"
@@ -588,21 +593,19 @@ def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tiny_r
 
     loaded = load_run(tiny_run / "checkpoints" / "last.ckpt")
     dm = loaded.datamodule
-    ((ids, finished),) = translate_hypotheses(
-        loaded.module.model, dm.src_tokenizer, dm.tgt_tokenizer, ["the dog saw a cat"], max_len=2
-    )
-    assert len(ids) == 2 and not finished
+    sources = [p.source for p in dm.pairs("test")]
+    model = loaded.module.model
+    hypotheses = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, sources, max_len=2)
+    assert {(len(ids), finished) for ids, finished in hypotheses} <= {(0, True), (1, True), (2, False)}
+    source, ids = next((s, h.ids) for s, h in zip(sources, hypotheses) if not h.finished)
     code, _, _ = run_evaluate(
-        capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "the dog saw a cat", "--max-len", "2",
+        capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", source, "--max-len", "2",
         "--attention-out", tmp_path / "maps",
     )
     assert code == 0
     parser = _Collect()
     parser.feed((tmp_path / "maps" / "sentence_1" / "head_view.html").read_text(encoding="utf-8"))
     data = json.loads(parser.scripts[0])
-    assert data["target"] == dm.tgt_tokenizer.tokens(ids)  # no </s> row
-    assert data["kinds"]["decoder"]["keys"] == ["<s>", dm.tgt_tokenizer.tokens(ids)[0]]
-    ((_, finished),) = translate_hypotheses(
-        loaded.module.model, dm.src_tokenizer, dm.tgt_tokenizer, ["the dog saw a cat"]
-    )
-    assert finished  # with room, it ends with EOS
+    tokens = dm.tgt_tokenizer.tokens(ids)
+    assert data["target"] == tokens and "</s>" not in tokens  # no </s> row it never generated
+    assert data["kinds"]["decoder"]["keys"] == ["<s>", tokens[0]]
