@@ -175,7 +175,7 @@ def gold_matrix(gold: list[set[tuple[int, int]]], T: int, S: int) -> Tensor:
     return links
 
 
-def _alignment_counts(
+def alignment_counts(
     cross_weights: Tensor,
     gold: list[set[tuple[int, int]]],
     tgt_valid: Tensor | None,
@@ -225,7 +225,7 @@ def alignment_agreement(
     Returns:
         (H,) float32 in [0, 1].
     """
-    hits, aligned, _ = _alignment_counts(cross_weights, gold, tgt_valid, src_valid)
+    hits, aligned, _ = alignment_counts(cross_weights, gold, tgt_valid, src_valid)
     return hits / aligned
 
 
@@ -250,7 +250,7 @@ def alignment_error_rate(
     Returns:
         (H,) float32 in [0, 1].
     """
-    hits, aligned, links = _alignment_counts(cross_weights, gold, tgt_valid, src_valid)
+    hits, aligned, links = alignment_counts(cross_weights, gold, tgt_valid, src_valid)
     return 1.0 - 2.0 * hits / (aligned + links)
 
 
@@ -308,7 +308,7 @@ def summary_totals(
             for name in _KIND_STATISTICS[kind]
         }
         if kind == "cross" and gold is not None:
-            hits, aligned, links = _alignment_counts(folded, gold, query_valid, key_valid)
+            hits, aligned, links = alignment_counts(folded, gold, query_valid, key_valid)
             sums["agreement"] = hits, aligned
             sums["aer"] = aligned + links - 2.0 * hits, aligned + links  # AER = 1 - 2|A∩G| / (|A| + |G|)
         totals[kind] = {n: (v.reshape(L, H), count) for n, (v, count) in sums.items()}  # (L, H)
