@@ -6,12 +6,13 @@ with every epoch checkpoint), ``epoch<e>-step<s>.ckpt`` (the latest few epochs),
 validation loss) and, after a run was stopped by Ctrl-C or SIGTERM, ``interrupted.ckpt``.
 
 The rule (:func:`newest_checkpoint`): **the checkpoint with the most training steps**, as the files record
-them (``global_step``), not as their names or times say. On a tie ``last.ckpt`` wins, then the epoch and best
-checkpoints, then ``interrupted.ckpt``. An ``interrupted.ckpt`` written before ``last.ckpt`` is stale (the run
-was resumed and saved again since) and never counts. So ``interrupted.ckpt`` is chosen only when it is newer
-than ``last.ckpt`` and holds more steps than any other checkpoint: a run stopped mid-epoch continues where it
-stopped, any other run from ``last.ckpt``. A run stopped by a non-finite loss saves no ``interrupted.ckpt``
-(its weights are damaged), so its ``last.ckpt`` is chosen.
+them (``global_step``), not as their names or times say. An ``interrupted.ckpt`` written before
+``last.ckpt`` is stale (the run was resumed and saved again since) and never counts; one written after it
+wins a tie of steps (a run stopped before the first batch of an epoch: the interrupt holds where the next
+epoch stands), then ``last.ckpt``, then the epoch and best checkpoints. So ``interrupted.ckpt`` is chosen only
+when it is newer than ``last.ckpt`` and holds at least as many steps as any other checkpoint: a run stopped by
+Ctrl-C or SIGTERM continues where it stopped (as the command it printed says), any other run from
+``last.ckpt``.
 
 Only ``torch`` and the standard library are imported here, so that the tab applies the rule without loading
 Lightning.
@@ -88,9 +89,9 @@ def checkpoint_step(path: Path) -> int:
 
 
 def _preference(path: Path) -> int:
-    """Tie-break between checkpoints of the same step: last.ckpt, then the epoch and best ones, then the
-    interrupt's."""
-    return {LAST_CHECKPOINT: 2, INTERRUPTED_CHECKPOINT: 0}.get(path.name, 1)
+    """Tie-break between checkpoints of the same step: the interrupt's (never a stale one here), then
+    last.ckpt, then the epoch and best ones."""
+    return {INTERRUPTED_CHECKPOINT: 2, LAST_CHECKPOINT: 1}.get(path.name, 0)
 
 
 def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None) -> Path:

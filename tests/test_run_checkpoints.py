@@ -52,9 +52,11 @@ def test_an_interrupt_from_before_the_latest_save_never_wins(run):
     assert newest_checkpoint(run) == run / "checkpoints" / "last.ckpt"
 
 
-def test_an_interrupt_at_the_step_of_last_loses_the_tie(run):
-    saved(run / "checkpoints" / "interrupted.ckpt", 20, 3000)
-    assert newest_checkpoint(run) == run / "checkpoints" / "last.ckpt"
+def test_an_interrupt_after_last_at_its_step_wins_the_tie(run):
+    """Stopped with the first batch of an epoch in flight: nothing trained since last.ckpt, but the interrupt
+    holds where the next epoch stands, and it is what the run's last line told to resume from."""
+    interrupted = saved(run / "checkpoints" / "interrupted.ckpt", 20, 3000)
+    assert newest_checkpoint(run) == interrupted
 
 
 def test_without_last_the_checkpoint_of_most_steps_wins_whatever_its_time(run):
