@@ -1,6 +1,7 @@
 """Evaluate a trained checkpoint, or translate with it and look at its attention.
 
     python evaluate.py runs/toy/version_0/checkpoints/last.ckpt               # test split of its data
+    python evaluate.py runs/toy/version_0                                     # the run's newest weights
     python evaluate.py CKPT --split val --beam-size 4 --output val.jsonl
     python evaluate.py CKPT --tsv my_test.tsv                                 # source<TAB>reference lines
     python evaluate.py CKPT --average-last 5                                  # average the last 5 checkpoints
@@ -32,8 +33,10 @@ The last line printed is one JSON object with the scores, for scripts.
 
 import argparse
 import json
+import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -43,7 +46,13 @@ from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable, cross_attention_alignment
-from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
+from evaluation.checkpoints import (
+    CheckpointError,
+    UnknownSettingsWarning,
+    average_state_dicts,
+    last_checkpoints,
+    load_run,
+)
 from evaluation.explanation_report import add_arguments as add_alignment_method_arguments
 from evaluation.explanation_report import option_error as alignment_method_error
 from evaluation.explanation_report import run_alignment_methods
@@ -51,13 +60,17 @@ from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
 from evaluation.result import print_summary, scored_result
-from evaluation.translate import translate
+from evaluation.run_checkpoints import newest_checkpoint
+from evaluation.translate import translate, translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import engine_option_error, evaluate_with_engine, export_run
 
+# Beams beyond a few dozen do not improve translations, and the search holds batch x beam hypotheses at once.
+MAX_BEAM_SIZE = 256
+
 
 class OutputExistsError(Exception):
-    pass
+    """An output path that exists (without --overwrite) or cannot be written; the message is one line."""
 
 
 class InputError(Exception):
@@ -68,7 +81,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("checkpoint", help="a .ckpt file written by train.py")
+    parser.add_argument(
+        "checkpoint",
+        help="a .ckpt file written by train.py, or a run folder: its newest weights (last.ckpt, or "
+        "interrupted.ckpt when a stopped run saved later ones; see evaluation/run_checkpoints.py)",
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--split", choices=("val", "test"), default="test", help="split of the run's data (default: test)"
@@ -150,9 +167,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.attention_out and args.translate is None:
         parser.error("--attention-out needs --translate")
-    for name in ("beam_size", "batch_size", "importance_sentences", "ablation_batch"):
-        if getattr(args, name) < 1:
+    counts = ("beam_size", "batch_size", "importance_sentences", "ablation_batch", "max_len", "average_last")
+    for name in counts:  # max_len and average_last may be left out (None)
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.beam_size > MAX_BEAM_SIZE:
+        parser.error(f"--beam-size must be at most {MAX_BEAM_SIZE}, got {args.beam_size}")
     if not args.length_penalty >= 0.0:  # NaN too; beam search's early stop holds only for alpha >= 0
         parser.error(f"--length-penalty must be at least 0, got {args.length_penalty}")
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
@@ -176,9 +196,18 @@ def _prune_count(text: str) -> int | float:
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise CheckpointError(f"--device {name}: not a device; use cpu, cuda, cuda:N or mps") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise CheckpointError(f"--device {name}: evaluate.py runs on cpu, cuda or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise CheckpointError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise CheckpointError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA devices")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise CheckpointError(f"--device {name}: MPS is not available on this machine")
     return device
 
 
@@ -187,16 +216,80 @@ def check_new(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
 
 
+def check_folder(folder: Path, option: str, given: Path) -> None:
+    """Say at once if ``option``'s folder cannot be made (it is made only when files are written): it, or
+    else its nearest existing parent, must be a folder one can write into. ``given`` is the option's value."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not existing.is_dir():
+        raise OutputExistsError(f"{option} {given}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputExistsError(f"{option} {given}: {existing} is not writable")
+
+
+def check_outputs(args) -> None:
+    """Every output path checked before any work, so that no scores are lost after decoding."""
+    if args.output:
+        output = Path(args.output)
+        if output.is_dir():
+            raise OutputExistsError(
+                f"--output {output} is a folder; give a file name, such as {output / 'out.jsonl'}"
+            )
+        check_new(output, args.overwrite)
+        check_folder(output.parent, "--output", output)
+    for option, value in (("--attention-out", args.attention_out), ("--analysis-out", args.analysis_out)):
+        if value:
+            check_folder(Path(value), option, Path(value))
+    if args.export_ctranslate2:
+        check_new(Path(args.export_ctranslate2), args.overwrite)
+
+
+def _decoded_lines(stream) -> list[str]:
+    """The lines of ``stream`` (bytes or text) as text; bytes that are not UTF-8 are a one-line InputError.
+
+    A UTF-8 byte-order mark before the first line is dropped, as the TSV reader does.
+    """
+    lines = []
+    for number, line in enumerate(stream, start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(
+                    f"--translate -: stdin line {number} is not UTF-8 text (byte 0x{line[error.start]:02x} "
+                    f"at byte {error.start + 1})"
+                ) from None
+        lines.append(line.removeprefix("\ufeff") if number == 1 else line)
+    return lines
+
+
+def _check_text(text: str, where: str) -> None:
+    """Text from the command line holds lone surrogates where its bytes were not UTF-8 (PEP 383)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"code point U+{code:04X}"
+        raise InputError(f"{where} is not UTF-8 text ({what} at character {error.start + 1})") from None
+
+
 def read_sentences(text: str, stdin=None) -> list[str]:
-    """The sentences of ``--translate TEXT``, or of stdin's lines for ``-``; an empty one is an error."""
+    """The sentences of ``--translate TEXT``, or of stdin's lines for ``-``; an empty one, or one that is not
+    UTF-8, is an error."""
     if text != "-":
+        _check_text(text, "--translate: the sentence")
         if not text.strip():
             raise InputError(
                 "--translate: the sentence is empty; give a sentence, or '-' to read lines from stdin"
             )
         return [text.strip()]
-    sentences = [line.strip() for line in (sys.stdin if stdin is None else stdin)]
+    stream = sys.stdin if stdin is None else stdin
+    try:
+        lines = _decoded_lines(getattr(stream, "buffer", stream))  # bytes where there are, to decode here
+    except UnicodeDecodeError as error:  # a text stream that decodes itself
+        raise InputError(f"--translate -: stdin is not UTF-8 text ({error.reason})") from None
+    sentences = [line.strip() for line in lines]
     for number, sentence in enumerate(sentences, start=1):
+        _check_text(sentence, f"--translate -: stdin line {number}")
         if not sentence:
             raise InputError(f"--translate -: stdin line {number} is empty; give one sentence per line")
     if not sentences:
@@ -212,21 +305,24 @@ def run_translate(args, run, device, sentences: list[str]) -> None:
 
     encoded = dm.src_tokenizer.encode_batch(sentences)
     check_fits([(i, ids, []) for i, ids in enumerate(encoded)], model.config.max_len, where)
-    hypotheses = translate(
+    out = Path(args.attention_out) if args.attention_out else None
+    if out is not None:  # before translating: nothing printed, then refused
+        for number in range(1, len(sentences) + 1):
+            check_new(out / f"sentence_{number}", args.overwrite)
+    hypotheses = translate_hypotheses(
         model, dm.src_tokenizer, dm.tgt_tokenizer, sentences, beam_size=args.beam_size,
         length_penalty=args.length_penalty, batch_size=args.batch_size, max_len=args.max_len,
     )
-    for source, ids in zip(sentences, hypotheses):
-        print(dm.tgt_tokenizer.decode(ids))
-    if args.attention_out:
+    for hypothesis in hypotheses:
+        print(dm.tgt_tokenizer.decode(hypothesis.ids))
+    if out is not None:
         from evaluation.attention_export import export_attention  # matplotlib only when needed
 
-        out = Path(args.attention_out)
-        for number, (source, ids) in enumerate(zip(sentences, hypotheses), start=1):
+        for number, (source, hypothesis) in enumerate(zip(sentences, hypotheses), start=1):
             folder = out / f"sentence_{number}"
-            check_new(folder, args.overwrite)
             written = export_attention(
-                model, dm.src_tokenizer, dm.tgt_tokenizer, source, ids, folder, overwrite=args.overwrite
+                model, dm.src_tokenizer, dm.tgt_tokenizer, source, hypothesis.ids, folder,
+                finished=hypothesis.finished, overwrite=args.overwrite,
             )
             print(f"wrote {len(written)} files to {folder}", file=sys.stderr)
 
@@ -297,8 +393,6 @@ def run_evaluation(args, run, device) -> dict:
     pairs = read_tsv(args.tsv) if args.tsv else dm.pairs(args.split)
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
     check_lengths(args, run, pairs, targets=analysing)
-    if args.output:
-        check_new(Path(args.output), args.overwrite)
     if args.alignment:  # before any long computation
         check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer)
     added, pruned = {}, []
@@ -334,15 +428,18 @@ def run_explanations(args, run) -> dict:
     return run_alignment_methods(args, run, pairs, analysis_directory(args), check_new)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        if args.engine == "ctranslate2" or args.export_ctranslate2:
-            import_ctranslate2()  # before loading anything
-        if args.export_ctranslate2:
-            check_new(Path(args.export_ctranslate2), args.overwrite)
-        device = resolve_device(args.device)
-        sentences = read_sentences(args.translate) if args.translate is not None else []
+def choose_checkpoint(args) -> None:
+    """A run folder given as the checkpoint becomes the file of its newest weights (printed)."""
+    if Path(args.checkpoint).is_dir():
+        args.checkpoint = str(newest_checkpoint(args.checkpoint))
+        print(f"using {args.checkpoint}", file=sys.stderr)
+
+
+def load(args, device: torch.device):
+    """The run of ``args.checkpoint`` (its weights averaged with --average-last); a checkpoint's unknown
+    settings are printed as one-line warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownSettingsWarning)
         state_dict = None
         if args.average_last:
             paths = last_checkpoints(args.checkpoint, args.average_last)
@@ -355,6 +452,24 @@ def main(argv: list[str] | None = None) -> int:
             test_split=args.test_split,
             device=str(device),
         )
+    for warning in caught:
+        if issubclass(warning.category, UnknownSettingsWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.engine == "ctranslate2" or args.export_ctranslate2:
+            import_ctranslate2()  # before loading anything
+        check_outputs(args)
+        device = resolve_device(args.device)
+        sentences = read_sentences(args.translate) if args.translate is not None else []
+        choose_checkpoint(args)
+        run = load(args, device)
         if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
         if args.translate is not None:
@@ -376,10 +491,13 @@ def main(argv: list[str] | None = None) -> int:
         OutputExistsError,
         AnalysisError,
         EngineError,
-        FileNotFoundError,
         InputError,
     ) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a file that vanished, a full disk, no permission: one line, no traceback
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
         return 1
     print_summary(result)
     print(json.dumps(result))

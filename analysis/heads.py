@@ -43,13 +43,18 @@ def _check(weights: Tensor, query_valid: Tensor | None, key_valid: Tensor | None
     return query_valid, key_valid
 
 
-def _mean_over_queries(per_row: Tensor, query_valid: Tensor) -> Tensor:
-    """Average a per-row statistic (B, H, Tq) over the valid queries of the batch -> (H,)."""
-    count = query_valid.sum()
+def _query_total(per_row: Tensor, query_valid: Tensor) -> tuple[Tensor, Tensor]:
+    """A per-row statistic (B, H, Tq) summed over the valid queries of the batch -> (H,), and their count."""
+    keep = query_valid.unsqueeze(1)  # (B, 1, Tq)
+    return (per_row * keep).sum(dim=(0, 2)), query_valid.sum()
+
+
+def _mean_over_queries(total: tuple[Tensor, Tensor]) -> Tensor:
+    """The mean of a :func:`_query_total` -> (H,)."""
+    summed, count = total
     if count == 0:
         raise ValueError("query_valid marks no query as valid; the statistic is undefined")
-    keep = query_valid.unsqueeze(1)  # (B, 1, Tq)
-    return (per_row * keep).sum(dim=(0, 2)) / count
+    return summed / count
 
 
 def _clean(weights: Tensor, key_valid: Tensor) -> Tensor:
@@ -70,10 +75,14 @@ def entropy(weights: Tensor, query_valid: Tensor | None = None, key_valid: Tenso
     Returns:
         (H,) float32.
     """
+    return _mean_over_queries(_entropy_total(weights, query_valid, key_valid))
+
+
+def _entropy_total(weights: Tensor, query_valid: Tensor | None, key_valid: Tensor | None):
     query_valid, key_valid = _check(weights, query_valid, key_valid)
     w = _clean(weights, key_valid)
     per_row = -torch.special.xlogy(w, w).sum(dim=-1)  # (B, H, Tq); xlogy(0, 0) = 0
-    return _mean_over_queries(per_row, query_valid)
+    return _query_total(per_row, query_valid)
 
 
 def mean_distance(
@@ -89,6 +98,10 @@ def mean_distance(
     Returns:
         (H,) float32.
     """
+    return _mean_over_queries(_distance_total(weights, query_valid, key_valid))
+
+
+def _distance_total(weights: Tensor, query_valid: Tensor | None, key_valid: Tensor | None):
     query_valid, key_valid = _check(weights, query_valid, key_valid)
     w = _clean(weights, key_valid)
     Tq, Tk = w.shape[-2:]
@@ -96,7 +109,7 @@ def mean_distance(
     k = torch.arange(Tk, device=w.device).unsqueeze(0)  # (1, Tk)
     distance = (q - k).abs().float()  # (Tq, Tk)
     per_row = (w * distance).sum(dim=-1)  # (B, H, Tq)
-    return _mean_over_queries(per_row, query_valid)
+    return _query_total(per_row, query_valid)
 
 
 def offset_share(
@@ -116,22 +129,27 @@ def offset_share(
     Returns:
         (H,) float32.
     """
+    _check(weights, query_valid, key_valid)
+    Tq, Tk = weights.shape[-2:]
+    if not -Tq < offset < Tk:
+        raise ValueError(f"offset {offset} leaves no (query, key) pair for Tq={Tq}, Tk={Tk}")
+    summed, count = _offset_total(weights, query_valid, key_valid, offset=offset)
+    if count == 0:
+        raise ValueError(f"no valid query has a valid key at offset {offset}; the share is undefined")
+    return summed / count
+
+
+def _offset_total(weights: Tensor, query_valid: Tensor | None, key_valid: Tensor | None, *, offset: int):
     query_valid, key_valid = _check(weights, query_valid, key_valid)
     w = _clean(weights, key_valid)
-    Tq, Tk = w.shape[-2:]
     # Diagonal element i is (query i, key i + offset) for offset >= 0 and (query i − offset, key i) otherwise.
-    on_offset = torch.diagonal(w, offset=offset, dim1=-2, dim2=-1)  # (B, H, n)
+    on_offset = torch.diagonal(w, offset=offset, dim1=-2, dim2=-1)  # (B, H, n); n = 0: no such pair
     n = on_offset.shape[-1]
-    if n == 0:
-        raise ValueError(f"offset {offset} leaves no (query, key) pair for Tq={Tq}, Tk={Tk}")
     first_query, first_key = max(-offset, 0), max(offset, 0)
     pair_valid = (
         query_valid[:, first_query : first_query + n] & key_valid[:, first_key : first_key + n]
     )  # (B, n)
-    count = pair_valid.sum()
-    if count == 0:
-        raise ValueError(f"no valid query has a valid key at offset {offset}; the share is undefined")
-    return (on_offset * pair_valid.unsqueeze(1)).sum(dim=(0, 2)) / count
+    return (on_offset * pair_valid.unsqueeze(1)).sum(dim=(0, 2)), pair_valid.sum()
 
 
 def gold_matrix(gold: list[set[tuple[int, int]]], T: int, S: int) -> Tensor:
@@ -242,13 +260,14 @@ def alignment_error_rate(
     return 1.0 - 2.0 * hits / (aligned + links)
 
 
-# Statistic name -> function of (weights, query_valid, key_valid) -> (H,).
-_STATISTICS = {
-    "entropy": entropy,
-    "distance": mean_distance,
-    "diagonal": partial(offset_share, offset=0),
-    "previous": partial(offset_share, offset=-1),
-    "next": partial(offset_share, offset=+1),
+# Statistic name -> function of (weights, query_valid, key_valid) -> (sum (H,), count ()): the statistic is
+# sum / count, and sums and counts of several batches add up to those of the whole corpus.
+_TOTALS = {
+    "entropy": _entropy_total,
+    "distance": _distance_total,
+    "diagonal": partial(_offset_total, offset=0),
+    "previous": partial(_offset_total, offset=-1),
+    "next": partial(_offset_total, offset=+1),
 }
 # Which statistics mean something for each kind: the causal decoder never sees the next token (its share is
 # always 0), and across languages only the diagonal (monotone alignment) has a positional reading.
@@ -257,6 +276,69 @@ _KIND_STATISTICS = {
     "decoder": ("entropy", "distance", "diagonal", "previous"),
     "cross": ("entropy", "distance", "diagonal"),
 }
+
+
+Totals = dict[str, dict[str, tuple[Tensor, Tensor]]]  # kind -> statistic -> (sum (L, H), count ())
+
+
+def summary_totals(
+    maps: dict[str, list[Tensor]],
+    *,
+    src_valid: Tensor | None = None,
+    tgt_valid: Tensor | None = None,
+    gold: list[set[tuple[int, int]]] | None = None,
+) -> Totals:
+    """The sums and counts behind :func:`summarize`'s statistics, for one batch. Those of several batches
+    added with :func:`add_totals` and divided by :func:`totals_summary` give what :func:`summarize` gives for
+    all the sentences at once, so that a corpus is summarised in batches of bounded memory."""
+    masks = {"source": src_valid, "target": tgt_valid}
+    totals = {}
+    for kind, layers in maps.items():
+        if kind not in KIND_SIDES:
+            raise ValueError(f"unknown attention kind {kind!r}; expected one of {sorted(KIND_SIDES)}")
+        if not layers:
+            raise ValueError(f"maps[{kind!r}] has no layers")
+        shapes = {tuple(layer.shape) for layer in layers}
+        if len(shapes) != 1:
+            raise ValueError(f"layers of maps[{kind!r}] differ in shape: {sorted(shapes)}")
+        if layers[0].dim() != 4:
+            raise ValueError(f"maps[{kind!r}] layers must be (B, H, Tq, Tk), got {tuple(layers[0].shape)}")
+        L = len(layers)
+        B, H, Tq, Tk = layers[0].shape
+        # Fold layers into heads so each statistic is computed once for all layers.
+        folded = torch.stack(layers, dim=1).reshape(B, L * H, Tq, Tk)  # (B, L*H, Tq, Tk)
+        query_side, key_side = KIND_SIDES[kind]
+        query_valid, key_valid = masks[query_side], masks[key_side]
+        sums = {
+            name: _TOTALS[name](folded, query_valid=query_valid, key_valid=key_valid)
+            for name in _KIND_STATISTICS[kind]
+        }
+        if kind == "cross" and gold is not None:
+            hits, aligned, links = alignment_counts(folded, gold, query_valid, key_valid)
+            sums["agreement"] = hits, aligned
+            sums["aer"] = aligned + links - 2.0 * hits, aligned + links  # AER = 1 - 2|A∩G| / (|A| + |G|)
+        totals[kind] = {n: (v.reshape(L, H), count) for n, (v, count) in sums.items()}  # (L, H)
+    return totals
+
+
+def add_totals(first: Totals, second: Totals) -> Totals:
+    """The totals of two batches together (each kind and statistic in both)."""
+    return {
+        kind: {name: (total[0] + second[kind][name][0], total[1] + second[kind][name][1])
+               for name, total in named.items()}
+        for kind, named in first.items()
+    }
+
+
+def totals_summary(totals: Totals) -> dict[str, dict[str, Tensor]]:
+    """Each statistic from its totals: kind -> statistic name -> (L, H) float32."""
+    summary = {}
+    for kind, named in totals.items():
+        for name, (summed, count) in named.items():
+            if count == 0:
+                raise ValueError(f"{kind} {name}: no valid query to average over; the statistic is undefined")
+        summary[kind] = {name: (summed / count).float() for name, (summed, count) in named.items()}
+    return summary
 
 
 def summarize(
@@ -281,30 +363,4 @@ def summarize(
         "diagonal", "previous" and (encoder only) "next"; cross has "entropy", "distance", "diagonal",
         and "agreement", "aer" when gold is given.
     """
-    masks = {"source": src_valid, "target": tgt_valid}
-    summary = {}
-    for kind, layers in maps.items():
-        if kind not in KIND_SIDES:
-            raise ValueError(f"unknown attention kind {kind!r}; expected one of {sorted(KIND_SIDES)}")
-        if not layers:
-            raise ValueError(f"maps[{kind!r}] has no layers")
-        shapes = {tuple(layer.shape) for layer in layers}
-        if len(shapes) != 1:
-            raise ValueError(f"layers of maps[{kind!r}] differ in shape: {sorted(shapes)}")
-        if layers[0].dim() != 4:
-            raise ValueError(f"maps[{kind!r}] layers must be (B, H, Tq, Tk), got {tuple(layers[0].shape)}")
-        L = len(layers)
-        B, H, Tq, Tk = layers[0].shape
-        # Fold layers into heads so each statistic is computed once for all layers.
-        folded = torch.stack(layers, dim=1).reshape(B, L * H, Tq, Tk)  # (B, L*H, Tq, Tk)
-        query_side, key_side = KIND_SIDES[kind]
-        query_valid, key_valid = masks[query_side], masks[key_side]
-        stats = {
-            name: _STATISTICS[name](folded, query_valid=query_valid, key_valid=key_valid)
-            for name in _KIND_STATISTICS[kind]
-        }
-        if kind == "cross" and gold is not None:
-            stats["agreement"] = alignment_agreement(folded, gold, query_valid, key_valid)
-            stats["aer"] = alignment_error_rate(folded, gold, query_valid, key_valid)
-        summary[kind] = {n: v.reshape(L, H) for n, v in stats.items()}  # (L, H)
-    return summary
+    return totals_summary(summary_totals(maps, src_valid=src_valid, tgt_valid=tgt_valid, gold=gold))

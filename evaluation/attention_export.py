@@ -19,18 +19,20 @@ def export_attention(
     hypothesis: list[int],
     directory: Path,
     *,
+    finished: bool = True,
     overwrite: bool = False,
 ) -> list[Path]:
     """Write the maps of one translated sentence into ``directory`` (which must not hold them yet).
 
     The model reads the source and, teacher-forced, its own hypothesis, so the maps are exactly those it used
-    while generating. Files: ``<kind>_layer<l>_head<h>.png`` for every kind, layer and head, and
+    while generating; ``finished=False`` marks a hypothesis cut by its length limit before EOS (drawn without
+    an ``</s>`` row). Files: ``<kind>_layer<l>_head<h>.png`` for every kind, layer and head, and
     ``head_view.html``; both label rows and columns as ``analysis.axes`` says. Returns the paths written. A
     source or hypothesis the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``
     before anything is written.
     """
     attention = sentence_attention(
-        model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis,
+        model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis, finished=finished,
         where="attention export",
     )
     axes = attention.axes

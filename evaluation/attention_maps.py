@@ -37,18 +37,20 @@ def sentence_attention(
     src_ids: list[int],
     tgt_ids: list[int],
     *,
+    finished: bool = True,
     where: str = "attention maps",
 ) -> SentenceAttention:
     """The maps of every kind, layer and head for one sentence pair (ids without BOS/EOS), in full precision.
 
-    A sentence the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError`` that
-    starts with ``where``.
+    ``finished=False`` marks a hypothesis that stopped without generating EOS (cut by a length limit): its
+    rows are the tokens it generated, with no ``</s>`` row it never produced. A hypothesis as long as the
+    model's ``max_len`` is always such a one. A sentence the model cannot read in its ``max_len`` positions
+    raises a one-line ``CorpusError`` that starts with ``where``.
     """
     config = model.config
-    # A hypothesis as long as max_len ran into the generation cap, without EOS: the decoder never read its
-    # last token, and reading it would take one position more than there are. Its rows are the tokens
-    # generated.
-    capped = len(tgt_ids) == config.max_len
+    # A hypothesis cut without EOS: the decoder read BOS and every generated token but the last (reading the
+    # last would predict a token never generated; at max_len it would take one position more than there are).
+    capped = bool(tgt_ids) and (not finished or len(tgt_ids) == config.max_len)
     item = (0, src_ids, tgt_ids[:-1] if capped else tgt_ids)
     check_fits([item], config.max_len, lambda index, side: (where, None))
     batch = collate([item], pad_id=config.pad_id, bos_id=config.bos_id, eos_id=config.eos_id)

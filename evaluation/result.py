@@ -6,6 +6,8 @@ computed alike (same sacreBLEU, chrF and exact match on the same detokenized tex
 keys; each adds its own after these.
 """
 
+from pathlib import Path
+
 from analysis.metrics import score_translations, write_sentence_scores
 from data.pairs import Pair
 from evaluation.checkpoints import LoadedRun
@@ -28,7 +30,8 @@ def scored_result(
     hypotheses = [tokenizer.decode(ids) for ids in hypotheses_ids]
     references = [p.target for p in pairs]
     scores = score_translations(hypotheses, references)
-    if args.output:
+    if args.output:  # checked by evaluate.py before decoding; its folder is made now
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
     return {
         **scores.as_dict(),

@@ -5,6 +5,7 @@ Shape legend: B batch, S source length, L generated length.
 """
 
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -36,8 +37,13 @@ def pair_batches(
     return list(length_sorted_batches(sources, targets, batch_size))
 
 
+class Hypothesis(NamedTuple):
+    ids: list[int]  # the generated tokens, EOS and padding removed
+    finished: bool  # False: cut by the length limit before it generated EOS
+
+
 @torch.no_grad()
-def translate(
+def translate_hypotheses(
     model: Transformer,
     src_tokenizer: Tokenizer,
     tgt_tokenizer: Tokenizer,
@@ -49,21 +55,29 @@ def translate(
     max_len: int | None = None,
     head_mask: HeadMask | None = None,
     progress=None,
-) -> list[list[int]]:
-    """Token ids (EOS and padding removed) of the translation of each source sentence, in input order.
+) -> list[Hypothesis]:
+    """The translation of each source sentence, in input order, and whether it ended with EOS.
 
     ``progress``, if given, is called with the number of sentences finished after each batch.
     """
     device = model.device
     encoded = [src_tokenizer.encode(text) for text in sources]
-    outputs: list[list[int]] = [[] for _ in sources]
+    outputs: list[Hypothesis] = [Hypothesis([], True) for _ in sources]
     for batch in length_sorted_batches(encoded, None, batch_size):
         tokens = model.generate(
             batch.src.to(device), max_len=max_len, beam_size=beam_size, length_penalty=length_penalty,
             head_mask=head_mask,
-        )
-        for index, ids in zip(batch.index.tolist(), model.generated_ids(tokens)):
-            outputs[index] = ids
+        )  # (B, L)
+        ended = (tokens == model.config.eos_id).any(dim=1).tolist()
+        for index, ids, finished in zip(batch.index.tolist(), model.generated_ids(tokens), ended):
+            outputs[index] = Hypothesis(ids, finished)
         if progress is not None:
             progress(len(batch.index))
     return outputs
+
+
+def translate(model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sources: Sequence[str],
+              **options) -> list[list[int]]:
+    """Token ids (EOS and padding removed) of the translation of each source sentence, in input order; the
+    options are those of :func:`translate_hypotheses`."""
+    return [h.ids for h in translate_hypotheses(model, src_tokenizer, tgt_tokenizer, sources, **options)]

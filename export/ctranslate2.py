@@ -162,15 +162,13 @@ def _set_feed_forward(spec, feed_forward: FeedForward) -> None:
 def position_table(model: Transformer, side: str) -> torch.Tensor:
     """The (max_len, D) signal the model adds to the embeddings of ``side`` ("encoder" or "decoder").
 
-    Read by adding it to zeros, so that it is exactly what the model adds, whichever module holds it: the
+    Read by adding it to zeros through ``Positions.embed``, so that it is exactly what the model adds: the
     sinusoid (one table for both sides), a learned table per side, or nothing (zeros).
     """
     c = model.config
     zeros = torch.zeros(1, c.max_len, c.d_model)  # (1, max_len, D)
     with torch.no_grad():
-        # positions(x, offset) or positions.embed(x, side, offset)
-        embed = getattr(model.positions, "embed", None)
-        table = embed(zeros, side) if embed is not None else model.positions(zeros)
+        table = model.positions.embed(zeros, side)
     return table[0]  # (max_len, D)
 
 

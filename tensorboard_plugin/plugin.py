@@ -1,12 +1,14 @@
 """The ATTENTION tab's backend: a TensorBoard dynamic plugin serving logged attention weights as JSON.
 
-Routes (relative to ``data/plugin/attention/``; every error is a 4xx with ``{"error": "one line"}``):
+Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 405; every error is a 4xx, or a
+503 while a run's checkpoints change under a read, with ``{"error": "one line"}``):
 
 - ``index.js``, ``static/<file>``: the frontend, plain ES modules shipped with this package;
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes;
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``statistics?run&step``: the head statistics, layers × heads per kind;
-- ``translate?run&text[&beam]``: translates a typed sentence with the run's newest checkpoint (on the CPU) and
+- ``translate?run&text[&beam]``: translates a typed sentence with the run's newest weights (on the CPU; the
+  checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
   returns every head's attention for it, in the shape of ``attention``.
 
 The weights come from the summaries that ``training.attention_logging.AttentionLogger`` writes
@@ -28,6 +30,8 @@ from werkzeug import wrappers
 from analysis.axes import KINDS, attention_axes
 from tensorboard_plugin.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
 
+_GONE = object()
+
 STATIC = Path(__file__).parent / "static"
 STATIC_FILE = re.compile(r"^[A-Za-z0-9_-]+\.(js|css)$")
 CONTENT_TYPES = {"js": "text/javascript", "css": "text/css"}
@@ -35,6 +39,8 @@ ALL_STEPS = 1_000_000  # downsampling bound when reading: every step the loader 
 DECIMALS = 4
 MAX_TEXT_CHARACTERS = 200
 MAX_BEAM = 8
+METHODS = ("GET", "HEAD")  # every route only reads
+CHECKPOINT_TRIES = 3  # reads of a run's newest checkpoint while training rotates its checkpoints
 
 DESCRIPTIONS = {
     "entropy": "mean entropy of the head's attention rows, in nats: low = focused on few tokens",
@@ -60,11 +66,23 @@ def _json(request, data, code: int = 200):
     return http_util.Respond(request, json.dumps(data, allow_nan=False), "application/json", code=code)
 
 
+def _not_allowed(request):
+    """405 for a method no route takes, with the methods it does in ``Allow``; None for those."""
+    if request.method in METHODS:
+        return None
+    response = _json(request, {"error": f"method {request.method} is not allowed here; use GET"}, code=405)
+    response.headers["Allow"] = ", ".join(METHODS)
+    return response
+
+
 def _route(handler):
-    """A werkzeug application answering ``handler(self, request)``'s dict as JSON, and RequestError as 4xx."""
+    """A werkzeug application answering ``handler(self, request)``'s dict as JSON, RequestError as its status,
+    and methods other than GET as 405."""
 
     @wrappers.Request.application
     def application(self, request):
+        if (refused := _not_allowed(request)) is not None:
+            return refused
         try:
             return _json(request, handler(self, request))
         except RequestError as error:
@@ -100,7 +118,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext) -> None:
         self._provider = context.data_provider
         self._logdir = Path(context.logdir).resolve() if context.logdir else None
-        self._translators: dict[str, tuple[Path, float, object]] = {}  # run -> (checkpoint, mtime, LoadedRun)
+        self._translators: dict[str, tuple[Path, tuple, object]] = {}  # run -> (checkpoint, stat, LoadedRun)
+        self._described: dict[str, tuple[tuple, dict | None]] = {}  # run -> (newest logged data, description)
         self._busy: dict[str, threading.Lock] = {}
         self._busy_guard = threading.Lock()
 
@@ -131,6 +150,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return self._static_file(request, request.path.rsplit("/", 1)[-1])
 
     def _static_file(self, request, name: str):
+        if (refused := _not_allowed(request)) is not None:
+            return refused
         match = STATIC_FILE.match(name)
         path = STATIC / name
         if not match or not path.is_file():
@@ -176,7 +197,21 @@ class AttentionPlugin(base_plugin.TBPlugin):
         value = values[step] if step in values else values[max(values)]
         return json.loads(value.item())
 
-    def _describe_run(self, request, run: str, tags) -> dict | None:
+    def _describe_run(self, request, run: str, tags: dict[str, provider.TensorTimeSeries]) -> dict | None:
+        """What /runs says of one run; what it reads of the logged tensors is cached until the run logs a
+        newer step (the page asks every 30 s per open tab), its checkpoint is looked up afresh."""
+        newest = max(((s.max_step, s.max_wall_time) for s in tags.values()), default=None)
+        key = (newest, len(tags))
+        cached = self._described.get(run)
+        if cached is None or cached[0] != key:
+            cached = key, self._read_description(request, run, tags)
+            self._described[run] = cached
+        if cached[1] is None:
+            return None
+        checkpoint, note, _ = self._checkpoint(run)
+        return cached[1] | {"can_translate": checkpoint is not None, "translate_note": note}
+
+    def _read_description(self, request, run: str, tags) -> dict | None:
         sentences = self._sentences(tags)
         if not sentences:
             return None
@@ -191,7 +226,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
             described.append({"id": n, "source": text["source"], "target": text["target"]})
         shapes = {kind: first[sentence_tag(sentences[0], kind)][steps[-1]].shape for kind in KINDS}
         has_gold = self._text(texts[sentence_tag(sentences[0], "text")]).get("gold") is not None
-        checkpoint, note = self._checkpoint(run)
         return {
             "run": run,
             "steps": steps,
@@ -201,8 +235,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "num_heads": int(shapes["encoder"][1]),
             "has_gold": has_gold,
             "statistics_steps": self._statistic_steps(request, run, tags),
-            "can_translate": checkpoint is not None,
-            "translate_note": note,
         }
 
     def _statistic_steps(self, request, run: str, tags) -> list[int]:
@@ -291,43 +323,68 @@ class AttentionPlugin(base_plugin.TBPlugin):
         with self._busy_guard:
             return self._busy.setdefault(run, threading.Lock())
 
-    def _checkpoint(self, run: str) -> tuple[Path | None, str | None]:
-        """The run's newest checkpoint (``last.ckpt`` first), or None and the reason."""
+    def _checkpoint(self, run: str) -> tuple[Path | None, str | None, int]:
+        """The run's newest weights (``newest_checkpoint``'s rule), else None, why, and the HTTP status."""
+        from evaluation.run_checkpoints import (
+            CheckpointError,
+            CheckpointMissing,
+            CheckpointRefused,
+            newest_checkpoint,
+        )
+
         if self._logdir is None:
-            return None, "translation needs TensorBoard started with --logdir (not --logdir_spec)"
+            return None, "translation needs TensorBoard started with --logdir (not --logdir_spec)", 404
         folder = (self._logdir / run / "checkpoints").resolve()
         if not folder.is_relative_to(self._logdir):
-            return None, f"run {run!r} is outside the log directory"
-        last = folder / "last.ckpt"
-        candidates = (
-            [last] if last.is_file() else sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
-        )
-        if not candidates:
-            return None, f"no checkpoint yet in {folder}"
-        return candidates[-1], None
+            return None, f"run {run!r} is outside the log directory", 403
+        if not folder.is_dir():
+            return None, f"no checkpoint yet in {folder}", 404
+        try:
+            return newest_checkpoint(folder, inside=self._logdir), None, 200
+        except CheckpointMissing as error:
+            return None, str(error), 404
+        except CheckpointRefused as error:  # a symbolic link out of the log directory
+            return None, str(error), 403
+        except CheckpointError as error:  # one of them unreadable: named
+            return None, str(error), 422
 
     def _loaded(self, run: str):
-        checkpoint, note = self._checkpoint(run)
-        if checkpoint is None:
-            raise RequestError(404, note)
-        mtime = checkpoint.stat().st_mtime
-        cached = self._translators.get(run)
-        if cached is not None and cached[:2] == (checkpoint, mtime):
-            return checkpoint, cached[2]
-        from evaluation.checkpoints import CheckpointError, load_run  # torch and Lightning only when needed
+        """The run's newest checkpoint and its LoadedRun (cached while the file is unchanged).
 
-        try:
-            loaded = load_run(checkpoint)
-        except CheckpointError as error:
-            raise RequestError(422, str(error)) from None
-        self._translators[run] = (checkpoint, mtime, loaded)
-        return checkpoint, loaded
+        Training deletes old epoch checkpoints and replaces last.ckpt while the tab reads them: a file that
+        vanishes or changes under a read is looked up again, and after CHECKPOINT_TRIES such reads the answer
+        is a 503 (try again), never a 500.
+        """
+        from evaluation.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
+
+        for _ in range(CHECKPOINT_TRIES):
+            checkpoint, note, status = self._checkpoint(run)
+            if checkpoint is None:
+                raise RequestError(status, note)
+            try:
+                before = _identity(checkpoint)
+                cached = self._translators.get(run)
+                if cached is not None and cached[:2] == (checkpoint, before):
+                    return checkpoint, cached[2]
+                loaded = load_run(checkpoint)
+                if _identity(checkpoint) != before:
+                    continue  # replaced while it was read
+            except (CheckpointMissing, FileNotFoundError):
+                continue
+            except CheckpointError as error:
+                if _identity(checkpoint, missing=None) != before:
+                    continue  # a half-written or replaced file
+                raise RequestError(422, str(error)) from None
+            self._translators[run] = (checkpoint, before, loaded)
+            return checkpoint, loaded
+        raise RequestError(503, f"the checkpoints of run {run!r} changed while they were read (training "
+                                "saves new ones); try again")
 
     def _translate(self, run: str, text: str, beam: int, request) -> dict:
         import torch
 
         from evaluation.attention_maps import sentence_attention
-        from evaluation.translate import translate
+        from evaluation.translate import translate_hypotheses
 
         checkpoint, loaded = self._loaded(run)
         model, datamodule = loaded.module.model, loaded.datamodule
@@ -337,9 +394,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise RequestError(400, f"the sentence has {len(src_ids) + 1} tokens with </s>; this model reads "
                                     f"at most {model.config.max_len}")
         with torch.inference_mode():
-            ids = translate(model, src_tok, tgt_tok, [text], beam_size=beam,
-                            max_len=loaded.module.hparams.get("decode_max_len"))[0]
-            attention = sentence_attention(model, src_tok, tgt_tok, src_ids, ids)
+            ids, finished = translate_hypotheses(model, src_tok, tgt_tok, [text], beam_size=beam,
+                                                 max_len=loaded.module.hparams.get("decode_max_len"))[0]
+            attention = sentence_attention(model, src_tok, tgt_tok, src_ids, ids, finished=finished)
         weights = {kind: torch.stack(layers).numpy() for kind, layers in attention.maps.items()}
         answer = {"run": run, "text": text, "translation": tgt_tok.decode(ids), "checkpoint": checkpoint.name,
                   "step": loaded.global_step, "beam": beam}
@@ -370,6 +427,18 @@ def _maps_answer(request, source, target_in, target_out, weights: dict[str, np.n
         raise RequestError(400, f"head {head} is out of range: {kind} has heads 0..{array.shape[1] - 1}")
     return {"kind": kind, "layer": layer, "head": head, "rows": axes[kind][0], "cols": axes[kind][1],
             "weights": _rounded(array[layer, head]), "gold": gold if kind == "cross" else None}
+
+
+def _identity(path: Path, missing=_GONE) -> tuple:
+    """What tells one version of a file from the next: (inode, size, modification time in ns). A file that is
+    gone raises FileNotFoundError, or gives ``missing`` when that is given."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        if missing is _GONE:
+            raise
+        return missing
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _abridged(steps: list[int]) -> str:

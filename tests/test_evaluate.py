@@ -415,3 +415,197 @@ def test_exporting_a_source_longer_than_max_len_is_a_one_line_error(tmp_path):
     with pytest.raises(CorpusError, match=f"^{message}$"):
         export_attention(model, src_tok, tgt_tok, "a b c a", tgt_tok.encode("x"), tmp_path / "maps")
     assert not (tmp_path / "maps").exists()
+
+
+# --- outputs checked before the work, options bounded, input that is not text ------------------------------
+
+@pytest.fixture
+def decodings(monkeypatch):
+    """How many times evaluate.py decoded (a list that grows by one per call)."""
+    import evaluate
+
+    calls = []
+    for name in ("translate", "translate_hypotheses"):
+        function = getattr(evaluate, name)
+        monkeypatch.setattr(evaluate, name, lambda *a, _f=function, **k: calls.append(1) or _f(*a, **k))
+    return calls
+
+
+def test_output_into_a_missing_folder_is_written_there(tiny_run, tmp_path, capsys):
+    output = tmp_path / "new" / "folder" / "test.jsonl"
+    code, _, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--output", output, "--quiet")
+    assert code == 0 and len(output.read_text(encoding="utf-8").splitlines()) == 40
+
+
+def test_bad_output_paths_are_refused_before_any_decoding(tiny_run, tmp_path, capsys, decodings):
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me\n")
+    (tmp_path / "maps" / "sentence_1").mkdir(parents=True)
+    cases = [
+        (["--output", tmp_path, "--overwrite"], f"--output {tmp_path} is a folder; give a file name"),
+        (["--output", a_file / "out.jsonl"],
+         f"--output {a_file / 'out.jsonl'}: {a_file} is a file, not a folder"),
+        (["--translate", "the dog", "--attention-out", a_file],
+         f"--attention-out {a_file}: {a_file} is a file"),
+        (["--translate", "the dog", "--attention-out", tmp_path / "maps"],
+         f"{tmp_path / 'maps' / 'sentence_1'} exists; choose another name or pass --overwrite"),
+        (["--head-importance", "--analysis-out", a_file / "x"],
+         f"--analysis-out {a_file / 'x'}: {a_file} is a file, not a folder"),
+    ]
+    for args, message in cases:
+        code, out, err = run_evaluate(capsys, checkpoint, *args, "--quiet")
+        assert (code, out) == (1, ""), args
+        assert err.startswith(f"error: {message}") and len(err.splitlines()) == 1, err
+    assert decodings == [] and a_file.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--max-len", "0", "--max-len must be at least 1, got 0"),
+        ("--max-len", "-5", "--max-len must be at least 1, got -5"),
+        ("--beam-size", "99999999999", "--beam-size must be at most 256, got 99999999999"),
+        ("--average-last", "0", "--average-last must be at least 1, got 0"),
+    ],
+)
+def test_absurd_counts_are_option_errors(tmp_path, capsys, option, value, message):
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", option, value)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.strip().splitlines()[-1].endswith(f"error: {message}")
+
+
+def other_vocabulary(checkpoint: dict) -> dict:
+    """The checkpoint as if trained with one target word more."""
+    changed = {**checkpoint, "hyper_parameters": dict(checkpoint["hyper_parameters"])}
+    size = changed["hyper_parameters"]["tgt_vocab_size"]
+    changed["hyper_parameters"]["tgt_vocab_size"] = size + 1
+    changed["state_dict"] = {
+        name: torch.cat([value, value[:1]]) if value.shape[:1] == (size,) else value
+        for name, value in checkpoint["state_dict"].items()
+    }
+    return changed
+
+
+def test_averaging_checkpoints_of_other_vocabularies_names_both_and_what_differs(tiny_run, tmp_path, capsys):
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    size = checkpoint["hyper_parameters"]["tgt_vocab_size"]
+    older, newer = tmp_path / "epoch0-step12.ckpt", tmp_path / "epoch1-step30.ckpt"
+    torch.save(checkpoint, older)
+    torch.save({**other_vocabulary(checkpoint), "global_step": 30}, newer)
+    code, out, err = run_evaluate(capsys, newer, "--average-last", "2", "--quiet")
+    assert (code, out) == (1, "")
+    assert err == f"error: cannot average {newer} and {older}: tgt_vocab_size {size + 1} vs {size}\n"
+    # Same sizes, other words: averaging them would mix unrelated embeddings.
+    tokenizers = dict(checkpoint["TranslationDataModule"])
+    vocabulary = json.loads(tokenizers["tgt_tokenizer"])
+    word = next(w for w in vocabulary["model"]["vocab"] if not w.startswith("<"))
+    vocabulary["model"]["vocab"]["another" + word] = vocabulary["model"]["vocab"].pop(word)
+    tokenizers["tgt_tokenizer"] = json.dumps(vocabulary)
+    torch.save({**checkpoint, "TranslationDataModule": tokenizers, "global_step": 30}, newer)
+    code, _, err = run_evaluate(capsys, newer, "--average-last", "2", "--quiet")
+    message = f"cannot average {newer} and {older}: their target vocabularies differ"
+    assert (code, err) == (1, f"error: {message}\n")
+
+
+def test_translate_refuses_bytes_that_are_not_utf8(tiny_run, capsys, monkeypatch):
+    import io
+    import os
+
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    # Linux hands a program its argument bytes as lone surrogates where they are not UTF-8 (PEP 383).
+    code, out, err = run_evaluate(capsys, checkpoint, "--translate", os.fsdecode(b"the caf\xe9 dog"))
+    assert (code, out) == (1, "")
+    assert err == "error: --translate: the sentence is not UTF-8 text (byte 0xe9 at character 8)\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"the dog saw a cat\n\xff\xfe cat\n")))
+    code, out, err = run_evaluate(capsys, checkpoint, "--translate", "-")
+    message = "--translate -: stdin line 2 is not UTF-8 text (byte 0xff at byte 1)"
+    assert (code, out, err) == (1, "", f"error: {message}\n")
+
+
+def test_a_byte_order_mark_on_stdin_is_dropped(tiny_run, capsys, monkeypatch):
+    import io
+
+    import evaluate
+
+    bom = io.TextIOWrapper(io.BytesIO("\ufeffthe dog saw a cat\nevery queen walked\n".encode()))
+    assert evaluate.read_sentences("-", bom) == ["the dog saw a cat", "every queen walked"]
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    translations = []
+    for text in ("\ufeffthe dog saw a cat\n", "the dog saw a cat\n"):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+        code, out, _ = run_evaluate(capsys, checkpoint, "--translate", "-")
+        translations.append((code, out))
+    assert translations[0] == translations[1] and translations[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["hyper_parameters"].update(num_heads=3),
+         "invalid model settings (d_model (32) must be divisible by num_heads (3))"),
+        (lambda c: c["hyper_parameters"].update(num_heads=[2, 2]),
+         "malformed model settings: num_heads is [2, 2], expected int"),
+        (lambda c: c["hyper_parameters"].update(positional="sinusoid"),
+         "malformed model settings: positional is 'sinusoid', expected Literal['sinusoidal', "),
+        (lambda c: c.update(hyper_parameters=[1, 2]),
+         "malformed checkpoint (hyper_parameters is a list, not a mapping)"),
+        (lambda c: c["datamodule_hyper_parameters"].update(toy_train_size="many"),
+         "malformed data settings: toy_train_size is 'many', expected int"),
+        (lambda c: c["hyper_parameters"].update(d_ff=10**9),
+         ("weights do not fit the saved model settings (model.encoder_layers.0.feed_forward.up.weight has "
+          "shape (64, 32), the settings make it (1000000000, 32))")),
+    ],
+)
+def test_a_checkpoint_with_malformed_settings_is_one_line_error(tiny_run, tmp_path, capsys, change, message):
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    change(checkpoint)
+    bad = tmp_path / "bad.ckpt"
+    torch.save(checkpoint, bad)
+    code, out, err = run_evaluate(capsys, bad, "--quiet")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {bad}: {message}") and len(err.splitlines()) == 1, err
+
+
+def test_settings_the_code_does_not_know_are_named_in_a_warning(tiny_run, tmp_path, capsys):
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    checkpoint["hyper_parameters"]["num_experts"] = 4  # a setting renamed or removed since
+    renamed = tmp_path / "renamed.ckpt"
+    torch.save(checkpoint, renamed)
+    code, _, err = run_evaluate(capsys, renamed, "--quiet")
+    assert code == 0
+    assert err.splitlines() == [
+        (f"warning: {renamed}: ignoring model settings this version does not know (renamed or removed?): "
+         "num_experts=4")
+    ]
+
+
+def test_a_run_folder_evaluates_its_newest_weights(tiny_run, capsys):
+    code, out, err = run_evaluate(capsys, tiny_run, "--quiet")
+    assert code == 0 and last_json(out)["checkpoint"] == str(tiny_run / "checkpoints" / "last.ckpt")
+    assert f"using {tiny_run / 'checkpoints' / 'last.ckpt'}" in err
+
+
+def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tiny_run, tmp_path, capsys):
+    """Generation stopped after --max-len 2 tokens, before EOS: the maps have a row per generated token."""
+    from evaluation.translate import translate_hypotheses
+
+    loaded = load_run(tiny_run / "checkpoints" / "last.ckpt")
+    dm = loaded.datamodule
+    sources = [p.source for p in dm.pairs("test")]
+    model = loaded.module.model
+    hypotheses = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, sources, max_len=2)
+    assert {(len(ids), finished) for ids, finished in hypotheses} <= {(0, True), (1, True), (2, False)}
+    source, ids = next((s, h.ids) for s, h in zip(sources, hypotheses) if not h.finished)
+    code, _, _ = run_evaluate(
+        capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", source, "--max-len", "2",
+        "--attention-out", tmp_path / "maps",
+    )
+    assert code == 0
+    parser = _Collect()
+    parser.feed((tmp_path / "maps" / "sentence_1" / "head_view.html").read_text(encoding="utf-8"))
+    data = json.loads(parser.scripts[0])
+    tokens = dm.tgt_tokenizer.tokens(ids)
+    assert data["target"] == tokens and "</s>" not in tokens  # no </s> row it never generated
+    assert data["kinds"]["decoder"]["keys"] == ["<s>", tokens[0]]

@@ -312,3 +312,24 @@ def test_greedy_equals_pytorch_at_the_multi30k_config_size(toy, tmp_path):
     )
     assert [tgt.tokens(ids) for ids in ours] == theirs
     assert len({tuple(ids) for ids in ours}) > len(sources) // 2  # not one output for every sentence
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "none"])
+def test_the_position_table_of_each_side_is_the_one_the_model_holds(positional):
+    """What the export writes as each stack's position encodings (no CTranslate2 needed to check it)."""
+    from export.ctranslate2 import position_table
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(13, 11, d_model=16, num_heads=2, d_ff=32, max_len=24,
+                                          positional=positional))
+    positions = model.positions
+    for side in ("encoder", "decoder"):
+        if positional == "sinusoidal":
+            expected = positions.sinusoid.pe
+        elif positional == "learned":
+            expected = positions.learned[side].table.weight
+        else:
+            expected = torch.zeros(24, 16)
+        torch.testing.assert_close(position_table(model, side), expected, rtol=0, atol=0)
+    if positional == "learned":  # a table per side, not one read twice
+        assert not torch.equal(position_table(model, "encoder"), position_table(model, "decoder"))

@@ -19,6 +19,7 @@ import torch
 import werkzeug.test
 from tensorboard.backend import application
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 
 from analysis.heads import summarize
@@ -279,3 +280,126 @@ def test_launcher_serves_tensorboard_with_the_attention_tab(tiny_run):
     finally:
         server.kill()
         server.wait(timeout=10)
+
+
+# -- hostile requests and runs whose files change or mislead ------------------------------------------------
+
+ROUTES = ("/runs", "/attention", "/statistics", "/translate", "/index.js", "/static/heatmap.js")
+
+
+@pytest.mark.parametrize("method", ["DELETE", "PUT", "POST", "PATCH", "OPTIONS"])
+def test_every_route_answers_methods_it_does_not_take_with_405(board, method):
+    client, _, run, _ = board
+    for route in ROUTES:
+        response = client.open(ROUTE + route + f"?run={run}&step=12&sentence=0&text=a", method=method)
+        assert response.status_code == 405, (route, response.status_code)
+        assert response.headers["Allow"] == "GET, HEAD"
+        assert f"method {method} is not allowed" in json.loads(response.get_data(as_text=True))["error"]
+    assert client.head(ROUTE + "/runs").status_code == 200
+
+
+def test_runs_reads_the_logged_tensors_once_per_newest_step(board, monkeypatch):
+    client, plugin, run, _ = board
+    first = get(client, "/runs")
+    reads = []
+    read = plugin._provider.read_tensors
+    monkeypatch.setattr(plugin._provider, "read_tensors", lambda **kw: reads.append(kw) or read(**kw))
+    assert get(client, "/runs") == first and reads == []  # the page asks every 30 s
+    listing = plugin._provider.list_tensors
+
+    def newer(**kwargs):  # the run logs a later validation
+        tags = listing(**kwargs)
+        series = tags[run]["attention/sentence_0/text"]
+        tags[run]["attention/sentence_0/text"] = provider.TensorTimeSeries(
+            max_step=series.max_step + 6, max_wall_time=series.max_wall_time + 1,
+            plugin_content=series.plugin_content, description=series.description,
+            display_name=series.display_name,
+        )
+        return tags
+
+    monkeypatch.setattr(plugin._provider, "list_tensors", newer)
+    assert get(client, "/runs") == first and reads  # read again (the stand-in step holds no new data)
+
+
+def copied_run(tiny_run, tmp_path, *, checkpoints=True):
+    """A copy of the tiny run in a log folder of its own: (log folder, run folder)."""
+    logs = tmp_path / "logs"
+    ignore = None if checkpoints else shutil.ignore_patterns("checkpoints")
+    shutil.copytree(tiny_run, logs / "copy", ignore=ignore)
+    return logs, logs / "copy"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda h: h.update(num_heads=3), "invalid model settings (d_model (32) must be divisible by num_"),
+        (lambda h: h.update(d_model=[32]), "malformed model settings: d_model is [32], expected int"),
+        (lambda h: h.update(d_model=10**7), "weights do not fit the saved model settings"),
+    ],
+)
+def test_a_checkpoint_with_malformed_settings_is_a_422_naming_the_file(tiny_run, tmp_path, change, message):
+    logs, copy = copied_run(tiny_run, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    change(checkpoint["hyper_parameters"])
+    torch.save(checkpoint, last)
+    client, _ = serve(logs)
+    error = get(client, "/translate?run=copy&text=a%20dog", status=422)["error"]
+    assert error.startswith(f"{last.resolve()}: ") and message in error and "\n" not in error
+
+
+def test_a_checkpoint_whose_settings_are_a_list_is_a_422(tiny_run, tmp_path):
+    logs, copy = copied_run(tiny_run, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    checkpoint["hyper_parameters"] = list(checkpoint["hyper_parameters"].items())
+    torch.save(checkpoint, last)
+    client, _ = serve(logs)
+    error = get(client, "/translate?run=copy&text=a%20dog", status=422)["error"]
+    assert error == f"{last.resolve()}: malformed checkpoint (hyper_parameters is a list, not a mapping)"
+
+
+def test_a_checkpoint_deleted_while_the_tab_loads_it_is_read_again(tiny_run, tmp_path, monkeypatch):
+    """Training rotates its epoch checkpoints (no last.ckpt yet): the chosen one goes before it is read."""
+    from evaluation import checkpoints
+
+    logs, copy = copied_run(tiny_run, tmp_path)
+    (copy / "checkpoints" / "last.ckpt").unlink()
+    for best in (copy / "checkpoints").glob("best-*.ckpt"):
+        best.unlink()
+    load = checkpoints.load_run
+    asked = []
+
+    def rotating(path, **kwargs):
+        asked.append(path.name)
+        if len(asked) == 1:
+            path.unlink()  # deleted between the choice and the read
+        return load(path, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "load_run", rotating)
+    client, _ = serve(logs)
+    answer = get(client, "/translate?run=copy&text=the%20dog")
+    assert asked == ["epoch1-step12.ckpt", "epoch0-step6.ckpt"]
+    assert (answer["checkpoint"], answer["step"]) == ("epoch0-step6.ckpt", 6)
+
+    def always_gone(path, **kwargs):
+        raise checkpoints.CheckpointMissing(f"{path}: no such checkpoint file")
+
+    monkeypatch.setattr(checkpoints, "load_run", always_gone)
+    client, _ = serve(logs)  # nothing loaded yet
+    error = get(client, "/translate?run=copy&text=the%20dog", status=503)["error"]
+    assert "checkpoints of run 'copy' changed while they were read" in error
+
+
+def test_a_checkpoint_link_to_a_file_outside_the_log_folder_is_refused(tiny_run, tmp_path):
+    logs, copy = copied_run(tiny_run, tmp_path)
+    outside = tmp_path / "outside.ckpt"
+    last = copy / "checkpoints" / "last.ckpt"
+    last.rename(outside)
+    last.symlink_to(outside)
+    client, _ = serve(logs)
+    (described,) = get(client, "/runs")["runs"]
+    assert not described["can_translate"] and "resolves to a file outside" in described["translate_note"]
+    error = get(client, "/translate?run=copy&text=a%20dog", status=403)["error"]
+    link = last.parent.resolve() / "last.ckpt"
+    assert error == f"{link} resolves to a file outside {logs.resolve()}; refused"

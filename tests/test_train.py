@@ -460,15 +460,16 @@ def test_best_checkpoint_is_the_epoch_of_lowest_validation_loss(tiny_run):
     assert best.name.startswith(f"best-epoch{losses.index(min(losses))}-")
 
 
-def test_resume_takes_the_newer_of_last_and_interrupted(tmp_path):
+def test_resume_takes_the_newest_weights_of_last_and_interrupted(tmp_path):
+    """The rule of evaluation.run_checkpoints (tested in full in test_run_checkpoints.py)."""
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
     last, interrupted = checkpoints / "last.ckpt", checkpoints / "interrupted.ckpt"
-    for path, mtime in ((last, 1000), (interrupted, 2000)):
-        path.write_bytes(b"")
+    for path, step, mtime in ((last, 10, 1000), (interrupted, 15, 2000)):
+        torch.save({"global_step": step}, path)
         os.utime(path, (mtime, mtime))
     assert find_resume_checkpoint(str(tmp_path / "run")) == (interrupted, tmp_path / "run")
-    os.utime(last, (3000, 3000))
+    os.utime(last, (3000, 3000))  # saved again after the interrupt: a resumed run's
     assert find_resume_checkpoint(str(tmp_path / "run")) == (last, tmp_path / "run")
     assert find_resume_checkpoint(str(interrupted)) == (interrupted, tmp_path / "run")
 
@@ -636,8 +637,48 @@ def test_attention_tensors_stay_within_the_byte_budget(hand_made, recorded):
     size = 2 * 2 * (6 * 6 + 4 * 4 + 4 * 6) * 2  # L * H * (encoder + decoder + cross cells) * 2 bytes
     assert logger._log_tensors(experiment, attention, PAIRS[index], 0, 0, size) == size
     with pytest.warns(UserWarning, match=r"probe sentence 1 would take 608 bytes, more than the 607 left"):
-        assert logger._log_tensors(experiment, attention, PAIRS[index], 1, 0, size - 1) == 0
+        assert logger._log_tensors(experiment, attention, PAIRS[index], 1, 0, size - 1) is None
     assert not any(tag.startswith("attention/sentence_1/") for tag in experiment.summaries)
+
+
+def test_probes_after_one_over_the_budget_are_left_out_so_the_ids_have_no_gap(hand_made, recorded):
+    """Probe 1 ("a b" -> "x y z w") is over what probe 0 left of the budget, probe 2 ("c d e" -> "z w") would
+    fit: it is left out too, so the tab's sentences stay 0 .. k-1, and the warning says what is shown."""
+    datamodule, module = hand_made
+    experiment, _ = recorded
+    logger = AttentionLogger(num_sentences=3, num_images=0, max_tokens=10, stats_sentences=0)
+    size = 2 * 2 * (6 * 6 + 4 * 4 + 4 * 6) * 2  # probe 0, "a b c d e" -> "x y z": L * H * cells * 2 bytes
+    logger.max_bytes = size + 2 * 2 * (4 * 4 + 3 * 3 + 3 * 4) * 2  # room for probe 0 and then probe 2
+    logger._prepare(datamodule)
+    trainer = SimpleNamespace(logger=SimpleNamespace(experiment=experiment), current_epoch=0,
+                              sanity_checking=False, datamodule=datamodule, global_step=5)
+    with pytest.warns(UserWarning, match=r"probe sentence 1 would take .* the ATTENTION tab shows probe "
+                                         r"sentences 0 to 0 only"):
+        logger.on_validation_epoch_end(trainer, module)
+    logged = {tag.split("/")[1] for tag in experiment.summaries if tag.startswith("attention/sentence_")}
+    assert logged == {"sentence_0"}
+
+
+def test_head_statistics_in_batches_under_a_memory_bound_equal_those_of_one_batch(hand_made, recorded):
+    datamodule, module = hand_made
+    experiment, drawn = recorded
+    logger = AttentionLogger(num_sentences=1, stats_sentences=3)
+    logger._prepare(datamodule)
+    logger._log_head_statistics(experiment, module.model, module.config, 0, module)
+    whole = dict(drawn)
+    config = module.model.config
+    smallest = attention_logging.attention_bytes(config, 4, 3)  # "c d e" -> "z w" alone
+    batches = attention_logging.statistics_batches(logger._stats_items, config, smallest)
+    assert [[i for i, _, _ in batch] for batch in batches] == [[1], [2], [0]]  # one sentence each, by length
+    assert attention_logging.statistics_batches(logger._stats_items, config, 10**9) == [
+        sorted(logger._stats_items, key=lambda item: (len(item[1]), len(item[2])))
+    ]
+    logger.stats_max_bytes = smallest
+    drawn.clear()
+    logger._log_head_statistics(experiment, module.model, module.config, 0, module)
+    assert set(drawn) == set(whole) and any(tag.endswith("cross_aer") for tag in drawn)
+    for tag, values in whole.items():
+        torch.testing.assert_close(drawn[tag], values, atol=1e-6, rtol=0)
 
 
 def test_tiny_run_logs_attention_tensors_of_every_probe_at_every_validation(tiny_run):

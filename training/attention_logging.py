@@ -31,7 +31,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from analysis.axes import KINDS
 from analysis.explain.registry import check_methods
-from analysis.heads import summarize
+from analysis.heads import add_totals, summary_totals, totals_summary
 from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
 from data.batching import collate
 from evaluation.ablation import AnalysisError
@@ -58,8 +58,12 @@ class AttentionLogger(L.Callback):
         max_tokens: pick probe sentences no longer than this (in tokens), so that labels stay legible.
         per_head: also draw one image per layer and head (the ATTENTION tab shows them without it).
         stats_sentences: validation sentences over which the head statistics are averaged (0: none).
-        max_bytes: most bytes of attention weights logged per validation; probe sentences beyond it are left
-            out (with a warning), so that long sentences and big models keep the event file bounded.
+        max_bytes: most bytes of attention weights logged per validation. The probes are logged in order
+            until one would exceed it; that one and every later probe are left out (with a warning), so the
+            logged sentences are always 0 .. k-1, and long sentences and big models keep the event file
+            bounded.
+        stats_max_bytes: most bytes of attention maps the head-statistics forward holds at once; the
+            ``stats_sentences`` are run in length-sorted batches under it (at least one sentence a batch).
         explanation_sentences: validation sentences over which every explanation method is scored against
             the gold alignments (0: none; data without gold alignments logs none).
         explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None =
@@ -77,14 +81,18 @@ class AttentionLogger(L.Callback):
         per_head: bool = False,
         stats_sentences: int = 200,
         max_bytes: int = 1_000_000,
+        stats_max_bytes: int = 256_000_000,
         explanation_sentences: int = 50,
         explanation_methods: list[str] | None = None,
         ig_steps: int = 8,
     ) -> None:
         super().__init__()
-        counts = (every_n_epochs, num_sentences, num_images, stats_sentences, explanation_sentences)
+        counts = (every_n_epochs, num_sentences, num_images, stats_sentences, max_bytes)
+        counts += (explanation_sentences,)
         if min(counts) < 0 or max_tokens < 1 or ig_steps < 1:
             raise ValueError("attention logging counts must be >= 0; max_tokens and ig_steps positive")
+        if stats_max_bytes < 1:
+            raise ValueError(f"stats_max_bytes must be positive, got {stats_max_bytes}")
         self.explanation_sentences = explanation_sentences
         methods = VALIDATION_METHODS if explanation_methods is None else explanation_methods
         self.explanation_methods = check_methods(methods)
@@ -97,6 +105,7 @@ class AttentionLogger(L.Callback):
         self.per_head = per_head
         self.stats_sentences = stats_sentences
         self.max_bytes = max_bytes
+        self.stats_max_bytes = stats_max_bytes
         self._probes: list | None = None
         self._stats_items: list | None = None
         self._warned_budget = False
@@ -132,15 +141,17 @@ class AttentionLogger(L.Callback):
         step = trainer.global_step
         model = pl_module.model
         with torch.no_grad():
-            budget = self.max_bytes
+            budget, logging = self.max_bytes, True
             for number, (index, src_ids, tgt_ids) in enumerate(self._probes):
                 attention = sentence_attention(
                     model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
                 )
-                if number < self.num_sentences:
-                    budget -= self._log_tensors(
+                if number < self.num_sentences and logging:
+                    written = self._log_tensors(
                         experiment, attention, self._pairs[index], number, step, budget
                     )
+                    logging = written is not None  # past the budget: no later probe, so no gap in the ids
+                    budget -= written or 0
                 if number < self.num_images:
                     self._log_images(experiment, attention, number + 1, step)
             if self._stats_items:
@@ -150,22 +161,24 @@ class AttentionLogger(L.Callback):
 
     def _log_tensors(
         self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int
-    ) -> int:
-        """Write one probe's weights for the ATTENTION tab if they fit in the budget; the bytes written."""
+    ) -> int | None:
+        """Write one probe's weights for the ATTENTION tab if they fit in the budget: the bytes written, or
+        None when they do not fit."""
         arrays = {
             kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in attention.maps.items()
         }
         size = sum(array.nbytes for array in arrays.values())  # (L, H, Tq, Tk) each
         if size > budget:
-            if not self._warned_budget:
+            if not self._warned_budget:  # the probes and the budget are the same at every validation
+                shown = f"probe sentences 0 to {number - 1} only" if number else "no probe sentence"
                 warnings.warn(
                     f"attention logging: probe sentence {number} would take {size} bytes, more than the "
-                    f"{budget} left of --attention.max_bytes {self.max_bytes}; "
-                    "it and later probes are not logged",
+                    f"{budget} left of --attention.max_bytes {self.max_bytes}; this and the later probes are "
+                    f"left out at every validation, and the ATTENTION tab shows {shown}",
                     stacklevel=2,
                 )
                 self._warned_budget = True
-            return 0
+            return None
         writer = _file_writer(experiment)
         if writer is None:
             return 0
@@ -199,18 +212,23 @@ class AttentionLogger(L.Callback):
 
     def _log_head_statistics(self, experiment, model, special, step, pl_module) -> None:
         items = self._stats_items
-        batch = collate(items, pad_id=special.pad_id, bos_id=special.bos_id, eos_id=special.eos_id)
+        has_gold = all(self._pairs[i].alignment is not None for i, _, _ in items)
         device = pl_module.device
-        with torch.autocast(device.type, enabled=False):
-            _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
-        gold = [self._pairs[i].alignment for i, _, _ in items]
-        has_gold = all(links is not None for links in gold)
-        stats = summarize(
-            {kind: [m.float().cpu() for m in layers] for kind, layers in zip(KINDS, maps)},
-            src_valid=batch.src != special.pad_id,
-            tgt_valid=batch.tgt_out != special.pad_id,
-            gold=[set(links) for links in gold] if has_gold else None,
-        )
+        totals = None
+        for chunk in statistics_batches(items, model.config, self.stats_max_bytes):
+            batch = collate(chunk, pad_id=special.pad_id, bos_id=special.bos_id, eos_id=special.eos_id)
+            with torch.autocast(device.type, enabled=False):
+                _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
+            batch_totals = summary_totals(
+                {kind: [m.float() for m in layers] for kind, layers in zip(KINDS, maps)},
+                src_valid=batch.src.to(device) != special.pad_id,
+                tgt_valid=batch.tgt_out.to(device) != special.pad_id,
+                gold=[set(self._pairs[i].alignment) for i, _, _ in chunk] if has_gold else None,
+            )
+            totals = batch_totals if totals is None else add_totals(totals, batch_totals)
+            del maps  # the bound holds for one batch's maps at a time
+        stats = {kind: {name: value.cpu() for name, value in named.items()}
+                 for kind, named in totals_summary(totals).items()}
         writer = _file_writer(experiment)
         for kind, named in stats.items():
             for name, values in named.items():
@@ -247,6 +265,30 @@ class AttentionLogger(L.Callback):
                 pl_module.log(f"explain/{name}/agreement_{layer}", row["agreement"], rank_zero_only=True)
             pl_module.log(f"explain/{name}/best_aer", method["best"]["aer"], rank_zero_only=True)
         pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
+
+
+def attention_bytes(config, src_len: int, tgt_len: int, sentences: int = 1) -> int:
+    """Bytes of the float32 attention maps of every layer and head for ``sentences`` padded to these lengths
+    (source and target counted with their EOS / BOS)."""
+    per_head = (
+        config.num_encoder_layers * src_len * src_len
+        + config.num_decoder_layers * (tgt_len * tgt_len + tgt_len * src_len)
+    )
+    return 4 * config.num_heads * per_head * sentences
+
+
+def statistics_batches(items: list, config, max_bytes: int) -> list[list]:
+    """``items`` (index, source ids, target ids) in batches of similar length whose attention maps take at
+    most ``max_bytes`` (a sentence too big for it alone is a batch of its own)."""
+    batches, current, src_len, tgt_len = [], [], 0, 0
+    for item in sorted(items, key=lambda item: (len(item[1]), len(item[2]))):
+        longer = max(src_len, len(item[1]) + 1), max(tgt_len, len(item[2]) + 1)  # + EOS, + BOS
+        if current and attention_bytes(config, *longer, len(current) + 1) > max_bytes:
+            batches.append(current)
+            current, longer = [], (len(item[1]) + 1, len(item[2]) + 1)
+        current.append(item)
+        src_len, tgt_len = longer
+    return batches + [current] if current else batches
 
 
 def _file_writer(experiment):

@@ -20,8 +20,9 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
+from evaluation.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
 from training.attention_logging import AttentionLogger
-from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint, SaveTokenizers
+from training.callbacks import InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
@@ -160,20 +161,18 @@ def accept_auto_precision(parser: LightningArgumentParser) -> None:
 
 
 def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
-    """The checkpoint to resume from and its run directory, from a run directory or a checkpoint path."""
+    """The checkpoint to resume from and its run directory, from a checkpoint path, or a run directory: its
+    newest weights (``evaluation.run_checkpoints.newest_checkpoint``)."""
     path = Path(target)
     if not path.exists():
         raise SystemExit(f"error: --resume {target}: no such run directory or checkpoint")
     if path.is_file():
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         return path, run_dir
-    candidates = [path / "checkpoints" / name for name in ("last.ckpt", INTERRUPTED_CHECKPOINT)]
-    candidates = [c for c in candidates if c.is_file()]
-    if not candidates:
-        raise SystemExit(
-            f"error: --resume {target}: no checkpoints/last.ckpt or checkpoints/{INTERRUPTED_CHECKPOINT}"
-        )
-    return max(candidates, key=lambda c: c.stat().st_mtime), path
+    try:  # the rule evaluate.py and the ATTENTION tab apply too
+        return newest_checkpoint(path / CHECKPOINT_FOLDER), path
+    except CheckpointError as error:
+        raise SystemExit(f"error: --resume {target}: {error}") from None
 
 
 def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:

@@ -1,0 +1,136 @@
+"""The one rule for a run's newest weights, and train.py --resume, evaluate.py and the tab following it."""
+
+import os
+from argparse import Namespace
+
+import pytest
+import torch
+from tensorboard.plugins import base_plugin
+
+from evaluation import run_checkpoints
+from evaluation.run_checkpoints import (
+    CheckpointError,
+    CheckpointMissing,
+    CheckpointRefused,
+    checkpoint_step,
+    newest_checkpoint,
+)
+
+
+def saved(path, step, mtime):
+    """A file that holds what the rule reads of a checkpoint (its global_step), written at time ``mtime``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"global_step": step}, path)
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A run folder whose last.ckpt and latest epoch checkpoint are at step 20 (time 2000)."""
+    folder = tmp_path / "logs" / "run"
+    saved(folder / "checkpoints" / "epoch0-step10.ckpt", 10, 1000)
+    saved(folder / "checkpoints" / "epoch1-step20.ckpt", 20, 2000)
+    saved(folder / "checkpoints" / "last.ckpt", 20, 2000)
+    return folder
+
+
+def test_last_ckpt_is_the_newest_weights_of_a_finished_run(run):
+    assert newest_checkpoint(run) == run / "checkpoints" / "last.ckpt"
+    assert newest_checkpoint(run / "checkpoints") == run / "checkpoints" / "last.ckpt"
+
+
+def test_an_interrupt_saved_after_last_with_more_steps_wins(run):
+    interrupted = saved(run / "checkpoints" / "interrupted.ckpt", 27, 3000)
+    assert newest_checkpoint(run) == interrupted
+
+
+def test_an_interrupt_from_before_the_latest_save_never_wins(run):
+    """Stopped at step 27, resumed from an earlier checkpoint and saved again since: the old interrupt is
+    stale, although it holds more steps."""
+    saved(run / "checkpoints" / "interrupted.ckpt", 27, 1500)
+    assert newest_checkpoint(run) == run / "checkpoints" / "last.ckpt"
+
+
+def test_an_interrupt_after_last_at_its_step_wins_the_tie(run):
+    """Stopped with the first batch of an epoch in flight: nothing trained since last.ckpt, but the interrupt
+    holds where the next epoch stands, and it is what the run's last line told to resume from."""
+    interrupted = saved(run / "checkpoints" / "interrupted.ckpt", 20, 3000)
+    assert newest_checkpoint(run) == interrupted
+
+
+def test_without_last_the_checkpoint_of_most_steps_wins_whatever_its_time(run):
+    (run / "checkpoints" / "last.ckpt").unlink()
+    os.utime(run / "checkpoints" / "epoch0-step10.ckpt", (5000, 5000))  # touched later, fewer steps
+    assert newest_checkpoint(run) == run / "checkpoints" / "epoch1-step20.ckpt"
+    interrupted = saved(run / "checkpoints" / "interrupted.ckpt", 25, 100)
+    assert newest_checkpoint(run) == interrupted
+
+
+def test_no_checkpoint_and_unreadable_ones_are_named(run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointMissing, match="no checkpoint yet in"):
+        newest_checkpoint(tmp_path / "empty")
+    with pytest.raises(CheckpointMissing, match="no such run folder"):
+        newest_checkpoint(tmp_path / "nowhere")
+    (run / "checkpoints" / "epoch0-step10.ckpt").write_bytes(b"half a file")
+    with pytest.raises(CheckpointError, match=r"epoch0-step10.ckpt: not a checkpoint"):
+        newest_checkpoint(run)
+
+
+def test_a_checkpoint_deleted_while_the_folder_is_read_is_left_out(run, monkeypatch):
+    """Training deletes old epoch checkpoints while the folder is read (a race that was a 500 in the tab)."""
+    read = checkpoint_step
+
+    def rotating(path):
+        if path.name == "last.ckpt":
+            path.unlink()  # gone between the listing and the read
+        return read(path)
+
+    monkeypatch.setattr(run_checkpoints, "checkpoint_step", rotating)
+    assert newest_checkpoint(run) == run / "checkpoints" / "epoch1-step20.ckpt"
+
+
+def test_a_file_link_out_of_the_allowed_folder_is_refused_before_it_is_read(run, tmp_path, monkeypatch):
+    outside = saved(tmp_path / "elsewhere" / "secret.ckpt", 99, 4000)
+    last = run / "checkpoints" / "last.ckpt"
+    last.unlink()
+    last.symlink_to(outside)
+    opened = []
+    monkeypatch.setattr(run_checkpoints, "checkpoint_step", lambda path: opened.append(path) or 0)
+    with pytest.raises(CheckpointRefused, match=r"last.ckpt resolves to a file outside .*logs; refused"):
+        newest_checkpoint(run, inside=(tmp_path / "logs").resolve())
+    assert last not in opened
+    # A link that stays inside is an ordinary checkpoint.
+    last.unlink()
+    last.symlink_to(run / "checkpoints" / "epoch1-step20.ckpt")
+    monkeypatch.undo()
+    assert newest_checkpoint(run, inside=(tmp_path / "logs").resolve()) == last
+
+
+def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
+    path = saved(tmp_path / "epoch9-step999.ckpt", 12, 1000)
+    assert checkpoint_step(path) == 12
+    torch.save({"global_step": "12"}, path)
+    with pytest.raises(CheckpointError, match="no integer global_step"):
+        checkpoint_step(path)
+
+
+@pytest.mark.parametrize(
+    "interrupt, expected", [((27, 3000), "interrupted.ckpt"), ((27, 1500), "last.ckpt"), (None, "last.ckpt")]
+)
+def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, interrupt, expected):
+    """Before, --resume took the newer file by time, and the tab last.ckpt whenever it existed."""
+    import evaluate
+    from tensorboard_plugin.plugin import AttentionPlugin
+    from training.cli import find_resume_checkpoint
+
+    if interrupt is not None:
+        saved(run / "checkpoints" / "interrupted.ckpt", *interrupt)
+    chosen = run / "checkpoints" / expected
+    assert find_resume_checkpoint(str(run)) == (chosen, run)
+    args = Namespace(checkpoint=str(run))
+    evaluate.choose_checkpoint(args)
+    assert args.checkpoint == str(chosen) and f"using {chosen}" in capsys.readouterr().err
+    plugin = AttentionPlugin(base_plugin.TBContext(logdir=str(run.parent), data_provider=None))
+    assert plugin._checkpoint("run") == (chosen.resolve(), None, 200)
