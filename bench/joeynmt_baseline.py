@@ -82,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--validation-freq", type=int, default=1000, help="updates between validations (recipe)")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="checkpoint to decode")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    p.add_argument("--venv-only", action="store_true", help="make JoeyNMT's environment if missing, and stop")
     args = p.parse_args(argv)
     for name in ("minutes", "threads", "merges", "layers", "batch_tokens", "validation_freq"):
         if getattr(args, name) <= 0:
@@ -320,6 +321,9 @@ def translate(python: Path, config: Path, checkpoint: Path, sources: Path, hyps:
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
+    if args.venv_only:
+        print(f"JoeyNMT's environment: {ensure_venv(args.venv)}", flush=True)
+        return None
     missing = [name for name in CORPUS_FILES if not (args.data / name).is_file()]
     if missing:
         print(f"skipped: no Multi30k in {args.data} (missing {', '.join(missing)}); pass --data", flush=True)
