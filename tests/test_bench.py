@@ -549,3 +549,28 @@ def test_speed_measures_the_ratio_on_the_recipe_batches(tmp_path):
     assert result["ratio"] == pytest.approx(
         result["ours"]["target_tokens_per_s"] / result["tutorial"]["target_tokens_per_s"]
     )
+
+
+JOEYNMT_SH = Path(__file__).resolve().parents[1] / "bench" / "joeynmt.sh"
+
+
+def test_joeynmt_sh_skips_without_the_corpus_and_checks_minutes(tmp_path):
+    import subprocess
+
+    def joeynmt_sh(*args, minutes="60"):
+        env = {**os.environ, "MINUTES": minutes}
+        return subprocess.run(["bash", str(JOEYNMT_SH), *args], cwd=JOEYNMT_SH.parents[1], check=False,
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    done = joeynmt_sh(str(tmp_path / "absent"), str(tmp_path / "out"))
+    assert done.returncode == 0
+    assert done.stdout.strip() == (
+        f"skipped: no Multi30k in {tmp_path / 'absent'}/multi30k "
+        "(give the corpora folder as the first argument)"
+    )
+    (tmp_path / "multi30k").mkdir()
+    (tmp_path / "multi30k" / "train.de").write_text("Hallo.\n")
+    done = joeynmt_sh(str(tmp_path), str(tmp_path / "out"), minutes="1.5")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: MINUTES must be a whole number of minutes from 1 to 1439, got '1.5'"
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written
