@@ -229,11 +229,19 @@ def thread_env(threads: int) -> dict:
 # -- training under a watchdog -------------------------------------------------------------------------------
 
 
-def train_with_budget(command: list[str], env: dict, log: Path, budget_s: float) -> dict:
+def _default_sigint() -> None:
+    """In the child before it runs: SIGINT's default action back, so that Python turns it into
+    ``KeyboardInterrupt``. A shell starts background jobs (``cmd &``) with SIGINT ignored, the child would
+    inherit that, and Python leaves an ignored SIGINT ignored: the watchdog's interrupt would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def train_with_budget(command: list[str], env: dict, log: Path, budget_s: float, grace_s: float = 600) -> dict:
     """Run JoeyNMT's training, interrupting it (SIGINT, as Ctrl-C) ``budget_s`` after its first epoch starts.
 
     JoeyNMT catches the interrupt in its training loop and saves the current weights as ``latest.ckpt``
-    before it returns. Output goes to ``log``. Returns the measured times.
+    before it returns; one that has not ended ``grace_s`` later is killed. Output goes to ``log``. Returns the
+    measured times.
 
     Raises:
         RuntimeError: training failed, naming the log.
@@ -241,7 +249,9 @@ def train_with_budget(command: list[str], env: dict, log: Path, budget_s: float)
     start = time.perf_counter()
     started = threading.Event()
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # preexec_fn is safe here: no other thread runs yet (the reader starts below)
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=_default_sigint)  # noqa: PLW1509
 
         def copy_output() -> None:
             for line in proc.stdout:
@@ -264,7 +274,7 @@ def train_with_budget(command: list[str], env: dict, log: Path, budget_s: float)
                 interrupted = True
         training_end = time.perf_counter()
         try:
-            proc.wait(timeout=600)  # saving the checkpoint after the interrupt
+            proc.wait(timeout=grace_s)  # saving the checkpoint after the interrupt
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -482,6 +482,18 @@ def test_joeynmt_watchdog_interrupts_training_once_the_budget_is_spent(tmp_path)
     assert 0.5 <= times["train_seconds"] < 5
     assert log.read_text().splitlines() == ["loading data", "... - EPOCH 1", "Interrupt at epoch 1, step 3."]
 
+    # Started in the background by a shell (`cmd &`), a process has SIGINT ignored, and so would JoeyNMT:
+    # the watchdog still stops it.
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        times = train_with_budget([sys.executable, "-c", WATCHED], dict(os.environ), log, 0.5, grace_s=5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert times["stopped_by_budget"] is True and times["train_seconds"] < 5
+    assert log.read_text().splitlines()[-1] == "Interrupt at epoch 1, step 3."
+
     with pytest.raises(RuntimeError, match=f"JoeyNMT training failed \\(exit 3\\); see {log}"):
         train_with_budget([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ), log, 5)
 
