@@ -236,7 +236,9 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def train_with_budget(command: list[str], env: dict, log: Path, budget_s: float, grace_s: float = 600) -> dict:
+def train_with_budget(
+    command: list[str], env: dict, log: Path, budget_s: float, grace_s: float = 600
+) -> dict:
     """Run JoeyNMT's training, interrupting it (SIGINT, as Ctrl-C) ``budget_s`` after its first epoch starts.
 
     JoeyNMT catches the interrupt in its training loop and saves the current weights as ``latest.ckpt``
