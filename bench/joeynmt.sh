@@ -6,8 +6,9 @@
 #   MINUTES=4 bash bench/joeynmt.sh ...               # a smoke run of the whole pipeline (figures meaningless)
 #   JOEYNMT_VENV=DIR bash bench/joeynmt.sh ...        # JoeyNMT's environment elsewhere than bench/.joeynmt-venv
 #
-# About 1 h 10 min: the hour of training, then JoeyNMT's beam search on its core while this project's run is
-# evaluated on the other. JoeyNMT's own virtual environment is made first if missing (bench/.joeynmt-venv,
+# 1 h 10 min or more: JoeyNMT's data preparation (a few minutes), the hour of training, then JoeyNMT's beam
+# search on its core while this project's run is evaluated on the other (how long JoeyNMT's beam search takes
+# for a model trained for an hour is not yet measured: its decoder re-reads the whole prefix at every step). JoeyNMT's own virtual environment is made first if missing (bench/.joeynmt-venv,
 # a few minutes; not timed). Writes to OUT_DIR: multi30k.log and joeynmt.log (training), runs/ (this
 # project's run), joeynmt/ (JoeyNMT's run), and one JSON line each in multi30k_test2016.json and
 # joeynmt_test2016.json; the last lines printed compare them.
