@@ -3,7 +3,7 @@
 #
 #   bash bench/results.sh [CORPORA_DIR]      # default: ../shared/corpora
 #
-# About 3 hours on a 2-core machine. Runs go two at a time, side by side, one CPU thread each
+# About 4 h 15 min or more on a 2-core machine. Runs go two at a time, side by side, one CPU thread each
 # (OMP_NUM_THREADS=1): on a 2-core CPU two one-thread runs together train about 1.6x faster than one run on
 # both cores, and it gives the Multi30k recipe and its baseline exactly the same conditions.
 # Every score is written as one JSON line to results/<name>.json; training logs go to results/<name>.log.
@@ -53,3 +53,7 @@ evaluate scan_length "$(latest_run scan_length)/checkpoints/last.ckpt"
 unset OMP_NUM_THREADS
 python train.py >results/toy.log 2>&1
 evaluate toy "$(latest_run toy)/checkpoints/last.ckpt"
+
+# 4. Multi30k de->en: this project's recipe and JoeyNMT's Transformer recipe, one hour each, together, one
+# thread each (bench/joeynmt.sh; docs/joeynmt.md says what differs). Results in results/joeynmt/.
+bash bench/joeynmt.sh "$corpora" results/joeynmt

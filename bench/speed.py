@@ -332,12 +332,16 @@ def training_flops(model: nn.Module, batch: Batch) -> int:
     return flops
 
 
-def bench_training(cfg: BenchConfig, device: torch.device, precision: str = "32-true") -> dict:
+def bench_training(
+    cfg: BenchConfig, device: torch.device, precision: str = "32-true", batches: list[Batch] | None = None
+) -> dict:
     """Median training throughput of both models on the same batches, in ``precision``.
 
-    The two models' steps alternate, so that changes in machine load affect both alike.
+    The two models' steps alternate, so that changes in machine load affect both alike. ``batches``
+    (default: ``make_batches``) are the warm-up batches followed by the timed ones.
     """
-    batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
+    if batches is None:
+        batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
     models = {"ours": our_model(cfg, device).train()}
     torch.manual_seed(cfg.seed)
     models["tutorial"] = TutorialSeq2Seq(cfg).to(device).train()
@@ -498,15 +502,140 @@ def describe_machine(device: torch.device) -> dict:
     }
 
 
+# -- train.py's own batches, and JoeyNMT -------------------------------------------------------------------
+
+RECIPE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "multi30k.yaml"
+JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
+
+
+def padding_share(batches: Sequence[Batch]) -> float:
+    """Share of the source and target positions of ``batches`` that are padding."""
+    positions = sum(b.src.numel() + b.tgt_out.numel() for b in batches)
+    return 1 - sum(b.source_tokens + b.target_tokens for b in batches) / positions
+
+
+def recipe_batches(data_path: Path, count: int, device: torch.device) -> tuple[list[Batch], int]:
+    """``count`` shuffled training batches of the Multi30k recipe, as ``train.py`` makes them, and the
+    recipe's vocabulary size.
+
+    The data module is built from ``configs/multi30k.yaml``'s ``data`` section (joint BPE, punctuation split,
+    length-bucketed batches of ``max_tokens``), with ``data_path`` as the corpus folder.
+    """
+    import yaml
+
+    from data.datamodule import TranslationDataModule
+
+    settings = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))["data"]
+    dm = TranslationDataModule(**{**settings, "path": str(data_path), "num_workers": 0})
+    dm.setup("fit")
+    batches = []
+    for batch in dm.dataloader("train", shuffle=True):
+        batches.append(Batch(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)))
+        if len(batches) == count:
+            break
+    return batches, dm.tgt_vocab_size
+
+
+def bench_recipe_training(cfg: BenchConfig, device: torch.device, data_path: Path) -> dict:
+    """``bench_training`` at the same sizes on ``train.py``'s own Multi30k batches instead of random ones."""
+    batches, vocab_size = recipe_batches(data_path, cfg.train_warmup + cfg.train_iters, device)
+    cfg = replace(cfg, vocab_size=vocab_size)
+    result = bench_training(cfg, device, batches=batches)
+    result["padding_share"] = padding_share(batches[cfg.train_warmup :])
+    result["batches"] = len(batches) - cfg.train_warmup
+    result["sentences_per_batch"] = statistics.median(b.src.size(0) for b in batches)
+    return result
+
+
+def bench_joeynmt(cfg: BenchConfig, device: torch.device, venv: Path) -> dict:
+    """JoeyNMT's Transformer and ``model.Transformer`` at ``cfg``'s sizes on ``bench_training``'s batches,
+    timed in JoeyNMT's virtual environment (``bench/joeynmt_venv.py speed``), their steps alternating.
+
+    Returns ``{"skipped": reason}`` without the venv or on a GPU (the comparison is for CPUs).
+    """
+    import subprocess
+    import tempfile
+
+    python = venv / "bin" / "python"
+    if device.type != "cpu":
+        return {"skipped": "JoeyNMT's part runs on the CPU only"}
+    if not python.exists():
+        return {"skipped": f"no JoeyNMT environment in {venv} (python bench/joeynmt_baseline.py makes it)"}
+    batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
+    with tempfile.TemporaryDirectory() as folder:
+        saved, out = Path(folder) / "batches.pt", Path(folder) / "joeynmt.json"
+        torch.save({"config": asdict(cfg), "batches": [asdict(b) for b in batches]}, saved)
+        script = Path(__file__).resolve().parent / "joeynmt_venv.py"
+        threads = str(torch.get_num_threads())
+        command = [str(python), str(script), "speed", str(saved), str(out), "--threads", threads]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"skipped": f"JoeyNMT's part failed: {last}"}
+        result = json.loads(out.read_text())
+    ours, joey = result["ours"], result["joeynmt"]
+    result["training_ratio"] = ours["target_tokens_per_s"] / joey["target_tokens_per_s"]
+    result["greedy_ratio"] = ours["greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]
+    return result
+
+
+def comparison_lines(results: dict) -> list[str]:
+    """The report's lines for the recipe's batches and for JoeyNMT (each a skip reason when not measured)."""
+    c, tr = results["config"], results["training"]
+    lines = ["", "training ratio on random batches and on train.py's own Multi30k batches, same sizes"]
+    lines.append(f"{'':26}{'ours tok/s':>11}{'tutorial':>10}{'ratio':>8}{'padding':>9}")
+    lines.append(
+        f"{'random batches':26}{tr['ours']['target_tokens_per_s']:>11.0f}"
+        f"{tr['tutorial']['target_tokens_per_s']:>10.0f}{tr['ratio']:>7.2f}x{tr['padding_share']:>9.1%}"
+    )
+    recipe = results.get("training_recipe_batches", {"skipped": "no --data given"})
+    if "skipped" in recipe:
+        lines.append(f"{'train.py batches':26}skipped: {recipe['skipped']}")
+    else:
+        lines.append(
+            f"{'train.py batches':26}{recipe['ours']['target_tokens_per_s']:>11.0f}"
+            f"{recipe['tutorial']['target_tokens_per_s']:>10.0f}{recipe['ratio']:>7.2f}x"
+            f"{recipe['padding_share']:>9.1%}   ({recipe['batches']} timed, "
+            f"{recipe['sentences_per_batch']:.0f} sentences each)"
+        )
+    joey = results.get("joeynmt", {"skipped": "not measured"})
+    lines += ["", "JoeyNMT 2.3.0 Transformer (pre-LN) at the same sizes, random batches, in its own venv"]
+    if "skipped" in joey:
+        return [*lines, f"  skipped: {joey['skipped']}"]
+    lines.append(f"{'':26}{'tgt tok/s':>11}{'greedy sent/s':>15}{'params':>12}")
+    for name, label in (("ours", "model.Transformer"), ("joeynmt", "JoeyNMT Transformer")):
+        r = joey[name]
+        lines.append(
+            f"{label:26}{r['target_tokens_per_s']:>11.0f}{r['greedy_sentences_per_s']:>15.1f}{r['params']:>12,}"
+        )
+    lines.append(
+        f"{'ours / JoeyNMT':26}{joey['training_ratio']:>10.2f}x{joey['greedy_ratio']:>14.2f}x   "
+        f"(ours: KV cache; JoeyNMT re-runs the prefix; {c['decode_steps']} tokens, batch {c['batch_size']})"
+    )
+    return lines
+
+
 def run(
-    cfg: BenchConfig, device: torch.device, decode_batch_sizes: Sequence[int] = (), precision: str = "32-true"
+    cfg: BenchConfig,
+    device: torch.device,
+    decode_batch_sizes: Sequence[int] = (),
+    precision: str = "32-true",
+    data_path: Path | None = None,
+    joeynmt_venv: Path | None = JOEYNMT_VENV,
 ) -> dict:
     """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``;
-    training in ``precision``."""
+    training in ``precision``.
+
+    With ``data_path`` (the Multi30k folder), training is also measured on ``train.py``'s own batches; with
+    ``joeynmt_venv``, JoeyNMT's Transformer too (skipped, with the reason, where the venv is missing).
+    """
     dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
     train_peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device, dtype)
     peak = train_peak if dtype == torch.float32 else bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device)
     training = bench_training(cfg, device, precision)
+    training["padding_share"] = padding_share(make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)[
+        cfg.train_warmup :
+    ])
     packing_result = bench_packing(cfg, device, precision)
     for name in ("ours", "tutorial"):
         training[name]["matmul_peak_fraction"] = training[name]["flop_per_s"] / train_peak
@@ -515,6 +644,11 @@ def run(
         decoding if size == cfg.batch_size else bench_decoding(cfg, device, peak, batch_size=size, beam=False)
         for size in decode_batch_sizes
     ]
+    comparisons = {}
+    if data_path is not None:
+        comparisons["training_recipe_batches"] = bench_recipe_training(cfg, device, data_path)
+    if joeynmt_venv is not None:
+        comparisons["joeynmt"] = bench_joeynmt(cfg, device, joeynmt_venv)
     return {
         "machine": describe_machine(device),
         "config": asdict(cfg),
@@ -525,6 +659,7 @@ def run(
         "decoding": decoding,
         "decoding_by_batch_size": by_batch_size,
         "eos_suppression": EOS_SUPPRESSION,
+        **comparisons,
     }
 
 
@@ -608,6 +743,7 @@ def report(results: dict) -> str:
                 f"{r['cache_ratio']:>7.2f}x{r['flop_ratio']:>9.2f}x{r['cached_peak_fraction']:>15.1%}"
                 f"{r['uncached_peak_fraction']:>16.1%}{'yes' if r['outputs_equal'] else 'NO':>13}"
             )
+    lines += comparison_lines(results)
     return "\n".join(lines)
 
 
@@ -644,7 +780,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="also measure greedy decoding with and without the cache at these batch sizes",
     )
+    parser.add_argument(
+        "--data", type=Path, default=None, metavar="MULTI30K",
+        help="the Multi30k folder: also measure training on train.py's own batches (configs/multi30k.yaml)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--joeynmt-venv", type=Path, default=JOEYNMT_VENV,
+        help="JoeyNMT's virtual environment (bench/joeynmt_baseline.py makes it); skipped without it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.data is not None and not (args.data / "train.de").is_file():
+        parser.error(f"--data {args.data}: no Multi30k there (train.de missing)")
     if any(size < 1 for size in args.decode_batch_sizes):
         parser.error(f"--decode-batch-sizes must be at least 1, got {args.decode_batch_sizes}")
     if args.threads is not None and args.threads < 1:
@@ -670,7 +816,10 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = QUICK if args.quick else BenchConfig()
-    results = run(cfg, device, args.decode_batch_sizes, step_precision_name(args.precision, device))
+    results = run(
+        cfg, device, args.decode_batch_sizes, step_precision_name(args.precision, device), args.data,
+        args.joeynmt_venv,
+    )
     print(report(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -43,9 +43,13 @@ class CheckpointRefused(CheckpointError):
 
 
 def first_line(error: BaseException, limit: int = 200) -> str:
-    """The first line of an exception's message (at most ``limit`` characters), or its type's name."""
-    text = str(error).strip()
-    return text.splitlines()[0][:limit] if text else type(error).__name__
+    """The line of an exception's message that says what went wrong (at most ``limit`` characters): the
+    global that ``torch.load(weights_only=True)`` refused where it names one, else the first line, else the
+    exception's type."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    return next((line for line in lines if "GLOBAL" in line), lines[0])[:limit]
 
 
 def checkpoint_folder(path: str | os.PathLike[str]) -> Path:

@@ -3,12 +3,14 @@
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 from bench.speed import BOS, EOS, QUICK, TutorialSeq2Seq, main, make_batches, suppress_eos
+from bench.speed import PAD as PAD_ID
 
 CORPORA = Path(
     os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
@@ -445,3 +447,230 @@ def test_ctranslate2_quick_run_table_matches_its_json(tmp_path, capsys):
         assert float(ratio.rstrip("x")) == pytest.approx(r["ratio_to_pytorch"], abs=0.0051)
         assert float(bleu) == pytest.approx(r["bleu"], abs=0.0051)
         assert float(same.rstrip("%")) == pytest.approx(100 * r["same_tokens_as_pytorch"], abs=0.051)
+
+
+# -- bench/joeynmt_baseline.py and JoeyNMT's side of bench/speed.py, checked without JoeyNMT -----------------
+
+
+def test_joeynmt_config_is_the_iwslt14_transformer_recipe_with_the_stated_changes(tmp_path):
+    import yaml
+
+    from bench.joeynmt_baseline import parse_args, recipe_changes, write_config
+
+    data = tmp_path / "multi30k"
+    args = parse_args(["--data", str(data), "--minutes", "7", "--layers", "3", "--batch-tokens", "2048",
+                       "--merges", "6000", "--threads", "2"])
+    path = write_config(args, tmp_path)
+    cfg = yaml.safe_load(path.read_text())
+    # The changes: data, case, BPE merges (one joint vocabulary), CPU, and the sizes asked for.
+    assert cfg["model_dir"] == str(tmp_path.resolve() / "model")
+    assert (cfg["data"]["train"], cfg["data"]["dev"], cfg["data"]["test"]) == tuple(
+        str(data.resolve() / name) for name in ("train", "val", "test2016")
+    )
+    src, trg = cfg["data"]["src"], cfg["data"]["trg"]
+    assert (src["lang"], trg["lang"]) == ("de", "en")
+    for side in (src, trg):
+        assert (side["lowercase"], side["level"], side["tokenizer_type"]) == (False, "bpe", "subword-nmt")
+        assert side["tokenizer_cfg"] == {"num_merges": 6000, "codes": str(tmp_path.resolve() / "bpe.codes"),
+                                         "pretokenizer": "moses"}
+        assert side["voc_file"] == str(tmp_path.resolve() / "vocab.txt")  # one vocabulary: tied embeddings
+    assert cfg["use_cuda"] is False and cfg["fp16"] is False
+    assert cfg["testing"]["sacrebleu_cfg"] == {"tokenize": "13a", "lowercase": False}
+    assert cfg["training"]["batch_size"] == 2048 and cfg["training"]["batch_type"] == "token"
+    for coder in (cfg["model"]["encoder"], cfg["model"]["decoder"]):
+        assert coder["num_layers"] == 3
+        # ... and the recipe as it is: a pre-LN Transformer of width 256, 4 heads, 1024-wide FFN, dropout 0.3
+        widths = (coder["hidden_size"], coder["embeddings"]["embedding_dim"], coder["num_heads"])
+        assert widths == (256, 256, 4)
+        assert (coder["ff_size"], coder["dropout"], coder["layer_norm"]) == (1024, 0.3, "pre")
+    t = cfg["training"]
+    assert (t["optimizer"], t["learning_rate"], t["adam_betas"], t["scheduling"]) == ("adamw", 3e-4,
+                                                                                      [0.9, 0.999], "plateau")
+    assert (t["label_smoothing"], t["normalization"], t["validation_freq"]) == (0.1, "tokens", 1000)
+    assert cfg["model"]["tied_embeddings"] is True and cfg["model"]["tied_softmax"] is True
+    assert (cfg["testing"]["beam_size"], cfg["testing"]["beam_alpha"]) == (5, 1.0)
+    changes = recipe_changes(args)
+    assert "num_merges 6000 (recipe: 32000 on IWSLT14)" in changes[2]
+    assert changes[3] == "CPU fp32 (use_cuda: False), 2 torch thread(s)"
+    assert changes[4].startswith("training stops after 7 min")
+    assert changes[5] == "encoder/decoder layers 3 (recipe: 6), batch 2048 tokens (recipe: 4096)"
+
+
+def test_joeynmt_defaults_are_the_recipe_sizes_and_bad_values_name_the_option(capsys):
+    from bench.joeynmt_baseline import parse_args
+
+    args = parse_args([])
+    assert (args.minutes, args.threads, args.layers, args.batch_tokens, args.validation_freq) == (
+        60.0, 1, 6, 4096, 1000
+    )
+    with pytest.raises(SystemExit):
+        parse_args(["--batch-tokens", "0"])
+    assert "--batch-tokens must be positive, got 0" in capsys.readouterr().err
+
+
+def test_joeynmt_result_line_round_trips_and_the_last_one_counts():
+    from bench.joeynmt_baseline import parse_result, result_line
+
+    first, last = {"bleu": 1.5}, {"bleu": 30.25, "model": "JoeyNMT → ü", "updates": 812}
+    text = "\n".join(["training...", result_line(first), "decoding...", result_line(last), "done"])
+    assert parse_result(text) == last
+    with pytest.raises(ValueError, match="no line starting with 'joeynmt result: '"):
+        parse_result("training...\n")
+    with pytest.raises(ValueError, match="line 2: the JoeyNMT result is not JSON"):
+        parse_result("x\njoeynmt result: {bleu: 3}\n")
+
+
+def test_joeynmt_training_progress_from_its_log():
+    from bench.joeynmt_baseline import training_progress
+
+    log = """\
+2026-11-23 23:52:04,529 - INFO - joeynmt.training - EPOCH 1
+2026-11-23 23:58:00,001 - INFO - joeynmt.training - Epoch   1, Step:      100, Batch Loss:  5.1, \
+Batch Acc: 0.1, Tokens per Sec:  900, Lr: 0.000300
+2026-11-23 23:59:00,001 - INFO - joeynmt.prediction - Evaluation result (greedy): bleu:  12.34, \
+loss:   4.10, ppl:  60.30, acc:   0.30, 55.1[sec]
+2026-11-24 00:01:04,529 - INFO - joeynmt.training - EPOCH 2
+2026-11-24 00:02:11,736 - INFO - joeynmt.training - Interrupt at epoch 2, step 163.
+"""
+    assert training_progress(log) == {"epochs": 2, "updates": 163, "last_validation_bleu_greedy": 12.34}
+    assert training_progress("") == {"epochs": 0, "updates": 0}
+
+
+WATCHED = """
+import sys, time
+print("loading data", flush=True)
+print("... - EPOCH 1", flush=True)
+try:
+    while True:
+        time.sleep(0.01)
+except KeyboardInterrupt:
+    print("Interrupt at epoch 1, step 3.", flush=True)
+    sys.exit(0)
+"""
+
+
+def test_joeynmt_watchdog_interrupts_training_once_the_budget_is_spent(tmp_path):
+    import sys
+
+    from bench.joeynmt_baseline import train_with_budget
+
+    log = tmp_path / "train.out"
+    times = train_with_budget([sys.executable, "-c", WATCHED], dict(os.environ), log, budget_s=0.5)
+    assert times["stopped_by_budget"] is True
+    assert 0.5 <= times["train_seconds"] < 5
+    assert log.read_text().splitlines() == ["loading data", "... - EPOCH 1", "Interrupt at epoch 1, step 3."]
+
+    # Started in the background by a shell (`cmd &`), a process has SIGINT ignored, and so would JoeyNMT:
+    # the watchdog still stops it.
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        times = train_with_budget([sys.executable, "-c", WATCHED], dict(os.environ), log, 0.5, grace_s=5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert times["stopped_by_budget"] is True and times["train_seconds"] < 5
+    assert log.read_text().splitlines()[-1] == "Interrupt at epoch 1, step 3."
+
+    with pytest.raises(RuntimeError, match=f"JoeyNMT training failed \\(exit 3\\); see {log}"):
+        train_with_budget([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ), log, 5)
+
+
+def test_joeynmt_baseline_skips_cleanly_without_the_corpus(tmp_path, capsys):
+    from bench.joeynmt_baseline import main as joeynmt_main
+
+    venv = tmp_path / "venv"
+    assert joeynmt_main(["--data", str(tmp_path / "absent"), "--venv", str(venv), "--out",
+                         str(tmp_path / "out")]) is None
+    out = capsys.readouterr().out
+    assert out.startswith(f"skipped: no Multi30k in {tmp_path / 'absent'} (missing train.de, train.en")
+    assert not venv.exists() and not (tmp_path / "out").exists()  # nothing installed, nothing written
+
+
+def test_speed_skips_joeynmt_without_its_venv_and_says_why(tmp_path):
+    from bench.speed import bench_joeynmt, comparison_lines
+
+    skipped = bench_joeynmt(QUICK, torch.device("cpu"), tmp_path / "none")
+    assert skipped == {"skipped": f"no JoeyNMT environment in {tmp_path / 'none'} "
+                                  "(python bench/joeynmt_baseline.py makes it)"}
+    training = {"ours": {"target_tokens_per_s": 1500.0}, "tutorial": {"target_tokens_per_s": 1000.0},
+                "ratio": 1.5, "padding_share": 0.3}
+    lines = comparison_lines({"config": {}, "training": training, "joeynmt": skipped})
+    assert lines[3] == f"{'random batches':26}{1500:>11}{1000:>10}{'1.50x':>8}{'30.0%':>9}"
+    assert lines[4] == f"{'train.py batches':26}skipped: no --data given"
+    assert lines[-1] == f"  skipped: {skipped['skipped']}"
+
+
+def test_speed_padding_share_counts_source_and_target_padding():
+    from bench.speed import PAD, Batch, padding_share
+
+    src = torch.tensor([[5, 6, 2], [7, 2, PAD]])  # 1 pad of 6
+    tgt_out = torch.tensor([[5, 2, PAD, PAD], [8, 9, 6, 2]])  # 2 pads of 8
+    batch = Batch(src, tgt_out, tgt_out)
+    assert padding_share([batch]) == pytest.approx(3 / 14)
+
+
+def test_speed_data_option_needs_the_corpus(tmp_path, capsys):
+    from bench.speed import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--data", str(tmp_path)])
+    assert f"--data {tmp_path}: no Multi30k there (train.de missing)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (CORPORA / "multi30k").is_dir(), reason=f"Multi30k not found in {CORPORA}")
+def test_speed_measures_the_ratio_on_the_recipe_batches(tmp_path):
+    from bench.speed import bench_recipe_training, recipe_batches
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        batches, vocab_size = recipe_batches(CORPORA / "multi30k", 3, torch.device("cpu"))
+        assert vocab_size == 8000 and len(batches) == 3
+        for b in batches:  # the recipe's token budget: sentences times the longest padded sequence
+            assert b.src.numel() <= 2048 and b.tgt_out.numel() <= 2048
+            shifted = b.tgt_in[:, 1:] != PAD_ID  # train.py's shift: tgt_in is BOS + tgt_out's tokens
+            assert torch.equal(b.tgt_in[:, 1:][shifted], b.tgt_out[:, :-1][shifted])
+        result = bench_recipe_training(replace(QUICK, train_warmup=1, train_iters=1), torch.device("cpu"),
+                                       CORPORA / "multi30k")
+    finally:
+        torch.set_num_threads(threads)
+    assert result["batches"] == 1 and 0 <= result["padding_share"] < 0.5
+    assert result["ratio"] == pytest.approx(
+        result["ours"]["target_tokens_per_s"] / result["tutorial"]["target_tokens_per_s"]
+    )
+
+
+JOEYNMT_SH = Path(__file__).resolve().parents[1] / "bench" / "joeynmt.sh"
+
+
+def test_joeynmt_sh_skips_without_the_corpus_and_checks_minutes(tmp_path):
+    import subprocess
+
+    def joeynmt_sh(*args, minutes="60"):
+        env = {**os.environ, "MINUTES": minutes}
+        return subprocess.run(["bash", str(JOEYNMT_SH), *args], cwd=JOEYNMT_SH.parents[1], check=False,
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    done = joeynmt_sh(str(tmp_path / "absent"), str(tmp_path / "out"))
+    assert done.returncode == 0
+    assert done.stdout.strip() == (
+        f"skipped: no Multi30k in {tmp_path / 'absent'}/multi30k "
+        "(give the corpora folder as the first argument)"
+    )
+    (tmp_path / "multi30k").mkdir()
+    (tmp_path / "multi30k" / "train.de").write_text("Hallo.\n")
+    done = joeynmt_sh(str(tmp_path), str(tmp_path / "out"), minutes="1.5")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: MINUTES must be a whole number of minutes from 1 to 1439, got '1.5'"
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written
+
+
+def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys):
+    from bench.explanation_curve import main
+
+    output = tmp_path / "curve.png"
+    main([str(tiny_run), str(output)])
+    assert output.stat().st_size > 1000 and capsys.readouterr().out.strip() == f"wrote {output}"
+    with pytest.raises(SystemExit, match="exists"):
+        main([str(tiny_run), str(output)])

@@ -48,13 +48,3 @@ def test_explanation_options_are_checked():
     assert AttentionLogger(explanation_methods=["rollout"]).explanation_methods == ["rollout"]
     # By default every method but the costly Integrated Gradients.
     assert AttentionLogger().explanation_methods == [m for m in METHODS if m != "integrated_gradients"]
-
-
-def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys):
-    from bench.explanation_curve import main
-
-    output = tmp_path / "curve.png"
-    main([str(tiny_run), str(output)])
-    assert output.stat().st_size > 1000 and capsys.readouterr().out.strip() == f"wrote {output}"
-    with pytest.raises(SystemExit, match="exists"):
-        main([str(tiny_run), str(output)])

@@ -381,9 +381,9 @@ def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothin
     with pytest.raises(SystemExit) as stopped:
         train_tiny(tmp_path, "--resume", str(run))
     message = str(stopped.value.code)
+    # Refused while the run's newest checkpoint is chosen (evaluation.run_checkpoints), the file named.
     assert message.startswith(
-        f"error: --resume {run / 'checkpoints' / 'last.ckpt'}: cannot load it as a checkpoint with "
-        "torch.load(weights_only=True): "
+        f"error: --resume {run}: {run / 'checkpoints' / 'last.ckpt'}: corrupt or unsafe checkpoint ("
     )
     assert "GLOBAL" in message and "\n" not in message  # the global it refused, named
     assert not marker.exists()

@@ -1,0 +1,267 @@
+"""The parts of the JoeyNMT comparison that import JoeyNMT: run with the Python of JoeyNMT's virtual
+environment (``bench/joeynmt_baseline.py`` creates it), never with the project's own.
+
+    VENV/bin/python bench/joeynmt_venv.py vocab CONFIG             # joint BPE codes and vocabulary
+    VENV/bin/python bench/joeynmt_venv.py joeynmt train CONFIG     # `python -m joeynmt`, on today's torch
+    VENV/bin/python bench/joeynmt_venv.py speed BATCHES.pt OUT.json
+
+``vocab`` does what JoeyNMT's ``scripts/build_vocab.py --joint`` does for a subword-nmt config (that script is
+in JoeyNMT's repository, not in its package): the training sentences of both languages, pre-processed by
+JoeyNMT's own tokenizer settings of the config (Moses pre-tokenization here), learn one set of BPE merges;
+the vocabulary is every BPE token of both sides, sorted by frequency then alphabetically
+(``joeynmt.vocabulary.sort_and_cut``). One vocabulary for both sides is what ``tied_embeddings`` needs.
+
+``joeynmt`` runs JoeyNMT's command line (``python -m joeynmt ...``) after two compatibility fixes for the
+torch of this project (2.14), which JoeyNMT 2.3.0 (January 2024) predates; neither changes what is computed:
+``ReduceLROnPlateau`` lost its ``verbose`` argument (JoeyNMT passes ``verbose=False``; it is dropped), and
+``torch.load`` now defaults to ``weights_only=True``, which refuses JoeyNMT's own checkpoints (they hold more
+than tensors; JoeyNMT loads only the files its own run wrote).
+
+``speed`` times JoeyNMT's Transformer on the batches ``bench/speed.py`` saved, with this project's
+``model.Transformer`` at the same sizes, their steps alternating as in ``bench/speed.py`` (the venv sees the
+system's packages, so this project's model imports here too).
+
+Shape legend: B batch, S source length, T target length, V vocabulary size.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+if __package__ in (None, ""):  # run as `python bench/joeynmt_venv.py`: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# this project's special ids -> JoeyNMT's (unk 0, pad 1, bos 2, eos 3); ordinary ids stay as they are
+OURS_TO_JOEY = {0: 1, 1: 2, 2: 3, 3: 0}
+
+
+# -- vocab ---------------------------------------------------------------------------------------------------
+
+
+def build_joint_vocab(config_path: Path) -> dict:
+    """Learn the config's joint BPE codes and write its vocabulary file; returns sizes for the log."""
+    from collections import Counter
+
+    from joeynmt.config import load_config
+    from joeynmt.helpers import flatten, write_list_to_file
+    from joeynmt.tokenizers import BasicTokenizer
+    from joeynmt.vocabulary import sort_and_cut
+    from subword_nmt import apply_bpe, learn_bpe
+
+    cfg = load_config(config_path)
+    data = cfg["data"]
+    src, trg = data["src"], data["trg"]
+    codes = Path(src["tokenizer_cfg"]["codes"])
+    vocab_file = Path(src["voc_file"])
+    sentences = []
+    for side in (src, trg):
+        pre = BasicTokenizer(
+            level=side["level"],
+            lowercase=side.get("lowercase", False),
+            normalize=side.get("normalize", False),
+            pretokenizer=side["tokenizer_cfg"].get("pretokenizer", "none"),
+            lang=side["lang"],
+        )
+        with open(f"{data['train']}.{side['lang']}", encoding="utf-8") as f:
+            sentences += [pre.pre_process(line.rstrip("\n")) for line in f]
+
+    codes.parent.mkdir(parents=True, exist_ok=True)
+    with codes.open("w", encoding="utf-8") as out:
+        learn_bpe.learn_bpe(sentences, out, src["tokenizer_cfg"]["num_merges"], src.get("voc_min_freq", 1))
+    with codes.open(encoding="utf-8") as f:
+        bpe = apply_bpe.BPE(f, separator=src["tokenizer_cfg"].get("separator", "@@"))
+    tokens = [bpe.process_line(s).strip().split() for s in sentences]
+    unique = sort_and_cut(Counter(flatten(tokens)), min_freq=src.get("voc_min_freq", 1))
+    write_list_to_file(vocab_file, unique)
+    return {"sentences": len(sentences), "vocabulary": len(unique), "codes": str(codes),
+            "vocab": str(vocab_file)}  # fmt: skip
+
+
+# -- JoeyNMT's command line ---------------------------------------------------------------------------------
+
+
+def patch_for_current_torch() -> None:
+    """The two fixes of the module docstring, applied to this process only, before JoeyNMT's modules that
+    import ``load_checkpoint`` by name are imported."""
+    import joeynmt.builders
+    import joeynmt.helpers
+
+    class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
+        def __init__(self, optimizer, verbose: bool = False, **kwargs) -> None:
+            super().__init__(optimizer, **kwargs)
+
+    def load_checkpoint(path: Path, map_location) -> dict:
+        if not path.is_file():
+            raise FileNotFoundError(f"Checkpoint {path} not found.")
+        return torch.load(path, map_location=map_location, weights_only=False)
+
+    joeynmt.builders.ReduceLROnPlateau = ReduceLROnPlateau
+    joeynmt.helpers.load_checkpoint = load_checkpoint
+
+
+def run_joeynmt(args: list[str]) -> None:
+    """``python -m joeynmt *args`` with ``patch_for_current_torch``."""
+    patch_for_current_torch()
+    from joeynmt.__main__ import main as joeynmt_main
+
+    sys.argv = ["joeynmt", *args]
+    joeynmt_main()
+
+
+# -- speed ---------------------------------------------------------------------------------------------------
+
+
+def joey_model(sizes: dict, vocab_size: int):
+    """JoeyNMT's Transformer (pre-LN, as in its Transformer recipes) at ``sizes``, untied like speed.py's."""
+    from joeynmt.model import build_model
+    from joeynmt.vocabulary import Vocabulary
+
+    specials = argparse.Namespace(unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                  sep_token=None, unk_id=0, pad_id=1, bos_id=2, eos_id=3, sep_id=None,
+                                  lang_tags=[])  # fmt: skip
+    vocab = Vocabulary([f"w{i}" for i in range(4, vocab_size)], specials)  # (V,) ids 0-3 are the specials
+    assert len(vocab) == vocab_size, (len(vocab), vocab_size)
+
+    def side() -> dict:
+        return {
+            "type": "transformer", "num_layers": sizes["num_layers"], "num_heads": sizes["num_heads"],
+            "embeddings": {"embedding_dim": sizes["d_model"], "scale": True, "dropout": 0.0},
+            "hidden_size": sizes["d_model"], "ff_size": sizes["d_ff"], "dropout": sizes["dropout"],
+            "layer_norm": "pre", "activation": "relu",
+        }  # fmt: skip
+
+    cfg = {"initializer": "xavier_uniform", "embed_initializer": "xavier_uniform",
+           "bias_initializer": "zeros", "tied_embeddings": False, "tied_softmax": False,
+           "encoder": side(), "decoder": side()}  # fmt: skip
+    torch.manual_seed(sizes.get("seed", 0))
+    model = build_model(cfg, src_vocab=vocab, trg_vocab=vocab)
+    model.loss_function = ("crossentropy", 0.0)  # plain cross-entropy, as speed.py's models
+    return model
+
+
+def to_joey_ids(ids: torch.Tensor) -> torch.Tensor:
+    out = ids.clone()
+    for ours, joey in OURS_TO_JOEY.items():
+        out[ids == ours] = joey
+    return out
+
+
+def joey_batch(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
+    """A JoeyNMT ``Batch`` of the same sentences: its ``trg`` is BOS + sentence + EOS, padded (B, T + 1)."""
+    from joeynmt.batch import Batch
+
+    src_j = to_joey_ids(src)
+    trg = to_joey_ids(torch.cat([tgt_in[:, :1], tgt_out], dim=1))  # (B, T + 1)
+    return Batch(src=src_j, src_length=(src_j != 1).sum(1), src_prompt_mask=None, trg=trg,
+                 trg_prompt_mask=None, indices=torch.arange(src.size(0)), device=torch.device("cpu"),
+                 pad_index=1, eos_index=3)  # fmt: skip
+
+
+def joey_train_step(model, optimizer, batch) -> None:
+    """``joeynmt.training.TrainManager._train_step`` and its update: loss summed, normalised by tokens."""
+    batch.sort_by_src_length()
+    optimizer.zero_grad(set_to_none=True)
+    loss, _, _, _ = model(return_type="loss", **vars(batch))
+    (loss / batch.ntokens).backward()
+    optimizer.step()
+
+
+def joey_greedy(model, batch, steps: int):
+    """JoeyNMT's greedy search (it re-runs the decoder over the whole prefix), EOS blocked for ``steps``."""
+    from joeynmt.search import search
+
+    output, _, _ = search(model, batch, max_output_length=steps, beam_size=1, beam_alpha=-1,
+                          min_output_length=steps)  # fmt: skip
+    return output
+
+
+def time_speed(saved: dict) -> dict:
+    """Training target tokens/s and greedy sentences/s of JoeyNMT's model and of ours on the same batches."""
+    from bench.speed import Batch, BenchConfig, our_model, train_step
+    from model.decoding import greedy_search
+    from model.testing import suppress_eos
+
+    cfg = BenchConfig(**saved["config"])
+    batches = [Batch(**b) for b in saved["batches"]]
+    joey_batches = [joey_batch(b.src, b.tgt_in, b.tgt_out) for b in batches]
+    device = torch.device("cpu")
+    models = {
+        "ours": our_model(cfg, device).train(),
+        "joeynmt": joey_model(saved["config"], cfg.vocab_size).train(),
+    }
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in models.items()}
+    steps = {name: [] for name in models}
+    for i, (batch, jb) in enumerate(zip(batches, joey_batches, strict=True)):
+        for name, m in models.items():
+            start = time.perf_counter()
+            if name == "ours":
+                train_step(m, optimizers[name], batch)
+            else:
+                joey_train_step(m, optimizers[name], jb)
+            if i >= cfg.train_warmup:
+                steps[name].append(batch.target_tokens / (time.perf_counter() - start))
+    result = {
+        name: {"params": sum(p.numel() for p in m.parameters()), "target_tokens_per_s": statistics.median(t)}
+        for name, (m, t) in ((n, (models[n], steps[n])) for n in models)
+    }
+
+    src = batches[0].src
+    for m in models.values():
+        m.eval()
+    suppress_eos(models["ours"])
+    decode_batch = joey_batch(src, batches[0].tgt_in, batches[0].tgt_out)
+    runs = {
+        "ours": lambda: greedy_search(models["ours"], src, cfg.decode_steps, use_cache=True),
+        "joeynmt": lambda: joey_greedy(models["joeynmt"], decode_batch, cfg.decode_steps),
+    }
+    times = {name: [] for name in runs}
+    with torch.no_grad():
+        for i in range(cfg.decode_warmup + cfg.decode_iters):
+            for name, fn in runs.items():
+                start = time.perf_counter()
+                out = fn()
+                if i >= cfg.decode_warmup:
+                    times[name].append(time.perf_counter() - start)
+                if tuple(out.shape) != (src.size(0), cfg.decode_steps):
+                    raise RuntimeError(
+                        f"{name} greedy decoding made {tuple(out.shape)}, not {cfg.decode_steps} steps"
+                    )
+    for name, t in times.items():
+        result[name]["greedy_sentences_per_s"] = src.size(0) / statistics.median(t)
+    result["threads"] = torch.get_num_threads()
+    return result
+
+
+# -- command line --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("vocab", help="learn the joint BPE codes and write the joint vocabulary of a config")
+    v.add_argument("config", type=Path)
+    j = sub.add_parser("joeynmt", help="JoeyNMT's command line (python -m joeynmt), on today's torch")
+    j.add_argument("args", nargs=argparse.REMAINDER)
+    s = sub.add_parser("speed", help="time JoeyNMT's and this project's model on saved batches")
+    s.add_argument("batches", type=Path)
+    s.add_argument("out", type=Path)
+    s.add_argument("--threads", type=int, default=None)
+    args = p.parse_args(argv)
+    if args.command == "vocab":
+        print(json.dumps(build_joint_vocab(args.config)), flush=True)
+    elif args.command == "joeynmt":
+        run_joeynmt(args.args)
+    else:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        result = time_speed(torch.load(args.batches, weights_only=True))
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
