@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.run_dir} has no explain/<method>/best_aer scalars (runs on gold-aligned "
                  "data with --attention.explanation_sentences above 0 log them)")
 
-    figure = Figure(figsize=(5.5, 3.4), dpi=110)
+    figure = Figure(figsize=(7.5, 3.4), dpi=110)
     ax = figure.add_subplot()
     for name, tag in tags.items():
         points = events.Scalars(tag)
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     ax.set_ylabel("AER of the best layer")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the curves, never over them
     ax.set_title("Which explanation finds the alignment first?", fontsize=10)
     figure.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
