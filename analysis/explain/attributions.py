@@ -99,9 +99,11 @@ def integrated_gradients_rows(
     e = inputs.detach().float()
     base = torch.zeros_like(e) if baseline is None else baseline.detach().float()
     base = torch.where(attribute[:, :, None], base, e)  # (N, S, D): positions not attributed stay themselves
+    # Captum takes at least every row once per pass, and warns when asked for fewer: ask for what it does.
+    batch = None if internal_batch_size is None else max(internal_batch_size, len(targets))
     attributions, delta = IntegratedGradients(log_probs).attribute(
         e.clone().requires_grad_(), baselines=base, target=targets.tolist(),
-        additional_forward_args=(sentences,), n_steps=steps, internal_batch_size=internal_batch_size,
+        additional_forward_args=(sentences,), n_steps=steps, internal_batch_size=batch,
         return_convergence_delta=True,
     )
     return attributions, delta
