@@ -8,7 +8,7 @@
 
 Three figures:
 1. training tokens/s of ``model.Transformer`` vs the seq2seq model of PyTorch's tutorial "Language Translation
-   with nn.Transformer and torchtext" (``TutorialSeq2Seq`` below), same batches, same optimiser;
+   with nn.Transformer and torchtext" (``bench/tutorial_model.py``), same batches, same optimiser;
 2. greedy decoding sentences/s with the key/value cache vs re-running the decoder over the whole prefix, with
    the FLOPs each does, and beam search relative to greedy;
 3. model FLOP/s in training as a fraction of the machine's measured matmul FLOP/s (in the training dtype);
@@ -46,6 +46,7 @@ if __package__ in (None, ""):  # run as `python bench/speed.py`: make the reposi
 
 import model.transformer as transformer_module
 from analysis.flops import matmul_flops
+from bench.tutorial_model import TutorialSeq2Seq  # the baseline; bench/multi30k_baseline.py imports it here
 from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.decoding import greedy_search
@@ -90,77 +91,6 @@ QUICK = BenchConfig(
     train_warmup=1, train_iters=2, decode_steps=6, decode_warmup=1, decode_iters=1, matmul_size=256,
     matmul_repeats=2,
 )  # fmt: skip
-
-
-# -- the baseline: PyTorch's translation tutorial, batch-first -----------------------------------------------
-
-
-class PositionalEncoding(nn.Module):
-    """The tutorial's sinusoidal encoding, added to the embeddings, followed by dropout."""
-
-    def __init__(self, emb_size: int, dropout: float, maxlen: int = 5000) -> None:
-        super().__init__()
-        den = torch.exp(-torch.arange(0, emb_size, 2) * math.log(10000) / emb_size)
-        pos = torch.arange(0, maxlen).reshape(maxlen, 1)
-        pos_embedding = torch.zeros((maxlen, emb_size))
-        pos_embedding[:, 0::2] = torch.sin(pos * den)
-        pos_embedding[:, 1::2] = torch.cos(pos * den)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("pos_embedding", pos_embedding.unsqueeze(0))  # (1, maxlen, D), batch first
-
-    def forward(self, token_embedding: Tensor) -> Tensor:
-        return self.dropout(token_embedding + self.pos_embedding[:, : token_embedding.size(1)])
-
-
-class TokenEmbedding(nn.Module):
-    def __init__(self, vocab_size: int, emb_size: int) -> None:
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, emb_size)
-        self.emb_size = emb_size
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.embedding(tokens.long()) * math.sqrt(self.emb_size)
-
-
-class TutorialSeq2Seq(nn.Module):
-    """The tutorial's ``Seq2SeqTransformer`` on ``nn.Transformer`` (post-LN), its ``create_mask`` folded in.
-
-    The only change is ``batch_first=True``, so that both models take the same (B, S) and (B, T) batches.
-    """
-
-    def __init__(self, cfg: BenchConfig) -> None:
-        super().__init__()
-        self.transformer = nn.Transformer(
-            d_model=cfg.d_model,
-            nhead=cfg.num_heads,
-            num_encoder_layers=cfg.num_layers,
-            num_decoder_layers=cfg.num_layers,
-            dim_feedforward=cfg.d_ff,
-            dropout=cfg.dropout,
-            batch_first=True,
-        )
-        self.generator = nn.Linear(cfg.d_model, cfg.vocab_size)
-        self.src_tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model)
-        self.tgt_tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model)
-        self.positional_encoding = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """src: (B, S), tgt_in: (B, T) → logits (B, T, V); masks as in the tutorial (True = ignore)."""
-        s, t = src.size(1), tgt_in.size(1)
-        # (T, T) float, -inf above the diagonal
-        tgt_mask = nn.Transformer.generate_square_subsequent_mask(t, device=src.device)
-        src_mask = torch.zeros((s, s), device=src.device).type(torch.bool)
-        src_padding_mask = src == PAD  # (B, S)
-        tgt_padding_mask = tgt_in == PAD  # (B, T)
-        src_emb = self.positional_encoding(self.src_tok_emb(src))
-        tgt_emb = self.positional_encoding(self.tgt_tok_emb(tgt_in))
-        outs = self.transformer(
-            src_emb, tgt_emb, src_mask, tgt_mask, None, src_padding_mask, tgt_padding_mask, src_padding_mask
-        )
-        return self.generator(outs)
 
 
 # -- data, models, timing ------------------------------------------------------------------------------------
