@@ -1,0 +1,255 @@
+// The detail view: the open head, big, with its tokens; a second map when comparing with another step or run;
+// the lines view of the open and overlaid heads; the head's statistics and their trend over training.
+
+import {cached, statisticsUrl} from "./api.js";
+import {fmt, h, headName, hideTooltip, showTooltip, textWidth} from "./dom.js";
+import {wireFocus, selfShift} from "./focus.js";
+import {GOLD_COLOUR, drawMatrix} from "./heatmap.js";
+import {linesView} from "./lines.js";
+import {KIND_TITLE} from "./controls.js";
+import {KIND_HELP, goldFor, headColour} from "./grid.js";
+import {KINDS, draw, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
+import {statKeys} from "./stats.js";
+
+const LINES_WIDTH = 300;
+
+const ui = {};
+
+export function detailSection() {
+  ui.detail = h("div", {id: "detail"});
+  return ui.detail;
+}
+
+/** Draw the open head of `data` (an ./attention or ./translate answer); `other` = {data} to compare with. */
+export function drawDetail(data, stats, other) {
+  const kd = data.kinds[state.kind];
+  const {layer, head} = state.head;
+  const kindStats = stats && stats.kinds[state.kind];
+  const statsNote = kindStats && (state.mode === "custom" || stats.step !== data.step)
+    ? h("span", {class: "note", title: "head statistics are measured on validation sentences at a logged step"},
+      `validation, step ${stats.step}:`) : null;
+  const chips = kindStats
+    ? statKeys(kindStats).map((k) => h("span", {class: "chip", title: (stats.descriptions || {})[k] || k},
+      h("span", {}, `${k} `), fmt(kindStats[k][layer][head])))
+    : [];
+  const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
+  const trend = h("span", {class: "trend"});
+  const top = h("div", {class: "detail-head"},
+    h("h2", {}, `${KIND_TITLE[state.kind]} · ${headName(state.head)}`),
+    h("span", {class: "note"}, where),
+    h("div", {class: "chips"}, statsNote, chips),
+    trend);
+  if (kindStats) drawTrend(trend, trendKey(kindStats), stats.step);
+
+  const help = h("div", {class: "note kind-help"}, `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}.`);
+  const tools = compareTools();
+
+  // Sizes: fit the matrices (and the lines view, beside them unless comparing) into the panel.
+  const width = Math.max(420, ui.detail.clientWidth || 800);
+  const comparing = Boolean(other);
+  const rowsN = kd.rows.length;
+  const colsN = kd.cols.length;
+  const maxTokens = Math.max(rowsN, colsN);
+  const guessFont = maxTokens > 30 ? 11 : 12;
+  // Room for the widest token in bold (a lit token is bold), up to 120 px; longer ones end in an ellipsis.
+  const labelW = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.rows.map((t) => textWidth(t, guessFont + 1))) + 14));
+  const labelH = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.cols.map((t) => textWidth(t, guessFont + 1))) + 12));
+  // Cells fill the height of the window (at least 14 px, the smallest that keeps labels legible) and the width
+  // left beside the lines view; when that would make them smaller than 14 px (long sentences), the lines view
+  // moves below the matrix. Comparing puts two matrices side by side and the lines view below.
+  const topOffset = ui.detail.getBoundingClientRect().top + 110;
+  const fitH = Math.max(14, (window.innerHeight - topOffset - labelH - 24) / rowsN);
+  let linesBelow = comparing;
+  let fitW = comparing ? (width - 2 * labelW - 30) / 2 / colsN : (width - LINES_WIDTH - labelW - 34) / colsN;
+  if (!comparing && fitW < 14) {
+    linesBelow = true;
+    fitW = (width - labelW - 10) / colsN;
+  }
+  const cell = Math.max(9, Math.min(46, Math.floor(Math.min(fitW, fitH))));
+  const font = Math.max(10, Math.min(13, Math.floor(cell * 0.85), guessFont + 1));
+
+  const gold = goldFor(data);
+  const A = matrixPanel(kd, kd.weights[layer][head], gold, cell, font, labelW, labelH,
+    comparing ? h("div", {class: "panel-cap"}, h("b", {}, "A "), `${data.run} · step ${data.step}`) : null);
+  const panels = [A];
+  if (comparing) {
+    const okd = other.data.kinds[state.kind];
+    const ogold = state.kind === "cross" && state.gold && other.data.gold ? other.data.gold : null;
+    panels.push(matrixPanel(okd, okd.weights[layer][head], ogold, cell, font, labelW, labelH,
+      h("div", {class: "panel-cap"}, h("b", {}, "B "), `${other.data.run} · step ${other.data.step}`)));
+  }
+
+  // Lines view: the open head plus the overlaid ones, each in its colour.
+  const heads = [state.head, ...state.overlay].map((hd, i) => ({
+    label: headName(hd), colour: headColour(i), matrix: kd.weights[hd.layer][hd.head], head: hd,
+  }));
+  // Beside the matrix, the lines view's query tokens sit level with the matrix rows.
+  const lines = linesView({rows: kd.rows, cols: kd.cols, heads, width: LINES_WIDTH,
+    top: linesBelow ? 26 : labelH, step: linesBelow ? Math.min(20, Math.max(14, cell)) : Math.max(14, cell)});
+  const legend = h("div", {class: "legend"}, heads.map((hd, i) => h("span", {class: "item", "data-head": hd.label},
+    h("span", {class: "sw", style: `background:${hd.colour}`}), hd.label,
+    i > 0
+      ? h("button", {class: "rm", title: "remove from the lines view", onclick: () => toggleOverlay(hd.head)}, "×")
+      : null)),
+  heads.length === 1 ? h("span", {class: "note"}, "Shift-click heads in the grid to overlay them") : null);
+  const linesPanel = h("div", {class: linesBelow ? "lines-panel below" : "lines-panel"},
+    h("div", {id: "lines-view"}, lines.node), legend);
+
+  const body = h("div", {class: "detail-body"}, ...panels, linesPanel);
+  ui.detail.replaceChildren(top, help, tools, body);
+  ui.detail.dataset.step = String(state.mode === "custom" ? "" : data.step);
+  ui.detail.dataset.kind = state.kind;
+  ui.detail.dataset.layer = String(layer);
+  ui.detail.dataset.head = String(head);
+  ui.detail.dataset.mode = state.mode;
+  wireFocus(ui.detail, body, {lines, shift: state.kind === "cross" ? null : selfShift(kd.rows, kd.cols),
+    shape: [kd.rows.length, kd.cols.length]});
+}
+
+// Compare with another step of this run, or the same step of another run with the same layers and heads.
+function compareTools() {
+  const cmpRunValue = state.compareRun;
+  const stepsFor = (cmpRunValue ? runByName(cmpRunValue) : state.run)?.steps || [];
+  const sameShape = state.runs.filter((r) => r.run !== state.run.run && r.num_heads === state.run.num_heads
+    && KINDS.every((k) => (r.num_layers[k] ?? null) === (state.run.num_layers[k] ?? null)));
+  const compareStep = h("select", {id: "compare-step", disabled: state.mode !== "probe",
+    onchange: (e) => { state.compareStep = e.target.value; draw(); }},
+  h("option", {value: ""}, "— off —"), stepsFor.map((s) => h("option", {value: String(s)}, `step ${s}`)));
+  compareStep.value = stepsFor.includes(Number(state.compareStep)) ? state.compareStep : "";
+  const compareRun = h("select", {id: "compare-run", disabled: state.mode !== "probe" || !sameShape.length,
+    title: sameShape.length ? "another run with the same layers and heads" : "no other run has the same shape",
+    onchange: (e) => { state.compareRun = e.target.value; draw(); }},
+  h("option", {value: ""}, "— this run —"), sameShape.map((r) => h("option", {value: r.run}, r.run)));
+  compareRun.value = state.compareRun;
+  const numbers = h("input", {type: "checkbox", checked: state.numbers,
+    onchange: (e) => { state.numbers = e.target.checked; draw(); }});
+  return h("div", {class: "detail-tools"},
+    h("label", {}, "Compare with ", compareStep), h("label", {}, "of run ", compareRun),
+    (state.compareStep || state.compareRun) && state.mode === "probe"
+      ? h("button", {class: "icon-btn", title: "stop comparing",
+        onclick: () => { state.compareStep = ""; state.compareRun = ""; draw(); }}, "×") : null,
+    h("label", {title: "write weights ≥ 0.1 in the cells when they are big enough"},
+      numbers, " numbers in cells"),
+    state.mode === "custom" ? h("span", {class: "note"}, "(comparing applies to the probe sentences)") : null);
+}
+
+/** What to compare the shown map with: {run, step, sentence}, or null when not comparing. */
+export function compareTarget() {
+  if (state.mode !== "probe" || (!state.compareStep && !state.compareRun)) return null;
+  const run = state.compareRun ? runByName(state.compareRun) : state.run;
+  if (!run) return null;
+  const step = state.compareStep ? Number(state.compareStep) : nearest(run.steps, state.run.steps[state.stepIndex]);
+  if (!run.steps.includes(step)) return null;
+  const sentence = run.sentences.some((s) => s.id === state.sentence) ? state.sentence : 0;
+  return {run: run.run, step, sentence};
+}
+
+// The statistic followed over training in the detail header: agreement where there is one, else the sorted one.
+function trendKey(kindStats) {
+  if (kindStats.agreement) return "agreement";
+  const sortKey = (state.sort[state.kind] || {}).key;
+  return kindStats[sortKey] ? sortKey : "entropy" in kindStats ? "entropy" : Object.keys(kindStats)[0];
+}
+
+// A small line of the open head's statistic at every step with statistics; the dot marks the step shown, a
+// click on the line moves the slider there.
+async function drawTrend(node, key, shownStep) {
+  const run = state.run;
+  const steps = run.statistics_steps || [];
+  if (steps.length < 2 || !key) return;
+  const {layer, head} = state.head;
+  const kind = state.kind;
+  const all = [];
+  for (let k = 0; k < steps.length; k += 4) { // four requests at a time: a long run has many steps
+    const chunk = steps.slice(k, k + 4).map((s) => cached(statisticsUrl(run.run, s)).catch(() => null));
+    all.push(...(await Promise.all(chunk)));
+    if (!node.isConnected) return; // redrawn meanwhile; the next drawing starts again from the cache
+  }
+  const points = steps.map((s, k) => [s, all[k]?.kinds?.[kind]?.[key]?.[layer]?.[head]])
+    .filter(([, v]) => typeof v === "number");
+  if (points.length < 2) return;
+  const [W, H, pad] = [150, 30, 3];
+  const xs = points.map(([s]) => s);
+  const vs = points.map(([, v]) => v);
+  const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  const lo = Math.min(...vs);
+  const hi = Math.max(...vs);
+  const X = (s) => pad + ((s - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
+  const Y = (v) => H - pad - ((v - lo) / (hi - lo || 1)) * (H - 2 * pad);
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.setAttribute("class", "trend-svg");
+  const line = document.createElementNS(NS, "polyline");
+  line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
+  svg.append(line);
+  const current = points.find(([s]) => s === shownStep);
+  if (current) {
+    const dot = document.createElementNS(NS, "circle");
+    dot.setAttribute("cx", X(current[0]));
+    dot.setAttribute("cy", Y(current[1]));
+    dot.setAttribute("r", 3);
+    svg.append(dot);
+  }
+  svg.addEventListener("click", (e) => {
+    if (state.mode !== "probe") return;
+    const r = svg.getBoundingClientRect();
+    const s = x0 + ((e.clientX - r.left - pad) / (W - 2 * pad)) * (x1 - x0);
+    selectStep(state.run.steps.indexOf(nearest(state.run.steps, s)));
+  });
+  node.title = `${key} of ${headName(state.head)} at every logged step (${fmt(vs[0])} → ${fmt(vs[vs.length - 1])}); `
+    + "click to go to a step";
+  node.replaceChildren(h("span", {class: "note"}, `${key} over training`), svg);
+}
+
+function matrixPanel(kd, matrix, gold, cell, font, labelW, labelH, caption) {
+  const rowsN = kd.rows.length;
+  const colsN = kd.cols.length;
+  const w = cell * colsN;
+  const hgt = cell * rowsN;
+  const node = h("div", {class: "matrix", style: `width:${labelW + w}px;height:${labelH + hgt}px;font-size:${font}px`,
+    "data-gold-cells": String(gold ? gold.filter(([i, j]) => i < rowsN && j < colsN).length : 0)});
+  kd.cols.forEach((t, j) => node.append(h("div", {
+    class: "token", "data-axis": "col", "data-index": String(j), title: `key ${j}: ${t}`,
+    style: `left:${labelW + j * cell}px;top:0;width:${cell}px;height:${labelH}px;line-height:${cell}px`}, t)));
+  kd.rows.forEach((t, i) => node.append(h("div", {
+    class: "token", "data-axis": "row", "data-index": String(i), title: `query ${i}: ${t}`,
+    style: `left:0;top:${labelH + i * cell}px;width:${labelW}px;height:${cell}px;line-height:${cell}px`}, t)));
+  const canvas = h("canvas", {style: `left:${labelW}px;top:${labelH}px`});
+  const causal = state.kind === "decoder";
+  drawMatrix(canvas, matrix, w, hgt, {gold, numbers: state.numbers, causal});
+  node.append(canvas);
+  for (let i = 0; i < rowsN; i++) {
+    node.append(h("div", {class: "band", "data-axis": "row", "data-index": String(i),
+      style: `left:${labelW - 2}px;top:${labelH + i * cell - 2}px;width:${w + 4}px;height:${cell + 4}px`}));
+  }
+  for (let j = 0; j < colsN; j++) {
+    node.append(h("div", {class: "band", "data-axis": "col", "data-index": String(j),
+      style: `left:${labelW + j * cell - 2}px;top:${labelH - 2}px;width:${cell + 4}px;height:${hgt + 4}px`}));
+  }
+  const goldSet = new Set((gold || []).map(([i, j]) => `${i},${j}`));
+  let soft = [];
+  const clearSoft = () => {
+    soft.forEach((n) => n.classList.remove("hl-soft"));
+    soft = [];
+  };
+  canvas.addEventListener("mousemove", (e) => {
+    const r = canvas.getBoundingClientRect();
+    const j = Math.min(colsN - 1, Math.floor(((e.clientX - r.left) / r.width) * colsN));
+    const i = Math.min(rowsN - 1, Math.floor(((e.clientY - r.top) / r.height) * rowsN));
+    if (i < 0 || j < 0) return;
+    clearSoft();
+    soft = [node.querySelector(`.token[data-axis="row"][data-index="${i}"]`),
+      node.querySelector(`.token[data-axis="col"][data-index="${j}"]`)].filter(Boolean);
+    soft.forEach((n) => n.classList.add("hl-soft"));
+    showTooltip(e, h("b", {}, causal && j > i ? "masked" : matrix[i][j].toFixed(4)), "  ",
+      `${kd.rows[i]} → ${kd.cols[j]}`, h("span", {style: "color:#adb5bd"}, `  (row ${i}, col ${j})`),
+      goldSet.has(`${i},${j}`) ? h("span", {style: `color:${GOLD_COLOUR}`}, "  gold link") : "");
+  });
+  canvas.addEventListener("mouseleave", () => {
+    clearSoft();
+    hideTooltip();
+  });
+  return h("div", {class: "matrix-panel"}, caption, node);
+}

@@ -1,0 +1,168 @@
+// The tab's one state object and every change to it. A change ends by asking the entry point to bring the
+// controls in line (`sync`) and to draw again (`draw`), both wired once by index.js, so that the parts that
+// change the state (toolbar, grid, table, detail view, your sentence) need not know one another.
+
+import {attentionUrl, cached} from "./api.js";
+import {sameHead} from "./dom.js";
+
+export const KINDS = ["encoder", "decoder", "cross"];
+
+export const state = {
+  runs: [],
+  run: null, // the run's entry from ./runs
+  stepIndex: 0,
+  sentence: 0,
+  kind: "cross",
+  mode: "probe", // "probe": logged probe sentences; "custom": the user's translated sentence
+  custom: null, // the ./translate response
+  head: {layer: 0, head: 0}, // the head open in the detail view
+  overlay: [], // further heads drawn in the lines view: [{layer, head}]
+  focus: null, // {axis, index, source: "matrix"|"lines"}
+  pinned: null,
+  gold: true,
+  numbers: true,
+  compareStep: "",
+  compareRun: "",
+  sort: {}, // kind -> {key, dir: 1 | -1}
+  translating: false,
+  translateError: "", // the last failed translation's message, shown until the next try or edit
+  playing: null,
+};
+
+const hooks = {draw: () => Promise.resolve(), sync: () => {}};
+
+/** Wire what a change calls: `draw()` (returns a promise) and `sync()` (controls from the state). */
+export function wire({draw, sync}) {
+  hooks.draw = draw;
+  hooks.sync = sync;
+}
+
+export const draw = () => hooks.draw();
+
+/** Bring the controls in line with the state, then draw. */
+export function update() {
+  hooks.sync();
+  return hooks.draw();
+}
+
+export const currentStep = () => state.run.steps[state.stepIndex];
+export const runByName = (name) => state.runs.find((r) => r.run === name);
+export const layersOf = (kind) => state.run.num_layers[kind];
+
+export function nearest(values, target, {notAbove = false} = {}) {
+  if (!values.length) return null;
+  let best = values[0];
+  for (const v of values) {
+    if (notAbove && v > target) continue;
+    if (Math.abs(v - target) < Math.abs(best - target) || (notAbove && best > target)) best = v;
+  }
+  return best;
+}
+
+/** Start on a list of runs (from ./runs): the first run, its newest step, cross-attention where it has it. */
+export function start(runs) {
+  state.runs = runs;
+  state.run = runs[0];
+  state.stepIndex = runs[0].steps.length - 1;
+  state.kind = runs[0].kinds.includes("cross") ? "cross" : runs[0].kinds[0];
+}
+
+/** A new list of runs while the tab is open: keep the run and step, or follow the newest step if the slider
+ * was on the last one. */
+export function refreshRuns(runs) {
+  const wasLast = state.stepIndex === state.run.steps.length - 1;
+  const step = currentStep();
+  state.runs = runs;
+  state.run = runByName(state.run.run) || runs[0];
+  const steps = state.run.steps;
+  state.stepIndex = wasLast ? steps.length - 1 : Math.max(0, steps.indexOf(nearest(steps, step)));
+}
+
+export function selectRun(name) {
+  const run = runByName(name);
+  if (!run) return;
+  const step = currentStep();
+  state.run = run;
+  state.stepIndex = Math.max(0, run.steps.indexOf(nearest(run.steps, step)));
+  if (!run.sentences.some((s) => s.id === state.sentence)) {
+    state.sentence = run.sentences.length ? run.sentences[0].id : 0;
+  }
+  if (!run.kinds.includes(state.kind)) state.kind = run.kinds[0];
+  if (state.mode === "custom") state.mode = "probe";
+  state.compareRun = "";
+  state.compareStep = "";
+  clampHeads();
+  update();
+  prefetchSteps();
+}
+
+/** Show the logged step at `index` of the run's steps. */
+export function selectStep(index) {
+  state.stepIndex = index;
+  return update();
+}
+
+/** A probe sentence by its id, or "custom" for the user's translated sentence. */
+export function selectSentence(value) {
+  if (value === "custom") {
+    state.mode = "custom";
+  } else {
+    state.sentence = Number(value);
+    state.mode = "probe";
+  }
+  update();
+  prefetchSteps();
+}
+
+export function selectKind(kind) {
+  state.kind = kind;
+  state.focus = null;
+  state.pinned = null;
+  clampHeads();
+  update();
+}
+
+function clampHeads() {
+  const L = layersOf(state.kind);
+  const H = state.run.num_heads;
+  const ok = (x) => x.layer < L && x.head < H;
+  if (!ok(state.head)) state.head = {layer: 0, head: 0};
+  state.overlay = state.overlay.filter(ok);
+}
+
+/** Open a head in the detail view (it leaves the overlay if it was there). */
+export function openHead(head) {
+  state.head = {layer: head.layer, head: head.head};
+  state.overlay = state.overlay.filter((o) => !sameHead(o, head));
+  state.pinned = null;
+  state.focus = null;
+  draw();
+}
+
+/** Add a head to the lines view, or take it away. */
+export function toggleOverlay(head) {
+  if (sameHead(head, state.head)) return;
+  const i = state.overlay.findIndex((o) => sameHead(o, head));
+  if (i >= 0) state.overlay.splice(i, 1);
+  else state.overlay.push({layer: head.layer, head: head.head});
+  draw();
+}
+
+export function leaveCustom() {
+  state.mode = "probe";
+  update();
+}
+
+// Prefetch every logged step of the shown sentence, so that dragging the slider is instant.
+export async function prefetchSteps() {
+  const run = state.run;
+  const sentence = state.sentence;
+  for (const step of [...run.steps].reverse()) {
+    if (state.run !== run || state.sentence !== sentence) return;
+    try {
+      await cached(attentionUrl(run.run, step, sentence));
+    } catch (e) {
+      return; // the error shows when that step is drawn
+    }
+  }
+}
