@@ -14,10 +14,43 @@ queries of the whole batch and returned per head, shape (H,). Positions are indi
 tensors, so query q and key k of the same sentence are the q-th and k-th tokens.
 """
 
+from dataclasses import dataclass
 from functools import partial
 
 import torch
 from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One head statistic as people read it: its name in tags and answers, a short column heading, one line
+    saying what it measures, which way is better (None: neither, it describes a head), and whether its values
+    are shares in [0, 1] (pictures then use a fixed colour scale)."""
+
+    name: str
+    short: str
+    description: str
+    lower_is_better: bool | None
+    bounded: bool
+
+
+# Every statistic this module computes, in reading order: how spread out, how far, how positional, how
+# aligned. The only list of them: logging, pictures and the ATTENTION tab (which is served it) read it here.
+STATISTICS: tuple[Statistic, ...] = (
+    Statistic("entropy", "entropy", "mean entropy of the head's attention rows, in nats: low = focused on "
+              "few tokens", None, False),
+    Statistic("distance", "distance", "mean distance in tokens between a query and the keys it attends to",
+              None, False),
+    Statistic("diagonal", "diagonal", "share of attention on the query's own position", None, True),
+    Statistic("previous", "previous", "share of attention on the position just before the query's", None,
+              True),
+    Statistic("next", "next", "share of attention on the position just after the query's", None, True),
+    Statistic("agreement", "agreement", "share of target words whose strongest attention falls on a "
+              "gold-aligned source word (higher is better)", False, True),
+    Statistic("aer", "AER", "alignment error rate of the head's strongest links against the gold alignment "
+              "(lower is better)", True, True),
+)
+STATISTIC = {statistic.name: statistic for statistic in STATISTICS}  # name -> Statistic
 
 # Which masks go with which attention kind: (query mask, key mask) named by side.
 KIND_SIDES = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}

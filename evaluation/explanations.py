@@ -16,7 +16,7 @@ from torch import Tensor
 from analysis.explain.logit_lens import FinalNorm, LogitLens, logit_lens
 from analysis.explain.registry import METHODS, check_methods, explain
 from analysis.explain.scores import AlignmentCounts, best_layer, count_alignment
-from analysis.explain.trace import Explanation, Trace
+from analysis.explain.trace import Explanation, Trace, layer_names
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
@@ -143,13 +143,37 @@ def sentence_explanations(
     methods: Sequence[str] = tuple(METHODS),
     options: dict[str, dict] | None = None,
     top_k: int = 3,
+    finished: bool = True,
 ) -> tuple[dict[str, Explanation], LogitLens]:
     """Every method and the logit lens of one sentence pair (ids without BOS/EOS): the reference, or the
-    model's own translation."""
+    model's own translation.
+
+    Rows are the tokens produced: ``tgt_ids`` then EOS. ``finished=False`` marks a hypothesis cut by a length
+    limit without EOS (as ``evaluation.attention_maps.sentence_attention`` takes it): its rows are
+    ``tgt_ids`` alone, the decoder reading BOS and every token but the last.
+    """
     c = model.config
-    batch = collate([(0, src_ids, tgt_ids)], pad_id=c.pad_id, bos_id=c.bos_id, eos_id=c.eos_id)
+    capped = bool(tgt_ids) and not finished
+    item = (0, src_ids, tgt_ids[:-1] if capped else tgt_ids)
+    batch = collate([item], pad_id=c.pad_id, bos_id=c.bos_id, eos_id=c.eos_id)
+    if capped:  # the last row produced the last generated token, not EOS
+        batch.tgt_out[0, -1] = tgt_ids[-1]
     methods = check_methods(methods)
     trace, hidden = trace_batch(
         model, batch.src, batch.tgt_in, batch.tgt_out, gradients=any(METHODS[m].gradients for m in methods)
     )
     return explain_batch(trace, methods, options), lens_of(model, hidden, batch.tgt_out, top_k)
+
+
+def lens_record(lens: LogitLens, tokenizer: Tokenizer, sentence: int = 0, decimals: int = 4) -> dict:
+    """One sentence's logit lens as JSON-ready lists: {"layers": [L labels], "top_tokens": L × T × k strings,
+    "top_probs": L × T × k, "produced_prob": L × T, "produced_rank": L × T ints}; probabilities rounded to
+    ``decimals``. Rows T are those of the lens (the tokens produced)."""
+    top_ids = lens.top_ids[sentence].tolist()  # (L, T, k)
+    return {
+        "layers": list(layer_names(len(top_ids))),
+        "top_tokens": [[tokenizer.tokens(ids) for ids in layer] for layer in top_ids],
+        "top_probs": lens.top_probs[sentence].double().round(decimals=decimals).tolist(),
+        "produced_prob": lens.produced_prob[sentence].double().round(decimals=decimals).tolist(),
+        "produced_rank": lens.produced_rank[sentence].tolist(),
+    }

@@ -5,8 +5,21 @@ TensorBoard hands it to this plugin (and to no other tab). Tags:
 
 - ``attention/sentence_<i>/text``: a string tensor, JSON ``{"source", "target", "source_tokens",
   "target_in", "target_out", "gold"}`` for probe sentence ``i`` (0-based);
+  and, with the explanations, ``"methods"``: [{"name", "label", "per_head", "signed", "layers"}] (every
+  method whose map the probe has, ``attention`` first);
 - ``attention/sentence_<i>/<kind>``: float16 (L, H, Tq, Tk), every layer and head of one attention kind;
-- ``attention/statistics/<kind>/<name>``: float32 (L, H), one head statistic over many validation sentences.
+- ``attention/sentence_<i>/explain/<method>``: float16, one explanation method's map under forced decoding of
+  the reference: (L, H, T, S) for methods with heads, (L, T, S) for the others (rows: the tokens produced,
+  ``target_out``; columns: the source tokens); never for ``attention`` (the ``cross`` weights are its map);
+- ``attention/sentence_<i>/explain/<method>/per_layer``: float16 (L, T, S), the per-layer map of a method
+  with heads (not always the mean of its heads': value-weighted attention is the norm of their sum);
+- ``attention/sentence_<i>/lens``: JSON ``{"layers", "top_tokens", "top_probs", "produced_prob",
+  "produced_rank"}``, the logit lens under forced decoding of the reference
+  (``evaluation.explanations.lens_record``);
+- ``attention/statistics/<kind>/<name>``: float32 (L, H), one head statistic over many validation sentences;
+- ``attention/explain/<method>/<score>``: float32, a method's scores against the gold alignment over the
+  ``explanation_sentences``: ``aer``, ``agreement`` (L,), and ``head_aer``, ``head_agreement`` (L, H) for
+  methods with heads; ``attention/explain/<method>/layers``: JSON ``{"label", "layers"}``.
 """
 
 import json
@@ -19,6 +32,7 @@ VERSION = 1  # of the tags and contents above
 
 SENTENCE_TAG = re.compile(r"^attention/sentence_(\d+)/(text|encoder|decoder|cross)$")
 STATISTIC_TAG = re.compile(r"^attention/statistics/(encoder|decoder|cross)/(\w+)$")
+EXPLAIN_TAG = re.compile(r"^attention/explain/(\w+)/(aer|agreement|head_aer|head_agreement|layers)$")
 
 
 def sentence_tag(index: int, part: str) -> str:
@@ -27,6 +41,10 @@ def sentence_tag(index: int, part: str) -> str:
 
 def statistic_tag(kind: str, name: str) -> str:
     return f"attention/statistics/{kind}/{name}"
+
+
+def explain_tag(method: str, score: str) -> str:
+    return f"attention/explain/{method}/{score}"
 
 
 def create_metadata() -> summary_pb2.SummaryMetadata:

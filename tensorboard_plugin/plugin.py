@@ -4,17 +4,28 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 503 while a run's checkpoints change under a read, with ``{"error": "one line"}``):
 
 - ``index.js``, ``static/<file>``: the frontend, plain ES modules shipped with this package;
-- ``runs``: runs with attention data, their logged steps, probe sentences and shapes;
+- ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
+  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores;
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
-- ``statistics?run&step``: the head statistics, layers × heads per kind;
-- ``translate?run&text[&beam]``: translates a typed sentence with the run's newest weights (on the CPU; the
-  checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
-  returns every head's attention for it, in the shape of ``attention``.
+- ``explanation?run&step&sentence&method``: one explanation method's map of a probe sentence, per layer and
+  per head where the method has heads, with the gold links and the map's AER (``analysis.explain.scores``)
+  on data with gold alignments;
+- ``lens?run&step&sentence``: the logit lens of a probe sentence (top tokens, the produced token's
+  probability and rank per decoder layer);
+- ``explanations?run&step``: every method's AER and agreement per layer (and head) over the explanation
+  sentences, each method's best AER at every logged step, and which method leads since which step;
+- ``statistics?run&step``: the head statistics, layers × heads per kind, and their definitions
+  (``analysis.heads.STATISTICS``);
+- ``translate?run&text[&beam][&method][&ig_steps]``: translates a typed sentence with the run's newest weights
+  (on the CPU; the checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py
+  --resume`` does) and returns every head's attention for it, in the shape of ``attention``; with ``method``,
+  also that method's map and the logit lens under forced decoding of the translation.
 
 The weights come from the summaries that ``training.attention_logging.AttentionLogger`` writes
 (``tensorboard_plugin.metadata``); nothing is ever written to the run folder.
 """
 
+import dataclasses
 import json
 import re
 import threading
@@ -28,7 +39,13 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
-from tensorboard_plugin.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
+from tensorboard_plugin.metadata import (
+    EXPLAIN_TAG,
+    PLUGIN_NAME,
+    SENTENCE_TAG,
+    STATISTIC_TAG,
+    sentence_tag,
+)
 
 _GONE = object()
 
@@ -41,17 +58,7 @@ MAX_TEXT_CHARACTERS = 200
 MAX_BEAM = 8
 METHODS = ("GET", "HEAD")  # every route only reads
 CHECKPOINT_TRIES = 3  # reads of a run's newest checkpoint while training rotates its checkpoints
-
-DESCRIPTIONS = {
-    "entropy": "mean entropy of the head's attention rows, in nats: low = focused on few tokens",
-    "distance": "mean distance in tokens between a query and the keys it attends to",
-    "diagonal": "share of attention on the query's own position",
-    "previous": "share of attention on the position just before the query's",
-    "next": "share of attention on the position just after the query's",
-    "agreement": "share of target words whose strongest attention falls on a gold-aligned source word "
-    "(higher is better)",
-    "aer": "alignment error rate of the head's strongest links against the gold alignment (lower is better)",
-}
+IG_STEPS, MAX_IG_STEPS = 16, 32  # Integrated Gradients' steps for a typed sentence: default and bound
 
 
 class RequestError(Exception):
@@ -135,6 +142,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/static/*": self._serve_static,
             "/runs": self._serve_runs,
             "/attention": self._serve_attention,
+            "/explanation": self._serve_explanation,
+            "/lens": self._serve_lens,
+            "/explanations": self._serve_explanations,
             "/statistics": self._serve_statistics,
             "/translate": self._serve_translate,
         }
@@ -225,7 +235,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
             text = self._text(texts[sentence_tag(n, "text")])
             described.append({"id": n, "source": text["source"], "target": text["target"]})
         shapes = {kind: first[sentence_tag(sentences[0], kind)][steps[-1]].shape for kind in KINDS}
-        has_gold = self._text(texts[sentence_tag(sentences[0], "text")]).get("gold") is not None
+        text = self._text(texts[sentence_tag(sentences[0], "text")])
+        has_gold = text.get("gold") is not None
         return {
             "run": run,
             "steps": steps,
@@ -235,7 +246,29 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "num_heads": int(shapes["encoder"][1]),
             "has_gold": has_gold,
             "statistics_steps": self._statistic_steps(request, run, tags),
+            "methods": self._methods(text, tags, sentences[0], shapes["cross"][0]),
+            "has_lens": sentence_tag(sentences[0], "lens") in tags,
+            "explanation_steps": self._explanation_steps(request, run, tags),
         }
+
+    @staticmethod
+    def _methods(text: dict, tags, sentence: int, decoder_layers: int) -> list[dict]:
+        """The methods whose maps the probes have, ``attention`` (the cross weights) always first."""
+        logged = [m for m in text.get("methods", []) if m["name"] == "attention"
+                  or sentence_tag(sentence, f"explain/{m['name']}") in tags]
+        if logged and logged[0]["name"] == "attention":
+            return logged
+        from analysis.explain.registry import METHODS  # torch: only for runs logged without explanations
+        from analysis.explain.trace import layer_names
+
+        attention = {"name": "attention", "label": METHODS["attention"].label, "per_head": True,
+                     "signed": False, "layers": list(layer_names(decoder_layers))}
+        return [attention, *(m for m in logged if m["name"] != "attention")]
+
+    def _explanation_steps(self, request, run: str, tags) -> list[int]:
+        aer = [tag for tag in tags if (m := EXPLAIN_TAG.match(tag)) and m.group(2) == "aer"]
+        data = self._read(request, run, aer) if aer else {}
+        return sorted(set().union(*(values.keys() for values in data.values())))
 
     def _statistic_steps(self, request, run: str, tags) -> list[int]:
         tag = next((tag for tag in sorted(tags) if STATISTIC_TAG.match(tag)), None)
@@ -290,16 +323,131 @@ class AttentionPlugin(base_plugin.TBPlugin):
             steps = sorted(set().union(*(data[tag].keys() for tag in data))) if data else []
             raise RequestError(404, f"run {run!r} logged no head statistics at step {step} "
                                     f"(logged steps: {_abridged(steps)})")
+        from analysis.heads import STATISTICS  # torch
+
         ordered = {kind: kinds[kind] for kind in KINDS if kind in kinds}
         names = {name for named in ordered.values() for name in named}
-        return {"run": run, "step": step, "kinds": ordered,
-                "descriptions": {name: DESCRIPTIONS.get(name, name) for name in sorted(names)}}
+        definitions = [dataclasses.asdict(statistic) for statistic in STATISTICS]
+        return {"run": run, "step": step, "kinds": ordered, "definitions": definitions,
+                "descriptions": {d["name"]: d["description"] for d in definitions if d["name"] in names}}
+
+    def _probe(self, request, run: str, step: int, sentence: int, parts: list[str], what: str) -> dict:
+        """tag -> value at ``step`` of one probe sentence's ``text`` and ``parts`` (404s naming what is
+        missing)."""
+        tags = self._run_tags(request, run)
+        if sentence not in self._sentences(tags):
+            raise RequestError(404, f"run {run!r} has no probe sentence {sentence} "
+                                    f"(it has {self._sentences(tags)})")
+        wanted = [sentence_tag(sentence, "text"), *(sentence_tag(sentence, part) for part in parts)]
+        if any(tag not in tags for tag in wanted):
+            raise RequestError(404, f"run {run!r} logged no {what} of sentence {sentence}")
+        data = self._read(request, run, wanted)
+        if any(step not in data.get(tag, {}) for tag in wanted[1:]):
+            steps = sorted(data.get(wanted[1], {}))
+            raise RequestError(404, f"run {run!r} logged no {what} of sentence {sentence} at step {step} "
+                                    f"(logged steps: {_abridged(steps)})")
+        return {tag.removeprefix(sentence_tag(sentence, "")): data[tag] for tag in wanted}
+
+    @_route
+    def _serve_explanation(self, request) -> dict:
+        run = _argument(request, "run")
+        step = _integer(request, "step")
+        sentence = _integer(request, "sentence")
+        method = _method(request)
+        if method == "attention":
+            data = self._probe(request, run, step, sentence, ["cross"], "cross-attention")
+            per_head = data["cross"][step].astype(np.float32)  # (L, H, T, S)
+            per_layer = per_head.mean(axis=1)  # (L, T, S): the method's layer map is its heads' mean
+        else:
+            about = f"{method} explanation maps"
+            try:
+                data = self._probe(request, run, step, sentence, [f"explain/{method}"], about)
+            except RequestError as error:
+                raise RequestError(error.status, f"{error}; the methods it logged are in /runs") from None
+            array = data[f"explain/{method}"][step].astype(np.float32)
+            per_head = array if array.ndim == 4 else None  # (L, H, T, S)
+            per_layer = array
+            if per_head is not None:
+                layer = self._probe(request, run, step, sentence, [f"explain/{method}/per_layer"], about)
+                per_layer = layer[f"explain/{method}/per_layer"][step].astype(np.float32)  # (L, T, S)
+        text = self._text(data["text"], step)
+        described = next((m for m in text.get("methods", []) if m["name"] == method), None)
+        if described is None:
+            described = self._methods(text, {}, sentence, per_layer.shape[0])[0]
+        rows, cols = text["target_out"], text["source_tokens"]
+        if per_layer.shape[1:] != (len(rows), len(cols)):
+            raise RequestError(409, f"the logged {method} map {per_layer.shape} does not match the tokens "
+                                    f"({len(rows)} × {len(cols)})")
+        gold = text.get("gold")
+        aer = None if gold is None else _map_aer(method, described, per_layer, per_head, gold)
+        answer = {"run": run, "step": step, "sentence": sentence}
+        return answer | _explanation_answer(method, described, rows, cols, per_layer, per_head) | {
+            "gold": gold, "aer": aer}
+
+    @_route
+    def _serve_lens(self, request) -> dict:
+        run = _argument(request, "run")
+        step = _integer(request, "step")
+        sentence = _integer(request, "sentence")
+        data = self._probe(request, run, step, sentence, ["lens"], "logit lens")
+        text = self._text(data["text"], step)
+        lens = json.loads(data["lens"][step].item())
+        return {"run": run, "step": step, "sentence": sentence, "rows": text["target_out"]} | lens
+
+    @_route
+    def _serve_explanations(self, request) -> dict:
+        run = _argument(request, "run")
+        step = _integer(request, "step")
+        from analysis.explain.registry import METHODS  # torch
+        from analysis.explain.scores import best_layer
+        from analysis.explain.trace import layer_names
+
+        tags = [tag for tag in self._run_tags(request, run) if EXPLAIN_TAG.match(tag)]
+        if not tags:
+            raise RequestError(404, f"run {run!r} logged no explanation scores: its data has no gold "
+                                    "alignment to score them against (the maps are still shown)")
+        data = self._read(request, run, tags)
+        named: dict[str, dict[str, dict]] = {}  # method -> score -> step -> value
+        for tag, values in data.items():
+            method, score = EXPLAIN_TAG.match(tag).groups()
+            named.setdefault(method, {})[score] = values
+        order = [name for name in METHODS if name in named and "aer" in named[name]]
+        history = {name: {s: float(np.min(aer)) for s, aer in named[name]["aer"].items()} for name in order}
+        present = [name for name in order if step in named[name]["aer"]]
+        if not present:
+            steps = sorted(set().union(*history.values()))
+            raise RequestError(404, f"run {run!r} logged no explanation scores at step {step} "
+                                    f"(logged steps: {_abridged(steps)})")
+        methods = {}
+        for name in present:
+            scores = {score: np.asarray(values[step]) for score, values in named[name].items()
+                      if score != "layers" and step in values}
+            about = named[name].get("layers", {})
+            about = self._text(about, step) if about else {
+                "label": METHODS[name].label, "layers": list(layer_names(len(scores["aer"])))}
+            table = {"layers": [{"layer": layer, "aer": float(a)} for layer, a in zip(about["layers"],
+                                                                                       scores["aer"])]}
+            best = best_layer(table)
+            heads = {score: _rounded(scores[score]) if score in scores else None
+                     for score in ("head_aer", "head_agreement")}
+            methods[name] = {"label": about["label"], "layers": about["layers"],
+                             "aer": _rounded(scores["aer"]), "agreement": _rounded(scores["agreement"]),
+                             **heads,
+                             "best": {"layer": best["layer"], "aer": round(best["aer"], DECIMALS)}}
+        rounded = {name: [[s, round(v, DECIMALS)] for s, v in sorted(steps.items())]
+                   for name, steps in history.items()}
+        return {"run": run, "step": step, "methods": methods, "history": rounded,
+                "leader": leader(history, order, step)}
 
     @_route
     def _serve_translate(self, request) -> dict:
         run = _argument(request, "run")
         text = " ".join(request.args.get("text", "").split())
         beam = _integer(request, "beam", default=1)
+        method = _method(request) if request.args.get("method") else None
+        ig_steps = _integer(request, "ig_steps", default=IG_STEPS)
+        if not 1 <= ig_steps <= MAX_IG_STEPS:
+            raise RequestError(400, f"ig_steps must be between 1 and {MAX_IG_STEPS}, got {ig_steps}")
         self._run_tags(request, run)
         if not text:
             raise RequestError(400, "the sentence is empty: type a sentence to translate")
@@ -313,7 +461,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise RequestError(429, f"a translation is already running for run {run!r}; "
                                     "try again when it ends")
         try:
-            return self._translate(run, text, beam, request)
+            return self._translate(run, text, beam, request, method, ig_steps)
         finally:
             lock.release()
 
@@ -380,10 +528,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
         raise RequestError(503, f"the checkpoints of run {run!r} changed while they were read (training "
                                 "saves new ones); try again")
 
-    def _translate(self, run: str, text: str, beam: int, request) -> dict:
+    def _translate(self, run: str, text: str, beam: int, request, method: str | None, ig_steps: int) -> dict:
         import torch
 
         from evaluation.attention_maps import sentence_attention
+        from evaluation.explanations import lens_record, sentence_explanations
         from evaluation.translate import translate_hypotheses
 
         checkpoint, loaded = self._loaded(run)
@@ -400,8 +549,91 @@ class AttentionPlugin(base_plugin.TBPlugin):
         weights = {kind: torch.stack(layers).numpy() for kind, layers in attention.maps.items()}
         answer = {"run": run, "text": text, "translation": tgt_tok.decode(ids), "checkpoint": checkpoint.name,
                   "step": loaded.global_step, "beam": beam}
+        if method is not None:
+            # Under forced decoding of the model's own translation; the gradient methods need autograd.
+            with torch.inference_mode(False), torch.enable_grad():
+                explained, lens = sentence_explanations(
+                    model, src_ids, ids, methods=[method], finished=finished,
+                    options={"integrated_gradients": {"steps": ig_steps}},
+                )
+            e = explained[method]
+            per_head = None if e.per_head is None else e.per_head[0].numpy()  # (L, H, T, S)
+            described = {"label": _label(method), "signed": e.signed, "layers": list(e.layers)}
+            answer["explanation"] = _explanation_answer(
+                method, described, attention.target_out, attention.source, e.per_layer[0].numpy(), per_head
+            )
+            answer["lens"] = {"rows": attention.target_out} | lens_record(lens, tgt_tok)
         return answer | _maps_answer(request, attention.source, attention.target_in, attention.target_out,
                                      weights, None)
+
+
+def _method(request) -> str:
+    """The request's explanation method, one of ``analysis.explain.registry.METHODS`` (else a 400)."""
+    from analysis.explain.registry import METHODS  # torch
+
+    method = _argument(request, "method")
+    if method not in METHODS:
+        raise RequestError(400, f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    return method
+
+
+def _label(method: str) -> str:
+    from analysis.explain.registry import METHODS
+
+    return METHODS[method].label
+
+
+def _explanation_answer(method: str, described: dict, rows, cols, per_layer: np.ndarray, per_head) -> dict:
+    """A method's maps as routes answer them: per layer L × T × S, per head L × H × T × S or None."""
+    return {"method": method, "label": described["label"], "signed": described["signed"],
+            "layers": described["layers"], "rows": rows, "cols": cols, "per_layer": _rounded(per_layer),
+            "per_head": None if per_head is None else _rounded(per_head)}
+
+
+def _map_aer(method: str, described: dict, per_layer: np.ndarray, per_head, gold: list[list[int]]) -> dict:
+    """AER of one sentence's map per layer (and head) against its gold cells [row, column], scored by
+    ``analysis.explain.scores`` as the logged corpus figures are.
+
+    On one unpadded sentence every row and column is a real token; rows with no reading (Shift-Att's EOS row)
+    are zero and never gold-linked, so they count as the method's own validity masks would.
+    """
+    import torch
+
+    from analysis.explain.scores import count_alignment
+    from analysis.explain.trace import Explanation
+
+    T, S = per_layer.shape[1:]
+    heads = None if per_head is None else torch.from_numpy(per_head)[None]  # (1, L, H, T, S)
+    explanation = Explanation(
+        method, torch.from_numpy(per_layer)[None], heads, tuple(described["layers"]),  # (1, L, T, S)
+        torch.ones(1, S, dtype=torch.bool), torch.ones(1, T, dtype=torch.bool), described["signed"],
+    )
+    table = count_alignment(explanation, [{(col, row) for row, col in gold}]).table(explanation.layers)
+    return {"per_layer": _rounded(np.array([row["aer"] for row in table["layers"]])),
+            "per_head": None if table["heads"] is None else _rounded(np.array(table["heads"]["aer"]))}
+
+
+def leader(history: dict[str, dict[int, float]], order: list[str], step: int) -> dict | None:
+    """The method of lowest best AER at ``step`` (the first in ``order`` of ties), its AER, and since_step:
+    the earliest logged step from which it has led at every logged step up to ``step``.
+
+    ``history``: method -> logged step -> best AER (its lowest over layers).
+    """
+
+    def first(at: int) -> str | None:
+        scored = [name for name in order if at in history.get(name, {})]
+        return min(scored, key=lambda name: history[name][at]) if scored else None
+
+    best = first(step)
+    if best is None:
+        return None
+    steps = sorted(s for s in set().union(*history.values()) if s <= step)
+    since = step
+    for earlier in reversed(steps):
+        if first(earlier) != best:
+            break
+        since = earlier
+    return {"method": best, "aer": round(history[best][step], DECIMALS), "since_step": since}
 
 
 def _maps_answer(request, source, target_in, target_out, weights: dict[str, np.ndarray], gold) -> dict:

@@ -4,7 +4,9 @@ At every N-th validation, a few validation sentences fixed at the start of train
 weight-returning attention path (ordinary training steps stay on the fused kernel), and it logs:
 
 - for the ATTENTION tab (``tensorboard_plugin``): the raw weights of every kind, layer and head of each probe
-  sentence (float16) with its tokens, and the head statistics as tensors; a few hundred kB per validation;
+  sentence (float16) with its tokens; with ``explain_probes``, every explanation method's map of each probe
+  (float16) and its logit lens (JSON); the head statistics as tensors; and on data with gold alignments each
+  method's AER and agreement per layer (and per head) as tensors; a few hundred kB per validation;
 - ``attention_overview/<kind>/sentence_<i>`` (IMAGES): the layers × heads grid of the first probes' maps;
 - ``attention_<kind>/sentence_<i>/layer_<l>/head_<h>`` (IMAGES, with ``per_head``): one heatmap per head;
 - ``heads/<kind>_<statistic>`` (IMAGES): a layers × heads heatmap of each head statistic over a larger set of
@@ -21,8 +23,10 @@ Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-a
 and columns are labelled as ``analysis.axes`` says.
 """
 
+import json
 import time
 import warnings
+from dataclasses import dataclass
 
 import lightning as L
 import numpy as np
@@ -30,18 +34,17 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from analysis.axes import KINDS
-from analysis.explain.registry import check_methods
-from analysis.heads import add_totals, summary_totals, totals_summary
+from analysis.explain.registry import METHODS, check_methods
+from analysis.heads import STATISTIC, add_totals, summary_totals, totals_summary
 from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
 from data.batching import collate
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable
 from evaluation.attention_maps import SentenceAttention, sentence_attention
-from evaluation.explanations import explanation_alignment
-from tensorboard_plugin.metadata import sentence_tag, statistic_tag
+from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
+from tensorboard_plugin.metadata import explain_tag, sentence_tag, statistic_tag
 from tensorboard_plugin.summary import json_summary, tensor_summary
 
-BOUNDED_STATISTICS = ("diagonal", "previous", "next", "agreement", "aer")  # shares in [0, 1]
 # Scored at each validation unless chosen otherwise: every method but Integrated Gradients, whose path
 # integral costs ig_steps backward passes, most of the explanations' time (gradient × input tracked it within
 # 0.04 AER at every validation of a small run); evaluate.py --alignment-methods scores it.
@@ -58,10 +61,12 @@ class AttentionLogger(L.Callback):
         max_tokens: pick probe sentences no longer than this (in tokens), so that labels stay legible.
         per_head: also draw one image per layer and head (the ATTENTION tab shows them without it).
         stats_sentences: validation sentences over which the head statistics are averaged (0: none).
-        max_bytes: most bytes of attention weights logged per validation. The probes are logged in order
-            until one would exceed it; that one and every later probe are left out (with a warning), so the
-            logged sentences are always 0 .. k-1, and long sentences and big models keep the event file
-            bounded.
+        max_bytes: most bytes of attention weights logged per validation for the ATTENTION tab: a probe's
+            weights, its explanation maps and logit lens, then the explanation scores. The probes are logged
+            in order until one would exceed it; that one and every later probe are left out (with a warning),
+            so the logged sentences are always 0 .. k-1, and long sentences and big models keep the event file
+            bounded. Scores that do not fit in what the probes left are left out of the tab (with a warning;
+            the ``explain/*`` scalars keep them).
         stats_max_bytes: most bytes of attention maps the head-statistics forward holds at once; the
             ``stats_sentences`` are run in length-sorted batches under it (at least one sentence a batch).
         explanation_sentences: validation sentences over which every explanation method is scored against
@@ -70,6 +75,9 @@ class AttentionLogger(L.Callback):
             ``VALIDATION_METHODS``, all but Integrated Gradients.
         ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
             --alignment-methods`` takes 32 by default; for the arg-max alignment 8 are a cheap estimate).
+        explain_probes: also log every method of ``analysis.explain.registry.METHODS`` (Integrated Gradients
+            with ``ig_steps``) and the logit lens of each probe sentence under forced decoding of its
+            reference, for the ATTENTION tab; they count against ``max_bytes`` with the probe's weights.
     """
 
     def __init__(
@@ -85,6 +93,7 @@ class AttentionLogger(L.Callback):
         explanation_sentences: int = 50,
         explanation_methods: list[str] | None = None,
         ig_steps: int = 8,
+        explain_probes: bool = True,
     ) -> None:
         super().__init__()
         counts = (every_n_epochs, num_sentences, num_images, stats_sentences, max_bytes)
@@ -97,6 +106,7 @@ class AttentionLogger(L.Callback):
         methods = VALIDATION_METHODS if explanation_methods is None else explanation_methods
         self.explanation_methods = check_methods(methods)
         self.ig_steps = ig_steps
+        self.explain_probes = explain_probes
         self._explain_pairs: list | None = None
         self.every_n_epochs = every_n_epochs
         self.num_sentences = num_sentences
@@ -109,6 +119,7 @@ class AttentionLogger(L.Callback):
         self._probes: list | None = None
         self._stats_items: list | None = None
         self._warned_budget = False
+        self._warned_scores = False
 
     def _prepare(self, datamodule) -> None:
         """Choose the probe sentences once; they stay fixed so that the step slider shows the same maps."""
@@ -147,8 +158,11 @@ class AttentionLogger(L.Callback):
                     model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
                 )
                 if number < self.num_sentences and logging:
+                    explained = None
+                    if self.explain_probes:
+                        explained = self._explain_probe(model, datamodule.tgt_tokenizer, src_ids, tgt_ids)
                     written = self._log_tensors(
-                        experiment, attention, self._pairs[index], number, step, budget
+                        experiment, attention, self._pairs[index], number, step, budget, explained
                     )
                     logging = written is not None  # past the budget: no later probe, so no gap in the ids
                     budget -= written or 0
@@ -157,17 +171,41 @@ class AttentionLogger(L.Callback):
             if self._stats_items:
                 self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
         if self._explain_pairs:
-            self._log_explanations(model, datamodule, pl_module)
+            self._log_explanations(model, datamodule, pl_module, experiment, step, budget)
+
+    def _explain_probe(self, model, tgt_tokenizer, src_ids: list[int], tgt_ids: list[int]):
+        """Every method's map and the logit lens of one probe, under forced decoding of its reference: a
+        ``ProbeExplanation``."""
+        # Validation runs under inference mode; the gradient methods need autograd.
+        with torch.inference_mode(False), torch.enable_grad():
+            explanations, lens = sentence_explanations(
+                model, src_ids, tgt_ids, methods=list(METHODS),
+                options={"integrated_gradients": {"steps": self.ig_steps}},
+            )
+        maps, described = {}, []
+        for name, explanation in explanations.items():
+            per_head = explanation.per_head is not None
+            described.append({"name": name, "label": METHODS[name].label, "per_head": per_head,
+                              "signed": explanation.signed, "layers": list(explanation.layers)})
+            if name == "attention":
+                continue  # the cross weights, logged already
+            maps[name] = _half(explanation.per_head if per_head else explanation.per_layer)
+            if per_head:  # a layer's map is not always its heads' mean (value norms: the norm of a sum)
+                maps[f"{name}/per_layer"] = _half(explanation.per_layer)
+        return ProbeExplanation(maps, described, lens_record(lens, tgt_tokenizer))
 
     def _log_tensors(
-        self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int
+        self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int,
+        explained: "ProbeExplanation | None" = None,
     ) -> int | None:
-        """Write one probe's weights for the ATTENTION tab if they fit in the budget: the bytes written, or
-        None when they do not fit."""
+        """Write one probe's weights (and its explanations, when given) for the ATTENTION tab if they fit in
+        the budget: the bytes written, or None when they do not fit."""
         arrays = {
             kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in attention.maps.items()
         }
         size = sum(array.nbytes for array in arrays.values())  # (L, H, Tq, Tk) each
+        if explained is not None:
+            size += explained.nbytes
         if size > budget:
             if not self._warned_budget:  # the probes and the budget are the same at every validation
                 shown = f"probe sentences 0 to {number - 1} only" if number else "no probe sentence"
@@ -190,9 +228,15 @@ class AttentionLogger(L.Callback):
             "target_out": attention.target_out,
             "gold": _gold_cells(pair, attention),
         }
+        if explained is not None:
+            text["methods"] = explained.methods
         writer.add_summary(json_summary(sentence_tag(number, "text"), text), step)
         for kind, array in arrays.items():
             writer.add_summary(tensor_summary(sentence_tag(number, kind), array), step)
+        if explained is not None:
+            for name, array in explained.maps.items():
+                writer.add_summary(tensor_summary(sentence_tag(number, f"explain/{name}"), array), step)
+            writer.add_summary(json_summary(sentence_tag(number, "lens"), explained.lens), step)
         return size
 
     def _log_images(self, experiment, attention: SentenceAttention, number: int, step: int) -> None:
@@ -235,7 +279,7 @@ class AttentionLogger(L.Callback):
                 if writer is not None:
                     summary = tensor_summary(statistic_tag(kind, name), values.numpy().astype(np.float32))
                     writer.add_summary(summary, step)
-                bounded = name in BOUNDED_STATISTICS
+                bounded = STATISTIC[name].bounded
                 figure = layer_head_matrix(
                     values, f"{kind}: {name} per head, step {step}", vmin=0.0 if bounded else None,
                     vmax=1.0 if bounded else None,
@@ -248,8 +292,9 @@ class AttentionLogger(L.Callback):
             pl_module.log("heads/best_aer", stats["cross"]["aer"].min().item(), rank_zero_only=True)
 
 
-    def _log_explanations(self, model, datamodule, pl_module) -> None:
-        """Every method's AER and agreement per layer, as scalars, and the seconds they took."""
+    def _log_explanations(self, model, datamodule, pl_module, experiment, step: int, budget: int) -> None:
+        """Every method's AER and agreement per layer, as scalars, and the seconds they took; and as tensors
+        for the ATTENTION tab (per layer and per head) if they fit in what the probes left of the budget."""
         start = time.perf_counter()
         # Validation runs under inference mode; the gradient methods need autograd.
         with torch.inference_mode(False), torch.enable_grad():
@@ -265,6 +310,55 @@ class AttentionLogger(L.Callback):
                 pl_module.log(f"explain/{name}/agreement_{layer}", row["agreement"], rank_zero_only=True)
             pl_module.log(f"explain/{name}/best_aer", method["best"]["aer"], rank_zero_only=True)
         pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
+        self._log_score_tensors(experiment, scores, step, budget)
+
+    def _log_score_tensors(self, experiment, scores: dict, step: int, budget: int) -> None:
+        """``explanation_alignment``'s table as the tab's tensors: per method ``aer``, ``agreement`` (L,),
+        ``head_aer``, ``head_agreement`` (L, H) where the method has heads, and ``layers``, its label and
+        layer labels (JSON)."""
+        summaries = []
+        for name, method in scores.items():
+            arrays = {
+                "aer": [row["aer"] for row in method["layers"]],
+                "agreement": [row["agreement"] for row in method["layers"]],
+            }
+            if method["heads"] is not None:
+                arrays |= {"head_aer": method["heads"]["aer"], "head_agreement": method["heads"]["agreement"]}
+            for score, values in arrays.items():
+                summaries.append(tensor_summary(explain_tag(name, score), np.asarray(values, np.float32)))
+            about = {"label": method["label"], "layers": [row["layer"] for row in method["layers"]]}
+            summaries.append(json_summary(explain_tag(name, "layers"), about))
+        size = sum(len(value.SerializeToString()) for summary in summaries for value in summary.value)
+        if size > budget:
+            if self._warned_scores:
+                return
+            self._warned_scores = True
+            warnings.warn(
+                f"attention logging: the explanation scores would take {size} bytes, more than the {budget} "
+                f"the probe sentences left of --attention.max_bytes {self.max_bytes}; the ATTENTION tab "
+                f"shows no scores at step {step} (the explain/* scalars have them)", stacklevel=2,
+            )
+            return
+        writer = _file_writer(experiment)
+        for summary in summaries if writer is not None else ():
+            writer.add_summary(summary, step)
+
+
+@dataclass(frozen=True)
+class ProbeExplanation:
+    """What the ATTENTION tab gets of one probe's explanations."""
+
+    # method -> float16 (L, H, T, S), or (L, T, S) without heads; "<method>/per_layer" -> (L, T, S) for a
+    # method with heads; never "attention"
+    maps: dict[str, np.ndarray]
+    methods: list[dict]  # every method: {"name", "label", "per_head", "signed", "layers"}, as METHODS orders
+    lens: dict  # evaluation.explanations.lens_record
+
+    @property
+    def nbytes(self) -> int:
+        """What counts against the budget: the maps' bytes and the lens's JSON text."""
+        lens = len(json.dumps(self.lens, ensure_ascii=False).encode("utf-8"))
+        return sum(array.nbytes for array in self.maps.values()) + lens
 
 
 def attention_bytes(config, src_len: int, tgt_len: int, sentences: int = 1) -> int:
@@ -289,6 +383,11 @@ def statistics_batches(items: list, config, max_bytes: int) -> list[list]:
         current.append(item)
         src_len, tgt_len = longer
     return batches + [current] if current else batches
+
+
+def _half(scores: torch.Tensor) -> np.ndarray:
+    """The first sentence of an ``Explanation``'s (1, ...) scores as float16."""
+    return scores[0].detach().cpu().to(torch.float16).numpy()  # (L, H, T, S) or (L, T, S)
 
 
 def _file_writer(experiment):
