@@ -264,7 +264,9 @@ def test_statistics_table_sorts_and_marks_the_best_aligned_head(tab):
         return [stats[name][layer][head] for layer, head in order()]
 
     header = {th.get_attribute("data-key") for th in css(driver, "#stats-table th")}
-    assert header == {"layer", "head", *stats}
+    # Beside the head statistics, the AER of every explanation method with heads (./explanations).
+    scores = api.get("explanations", run=run["run"], step=run["explanation_steps"][-1])["methods"]
+    assert header == {"layer", "head", *stats, *(f"aer:{name}" for name, m in scores.items() if m["head_aer"])}
     # Cross-attention with gold alignments: agreement, best first, and the best head marked in table and grid.
     assert css(driver, '#stats-table th[data-key="agreement"]')[0].get_attribute("aria-sort") == "descending"
     agreement = column("agreement")

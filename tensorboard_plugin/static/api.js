@@ -36,3 +36,6 @@ export const runsUrl = () => "./runs";
 export const attentionUrl = (run, step, sentence) => `./attention?${q({run, step, sentence})}`;
 export const statisticsUrl = (run, step) => `./statistics?${q({run, step})}`;
 export const translateUrl = (params) => `./translate?${q(params)}`;
+export const explanationUrl = (run, step, sentence, method) => `./explanation?${q({run, step, sentence, method})}`;
+export const lensUrl = (run, step, sentence) => `./lens?${q({run, step, sentence})}`;
+export const explanationsUrl = (run, step) => `./explanations?${q({run, step})}`;

@@ -1,9 +1,11 @@
-// The toolbars: run, sentence, attention kind, gold links, the colour scale, the step slider and its player;
-// `syncControls` sets them from the state after every change.
+// The toolbars: run, sentence, attention kind, the explanation method ("view") of the cross maps, gold links, the
+// colour scale, the step slider and its player; `syncControls` sets them from the state after every change.
 
 import {h} from "./dom.js";
 import {colourBar} from "./heatmap.js";
-import {KINDS, currentStep, draw, selectKind, selectRun, selectSentence, selectStep, state} from "./state.js";
+import {
+  KINDS, currentMethod, currentStep, draw, selectKind, selectMethod, selectRun, selectSentence, selectStep, state,
+} from "./state.js";
 
 export const KIND_BUTTON = {encoder: "Encoder", decoder: "Decoder", cross: "Cross"};
 export const KIND_TITLE = {
@@ -24,6 +26,9 @@ export function toolbars(right) {
   ui.sentenceSelect = h("select", {id: "sentence-select", onchange: () => selectSentence(ui.sentenceSelect.value)});
   ui.kindButtons = KINDS.map((k) => h("button", {id: `kind-${k}`, "data-kind": k, title: KIND_TITLE[k],
     onclick: () => selectKind(k)}, KIND_BUTTON[k]));
+  // The methods and their labels come from the run (./runs' `methods`), never from a list here.
+  ui.method = h("select", {id: "method-select", onchange: () => selectMethod(ui.method.value)});
+  ui.methodLabel = h("label", {class: "ctl"}, "View", ui.method);
   ui.gold = h("input", {id: "gold-toggle", type: "checkbox", checked: true,
     onchange: () => { state.gold = ui.gold.checked; draw(); }});
   ui.goldLabel = h("label", {class: "ctl", title: "outline the gold word alignment on cross-attention maps"},
@@ -34,6 +39,7 @@ export function toolbars(right) {
     h("label", {class: "ctl"}, "Run", ui.runSelect),
     h("label", {class: "ctl"}, "Sentence", ui.sentenceSelect),
     h("span", {class: "seg", role: "group", "aria-label": "attention kind"}, ui.kindButtons),
+    ui.methodLabel,
     ui.goldLabel,
     colourBar(),
     ui.loading,
@@ -74,6 +80,15 @@ export function syncControls() {
     b.setAttribute("aria-pressed", String(k === state.kind));
     b.disabled = !run.kinds.includes(k);
   }
+  const methods = run.methods && run.methods.length ? run.methods : [currentMethod()];
+  ui.method.replaceChildren(...methods.map((m) => h("option", {value: m.name,
+    title: `${m.label}: ${m.per_head ? "per head and per layer" : "one map per layer"}${m.signed ? ", signed" : ""}`},
+  m.label)));
+  ui.method.value = currentMethod().name;
+  ui.methodLabel.classList.toggle("dim", state.kind !== "cross");
+  ui.methodLabel.title = state.kind === "cross"
+    ? "what the cross maps show: attention weights, or another explanation of what the model uses"
+    : "explanation methods explain the cross maps (target → source): choosing one shows them";
   const goldApplies = state.kind === "cross" && run.has_gold && state.mode === "probe";
   ui.gold.disabled = !goldApplies;
   ui.goldLabel.title = goldApplies ? "outline the gold word alignment on cross-attention maps"

@@ -1,13 +1,16 @@
-// The detail view: the open head, big, with its tokens; a second map when comparing with another step or run;
-// the lines view of the open and overlaid heads; the head's statistics and their trend over training.
+// The detail view: the open map, big, with its tokens and its AER badge; a second map when comparing with another
+// step or run; the lines view of the open and overlaid maps; the map's statistics or scores and their trend over
+// training; for decoder and cross maps the logit-lens panel of the hovered target position.
 
-import {cached, statisticsUrl} from "./api.js";
-import {fmt, h, headName, hideTooltip, showTooltip, textWidth} from "./dom.js";
-import {wireFocus, selfShift} from "./focus.js";
-import {GOLD_COLOUR, drawMatrix} from "./heatmap.js";
+import {cached, explanationsUrl, statisticsUrl} from "./api.js";
+import {fmt, h, hideTooltip, showTooltip, textWidth} from "./dom.js";
+import {selfShift, wireFocus} from "./focus.js";
+import {GOLD_COLOUR, colourBar, drawMatrix} from "./heatmap.js";
+import {lensNote, lensPanel} from "./lens.js";
 import {linesView} from "./lines.js";
 import {KIND_TITLE} from "./controls.js";
-import {KIND_HELP, goldFor, headColour} from "./grid.js";
+import {KIND_HELP, headColour} from "./grid.js";
+import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
 import {KINDS, draw, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
 import {statKeys} from "./stats.js";
 
@@ -20,40 +23,60 @@ export function detailSection() {
   return ui.detail;
 }
 
-/** Draw the open head of `data` (an ./attention or ./translate answer); `other` = {data} to compare with. */
-export function drawDetail(data, stats, other) {
-  const kd = data.kinds[state.kind];
-  const {layer, head} = state.head;
-  const kindStats = stats && stats.kinds[state.kind];
+/**
+ * Draw the open map of `set` (see maps.js) of `data` (an ./attention or ./translate answer). `other` = {data,
+ * set} to compare with; `explanations` the ./explanations answer or null; `lens` the logit lens ({error} when it
+ * could not be read, null where it does not apply).
+ */
+export function drawDetail(data, set, stats, explanations, other, lens) {
+  const sel = state.head;
+  const matrix = mapOf(set, sel);
+  const attentionHead = (set.method === null || set.method === "attention") && sel.head !== null;
+  const kindStats = attentionHead ? stats && stats.kinds[state.kind] : null;
   const statsNote = kindStats && (state.mode === "custom" || stats.step !== data.step)
     ? h("span", {class: "note", title: "head statistics are measured on validation sentences at a logged step"},
       `validation, step ${stats.step}:`) : null;
   const chips = kindStats
-    ? statKeys(kindStats).map((k) => h("span", {class: "chip", title: (stats.descriptions || {})[k] || k},
-      h("span", {}, `${k} `), fmt(kindStats[k][layer][head])))
-    : [];
+    ? statKeys(kindStats, stats).map((k) => h("span", {class: "chip", title: (stats.descriptions || {})[k] || k},
+      h("span", {}, `${k} `), fmt(kindStats[k][sel.layer][sel.head])))
+    : methodChips(set, sel, explanations);
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
   const trend = h("span", {class: "trend"});
+  const title = set.method && set.method !== "attention" ? set.label : KIND_TITLE[state.kind];
   const top = h("div", {class: "detail-head"},
-    h("h2", {}, `${KIND_TITLE[state.kind]} · ${headName(state.head)}`),
+    h("h2", {}, `${title} · ${mapName(set, sel)}`),
+    aerBadge(set, sel),
     h("span", {class: "note"}, where),
     h("div", {class: "chips"}, statsNote, chips),
     trend);
-  if (kindStats) drawTrend(trend, trendKey(kindStats), stats.step);
+  if (kindStats) {
+    const key = trendKey(kindStats);
+    drawTrend(trend, {steps: state.run.statistics_steps || [], url: (s) => statisticsUrl(state.run.run, s),
+      pick: (answer) => answer?.kinds?.[state.kind]?.[key]?.[sel.layer]?.[sel.head], label: key,
+      shown: stats.step});
+  } else if (set.method && explanations && explanations.methods) {
+    const method = set.method;
+    drawTrend(trend, {steps: state.run.explanation_steps || [], url: (s) => explanationsUrl(state.run.run, s),
+      pick: (answer) => validationAer(answer?.methods?.[method], sel), label: "AER (explanation sentences)",
+      shown: explanations.step});
+  }
 
-  const help = h("div", {class: "note kind-help"}, `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}.`);
-  const tools = compareTools();
+  const help = h("div", {class: "note kind-help"}, `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}.`
+    + (set.signed ? " Signed scores: red above 0, blue below." : ""));
+  const scale = scaleFor(set, matrix);
+  const tools = compareTools(scale.scale === 1 && !scale.signed ? null
+    : colourBar({...scale, title: `colour scale of this map: its largest magnitude is ${fmt(scale.scale)}`}));
 
   // Sizes: fit the matrices (and the lines view, beside them unless comparing) into the panel.
   const width = Math.max(420, ui.detail.clientWidth || 800);
   const comparing = Boolean(other);
-  const rowsN = kd.rows.length;
-  const colsN = kd.cols.length;
+  const rowsN = set.rows.length;
+  const colsN = set.cols.length;
   const maxTokens = Math.max(rowsN, colsN);
   const guessFont = maxTokens > 30 ? 11 : 12;
   // Room for the widest token in bold (a lit token is bold), up to 120 px; longer ones end in an ellipsis.
-  const labelW = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.rows.map((t) => textWidth(t, guessFont + 1))) + 14));
-  const labelH = Math.ceil(Math.min(120, 1.12 * Math.max(...kd.cols.map((t) => textWidth(t, guessFont + 1))) + 12));
+  const labelW = Math.ceil(Math.min(120, 1.12 * Math.max(...set.rows.map((t) => textWidth(t, guessFont + 1))) + 14));
+  const labelH = Math.ceil(Math.min(120, 1.12 * Math.max(...set.cols.map((t) => textWidth(t, guessFont + 1))) + 12));
   // Cells fill the height of the window (at least 14 px, the smallest that keeps labels legible) and the width
   // left beside the lines view; when that would make them smaller than 14 px (long sentences), the lines view
   // moves below the matrix. Comparing puts two matrices side by side and the lines view below.
@@ -68,46 +91,93 @@ export function drawDetail(data, stats, other) {
   const cell = Math.max(9, Math.min(46, Math.floor(Math.min(fitW, fitH))));
   const font = Math.max(10, Math.min(13, Math.floor(cell * 0.85), guessFont + 1));
 
-  const gold = goldFor(data);
-  const A = matrixPanel(kd, kd.weights[layer][head], gold, cell, font, labelW, labelH,
+  const A = matrixPanel(set, matrix, cell, font, labelW, labelH,
     comparing ? h("div", {class: "panel-cap"}, h("b", {}, "A "), `${data.run} · step ${data.step}`) : null);
   const panels = [A];
   if (comparing) {
-    const okd = other.data.kinds[state.kind];
-    const ogold = state.kind === "cross" && state.gold && other.data.gold ? other.data.gold : null;
-    panels.push(matrixPanel(okd, okd.weights[layer][head], ogold, cell, font, labelW, labelH,
-      h("div", {class: "panel-cap"}, h("b", {}, "B "), `${other.data.run} · step ${other.data.step}`)));
+    const omatrix = mapOf(other.set, sel);
+    panels.push(omatrix ? matrixPanel(other.set, omatrix, cell, font, labelW, labelH,
+      h("div", {class: "panel-cap"}, h("b", {}, "B "), `${other.data.run} · step ${other.data.step}`,
+        " ", aerBadge(other.set, sel)))
+      : h("div", {class: "note"}, `${other.data.run} · step ${other.data.step} has no ${mapName(set, sel)}`));
   }
 
-  // Lines view: the open head plus the overlaid ones, each in its colour.
-  const heads = [state.head, ...state.overlay].map((hd, i) => ({
-    label: headName(hd), colour: headColour(i), matrix: kd.weights[hd.layer][hd.head], head: hd,
-  }));
+  // Lines view: the open map plus the overlaid ones, each in its colour.
+  const heads = [sel, ...state.overlay].map((hd, i) => {
+    const m = mapOf(set, hd);
+    return m && {label: mapName(set, hd), colour: headColour(i), matrix: m, head: hd, ...scaleFor(set, m)};
+  }).filter(Boolean);
   // Beside the matrix, the lines view's query tokens sit level with the matrix rows.
-  const lines = linesView({rows: kd.rows, cols: kd.cols, heads, width: LINES_WIDTH,
+  const lines = linesView({rows: set.rows, cols: set.cols, heads, width: LINES_WIDTH,
     top: linesBelow ? 26 : labelH, step: linesBelow ? Math.min(20, Math.max(14, cell)) : Math.max(14, cell)});
   const legend = h("div", {class: "legend"}, heads.map((hd, i) => h("span", {class: "item", "data-head": hd.label},
     h("span", {class: "sw", style: `background:${hd.colour}`}), hd.label,
     i > 0
       ? h("button", {class: "rm", title: "remove from the lines view", onclick: () => toggleOverlay(hd.head)}, "×")
       : null)),
-  heads.length === 1 ? h("span", {class: "note"}, "Shift-click heads in the grid to overlay them") : null);
+  heads.length === 1 ? h("span", {class: "note"}, "Shift-click maps in the grid to overlay them") : null);
   const linesPanel = h("div", {class: linesBelow ? "lines-panel below" : "lines-panel"},
     h("div", {id: "lines-view"}, lines.node), legend);
 
-  const body = h("div", {class: "detail-body"}, ...panels, linesPanel);
+  // The logit lens follows the hovered target position (a row of a decoder or cross map).
+  let lensView = null;
+  let lensNode = null;
+  if (lens && lens.error) {
+    lensNode = lensNote(lens.error);
+  } else if (lens) {
+    lensView = lensPanel(lens);
+    lensNode = lensView.node;
+  }
+  const body = h("div", {class: "detail-body"}, ...panels, linesPanel, lensNode);
   ui.detail.replaceChildren(top, help, tools, body);
   ui.detail.dataset.step = String(state.mode === "custom" ? "" : data.step);
   ui.detail.dataset.kind = state.kind;
-  ui.detail.dataset.layer = String(layer);
-  ui.detail.dataset.head = String(head);
+  ui.detail.dataset.method = set.method || "";
+  ui.detail.dataset.layer = String(sel.layer);
+  ui.detail.dataset.head = sel.head === null ? "" : String(sel.head);
   ui.detail.dataset.mode = state.mode;
-  wireFocus(ui.detail, body, {lines, shift: state.kind === "cross" ? null : selfShift(kd.rows, kd.cols),
-    shape: [kd.rows.length, kd.cols.length]});
+  const onLit = lensView ? (lit) => { if (lit && lit.rows.size === 1) lensView.showRow([...lit.rows][0]); } : null;
+  wireFocus(ui.detail, body, {lines, shift: state.kind === "cross" ? null : selfShift(set.rows, set.cols),
+    shape: [rowsN, colsN], onLit});
+}
+
+// The open map's AER on this sentence, or why there is none.
+function aerBadge(set, sel) {
+  if (set.kind !== "cross") return null;
+  const aer = aerOf(set, sel);
+  if (aer !== null) {
+    return h("span", {class: "aer-badge", "data-aer": String(aer),
+      title: "alignment error rate of this map on this sentence against its gold links (lower is better)"},
+    aerText(aer));
+  }
+  const why = state.mode === "custom" ? "your sentence has no gold alignment"
+    : state.run.has_gold ? null : "this run's data has no gold alignment";
+  return why ? h("span", {class: "no-aer note", title: "AER needs gold word links"}, `no AER: ${why}`) : null;
+}
+
+// A method's AER of map {layer, head} over the explanation sentences (./explanations' per-method scores).
+function validationAer(scores, {layer, head}) {
+  if (!scores) return undefined;
+  return head === null ? scores.aer?.[layer] : scores.head_aer?.[layer]?.[head];
+}
+
+// The open map's scores over the explanation sentences at the step of ./explanations.
+function methodChips(set, sel, explanations) {
+  const scores = explanations && explanations.methods ? explanations.methods[set.method] : null;
+  if (!scores) return [];
+  const agreement = sel.head === null ? scores.agreement?.[sel.layer] : scores.head_agreement?.[sel.layer]?.[sel.head];
+  const about = `over the explanation sentences at step ${explanations.step}`;
+  return [
+    h("span", {class: "note"}, `explanation sentences, step ${explanations.step}:`),
+    h("span", {class: "chip", title: `alignment error rate ${about} (lower is better)`},
+      h("span", {}, "AER "), fmt(validationAer(scores, sel))),
+    h("span", {class: "chip", title: `share of target words whose strongest score falls on a gold-aligned source word ${about}`},
+      h("span", {}, "agreement "), fmt(agreement)),
+  ];
 }
 
 // Compare with another step of this run, or the same step of another run with the same layers and heads.
-function compareTools() {
+function compareTools(scaleNode) {
   const cmpRunValue = state.compareRun;
   const stepsFor = (cmpRunValue ? runByName(cmpRunValue) : state.run)?.steps || [];
   const sameShape = state.runs.filter((r) => r.run !== state.run.run && r.num_heads === state.run.num_heads
@@ -128,8 +198,9 @@ function compareTools() {
     (state.compareStep || state.compareRun) && state.mode === "probe"
       ? h("button", {class: "icon-btn", title: "stop comparing",
         onclick: () => { state.compareStep = ""; state.compareRun = ""; draw(); }}, "×") : null,
-    h("label", {title: "write weights ≥ 0.1 in the cells when they are big enough"},
+    h("label", {title: "write values of at least a tenth of the scale in the cells when they are big enough"},
       numbers, " numbers in cells"),
+    scaleNode,
     state.mode === "custom" ? h("span", {class: "note"}, "(comparing applies to the probe sentences)") : null);
 }
 
@@ -151,22 +222,17 @@ function trendKey(kindStats) {
   return kindStats[sortKey] ? sortKey : "entropy" in kindStats ? "entropy" : Object.keys(kindStats)[0];
 }
 
-// A small line of the open head's statistic at every step with statistics; the dot marks the step shown, a
-// click on the line moves the slider there.
-async function drawTrend(node, key, shownStep) {
-  const run = state.run;
-  const steps = run.statistics_steps || [];
-  if (steps.length < 2 || !key) return;
-  const {layer, head} = state.head;
-  const kind = state.kind;
+// A small line of one value of the open map at every logged step that has it: `url(step)` answers, `pick(answer)`
+// the value; the dot marks the step `shown`, a click on the line moves the slider there.
+async function drawTrend(node, {steps, url, pick, label, shown}) {
+  if (steps.length < 2) return;
   const all = [];
   for (let k = 0; k < steps.length; k += 4) { // four requests at a time: a long run has many steps
-    const chunk = steps.slice(k, k + 4).map((s) => cached(statisticsUrl(run.run, s)).catch(() => null));
+    const chunk = steps.slice(k, k + 4).map((s) => cached(url(s)).catch(() => null));
     all.push(...(await Promise.all(chunk)));
     if (!node.isConnected) return; // redrawn meanwhile; the next drawing starts again from the cache
   }
-  const points = steps.map((s, k) => [s, all[k]?.kinds?.[kind]?.[key]?.[layer]?.[head]])
-    .filter(([, v]) => typeof v === "number");
+  const points = steps.map((s, k) => [s, pick(all[k])]).filter(([, v]) => typeof v === "number");
   if (points.length < 2) return;
   const [W, H, pad] = [150, 30, 3];
   const xs = points.map(([s]) => s);
@@ -184,7 +250,7 @@ async function drawTrend(node, key, shownStep) {
   const line = document.createElementNS(NS, "polyline");
   line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
   svg.append(line);
-  const current = points.find(([s]) => s === shownStep);
+  const current = points.find(([s]) => s === shown);
   if (current) {
     const dot = document.createElementNS(NS, "circle");
     dot.setAttribute("cx", X(current[0]));
@@ -198,27 +264,28 @@ async function drawTrend(node, key, shownStep) {
     const s = x0 + ((e.clientX - r.left - pad) / (W - 2 * pad)) * (x1 - x0);
     selectStep(state.run.steps.indexOf(nearest(state.run.steps, s)));
   });
-  node.title = `${key} of ${headName(state.head)} at every logged step (${fmt(vs[0])} → ${fmt(vs[vs.length - 1])}); `
+  node.title = `${label} of this map at every logged step (${fmt(vs[0])} → ${fmt(vs[vs.length - 1])}); `
     + "click to go to a step";
-  node.replaceChildren(h("span", {class: "note"}, `${key} over training`), svg);
+  node.replaceChildren(h("span", {class: "note"}, `${label} over training`), svg);
 }
 
-function matrixPanel(kd, matrix, gold, cell, font, labelW, labelH, caption) {
-  const rowsN = kd.rows.length;
-  const colsN = kd.cols.length;
+function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
+  const gold = set.gold;
+  const rowsN = set.rows.length;
+  const colsN = set.cols.length;
   const w = cell * colsN;
   const hgt = cell * rowsN;
   const node = h("div", {class: "matrix", style: `width:${labelW + w}px;height:${labelH + hgt}px;font-size:${font}px`,
     "data-gold-cells": String(gold ? gold.filter(([i, j]) => i < rowsN && j < colsN).length : 0)});
-  kd.cols.forEach((t, j) => node.append(h("div", {
+  set.cols.forEach((t, j) => node.append(h("div", {
     class: "token", "data-axis": "col", "data-index": String(j), title: `key ${j}: ${t}`,
     style: `left:${labelW + j * cell}px;top:0;width:${cell}px;height:${labelH}px;line-height:${cell}px`}, t)));
-  kd.rows.forEach((t, i) => node.append(h("div", {
+  set.rows.forEach((t, i) => node.append(h("div", {
     class: "token", "data-axis": "row", "data-index": String(i), title: `query ${i}: ${t}`,
     style: `left:0;top:${labelH + i * cell}px;width:${labelW}px;height:${cell}px;line-height:${cell}px`}, t)));
   const canvas = h("canvas", {style: `left:${labelW}px;top:${labelH}px`});
   const causal = state.kind === "decoder";
-  drawMatrix(canvas, matrix, w, hgt, {gold, numbers: state.numbers, causal});
+  drawMatrix(canvas, matrix, w, hgt, {gold, numbers: state.numbers, causal, ...scaleFor(set, matrix)});
   node.append(canvas);
   for (let i = 0; i < rowsN; i++) {
     node.append(h("div", {class: "band", "data-axis": "row", "data-index": String(i),
@@ -244,7 +311,7 @@ function matrixPanel(kd, matrix, gold, cell, font, labelW, labelH, caption) {
       node.querySelector(`.token[data-axis="col"][data-index="${j}"]`)].filter(Boolean);
     soft.forEach((n) => n.classList.add("hl-soft"));
     showTooltip(e, h("b", {}, causal && j > i ? "masked" : matrix[i][j].toFixed(4)), "  ",
-      `${kd.rows[i]} → ${kd.cols[j]}`, h("span", {style: "color:#adb5bd"}, `  (row ${i}, col ${j})`),
+      `${set.rows[i]} → ${set.cols[j]}`, h("span", {style: "color:#adb5bd"}, `  (row ${i}, col ${j})`),
       goldSet.has(`${i},${j}`) ? h("span", {style: `color:${GOLD_COLOUR}`}, "  gold link") : "");
   });
   canvas.addEventListener("mouseleave", () => {

@@ -17,7 +17,7 @@
 import {state} from "./state.js";
 
 // What the detail view shows now: its root node, the lines view, the self-attention shift and the map's shape.
-const view = {root: null, lines: null, shift: null, shape: [0, 0]};
+const view = {root: null, lines: null, shift: null, shape: [0, 0], onLit: null};
 
 function focusFromNode(node) {
   if (!node) return null;
@@ -56,10 +56,11 @@ function litSets(focus) {
 
 /**
  * Follow the tokens of `body` (inside the detail view `root`): `lines` is the lines view's handle, `shift`
- * what `selfShift` says of the map (null for cross maps), `shape` its [rows, cols].
+ * what `selfShift` says of the map (null for cross maps), `shape` its [rows, cols]; `onLit(lit)` (optional)
+ * hears every change of the lit sets ({rows, cols} of Sets, or null).
  */
-export function wireFocus(root, body, {lines, shift, shape}) {
-  Object.assign(view, {root, lines, shift, shape});
+export function wireFocus(root, body, {lines, shift, shape, onLit = null}) {
+  Object.assign(view, {root, lines, shift, shape, onLit});
   const target = (e) => e.target.closest && e.target.closest(".token, .lv-token");
   body.addEventListener("mouseover", (e) => {
     const node = target(e);
@@ -95,4 +96,5 @@ function applyFocus() {
     node.classList.toggle("highlight", on);
   }
   if (view.lines) view.lines.setFocus(lit);
+  if (view.onLit) view.onLit(lit);
 }

@@ -1,12 +1,15 @@
-// The grid: every head of every layer of the shown kind as a small map; a click opens a head in the detail
-// view, Shift/Ctrl-click overlays it in the lines view; the best-aligned cross-attention head is starred.
+// The grid: every map of the shown kind as a small picture — every head of every layer, and for cross maps of
+// an explanation method its layers' own maps (a method without heads has only those); a click opens a map in
+// the detail view, Shift/Ctrl-click overlays it in the lines view. Each map of a sentence with gold links
+// carries its AER badge; the best-aligned map is starred.
 
-import {fmt, h, headName, sameHead} from "./dom.js";
+import {fmt, h, sameHead} from "./dom.js";
 import {drawMatrix} from "./heatmap.js";
 import {HEAD_COLOURS} from "./lines.js";
 import {KIND_TITLE} from "./controls.js";
+import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
 import {openHead, state, toggleOverlay} from "./state.js";
-import {SHORT, bestHead, defaultSort} from "./stats.js";
+import {bestHead, defaultSort, shortName} from "./stats.js";
 
 export const KIND_HELP = {
   encoder: "Each source token attends to every source token",
@@ -22,80 +25,118 @@ export function gridSection() {
   ui.best = h("div", {class: "best-line", style: "display:none"});
   ui.grid = h("div", {id: "grid"});
   return [ui.title,
-    h("div", {class: "hint"}, "Click a head to open it · Shift/Ctrl-click to overlay it in the lines view"),
+    h("div", {class: "hint"}, "Click a map to open it · Shift/Ctrl-click to overlay it in the lines view"),
     ui.best, ui.grid];
 }
 
-/** The colour of the lines view's `index`-th head (0 = the open head). */
+/** The colour of the lines view's `index`-th map (0 = the open one). */
 export function headColour(index) {
   return HEAD_COLOURS[index % HEAD_COLOURS.length];
 }
 
-export function goldFor(data) {
-  return state.kind === "cross" && state.gold && data.gold ? data.gold : null;
+/** The best map of the shown maps, or null: for attention weights the head of highest agreement on the
+ * validation set (statistics); for an explanation method its lowest AER over the explanation sentences
+ * (./explanations): its best head, or its best layer when it has no heads. */
+function bestMap(set, stats, explanations) {
+  if (set.method === null || set.method === "attention") {
+    const best = bestHead(stats);
+    if (!best) return null;
+    const aer = stats.kinds[state.kind].aer ? ` · AER ${fmt(best.aer)}` : "";
+    return {map: best, text: `agreement ${fmt(best.value)}${aer}`, step: stats.step,
+      title: "best-aligned head (highest agreement with the gold alignment)"};
+  }
+  const scores = explanations && explanations.methods ? explanations.methods[set.method] : null;
+  if (!scores) return null;
+  let best = null;
+  if (scores.head_aer) {
+    scores.head_aer.forEach((row, layer) => row.forEach((aer, head) => {
+      if (!best || aer < best.aer) best = {map: {layer, head}, aer};
+    }));
+  } else {
+    scores.aer.forEach((aer, layer) => {
+      if (!best || aer < best.aer) best = {map: {layer, head: null}, aer};
+    });
+  }
+  return best && {map: best.map, text: `AER ${fmt(best.aer)} on the explanation sentences`,
+    step: explanations.step, title: "the map of this method with the lowest AER against the gold alignment"};
 }
 
-export function drawGrid(data, stats) {
-  const kd = data.kinds[state.kind];
-  const L = kd.weights.length;
-  const H = kd.weights[0].length;
-  const rows = kd.rows.length;
-  const cols = kd.cols.length;
+export function drawGrid(data, set, stats, explanations) {
+  const L = set.layers.length;
+  const H = set.heads;
+  const layerMaps = Boolean(set.perLayer);
+  const rows = set.rows.length;
+  const cols = set.cols.length;
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step}`;
-  ui.title.replaceChildren(`${KIND_TITLE[state.kind]}`,
-    h("span", {class: "sub"}, `${L} layers × ${H} heads · ${where}`));
+  const shape = H ? `${L} layers × ${H} heads${layerMaps ? " and each layer's map" : ""}` : "one map per layer";
+  const named = set.method && set.method !== "attention";
+  ui.title.replaceChildren(named ? set.label : KIND_TITLE[state.kind],
+    h("span", {class: "sub"}, `${named ? "target → source · " : ""}${shape} · ${where}`));
   ui.title.title = KIND_HELP[state.kind];
-  const best = bestHead(stats);
+  const best = bestMap(set, stats, explanations);
   if (best) {
     ui.best.style.display = "";
     ui.best.replaceChildren(...[
       "★ Best-aligned: ",
-      h("button", {id: "best-head", onclick: () => openHead(best)}, headName(best)),
-      ` · agreement ${fmt(best.value)}${stats.kinds[state.kind].aer ? ` · AER ${fmt(best.aer)}` : ""}`,
-      stats.step !== data.step ? h("span", {class: "note"}, ` · step ${stats.step}`) : null,
+      h("button", {id: "best-head", onclick: () => openHead(best.map)}, mapName(set, best.map)),
+      ` · ${best.text}`,
+      best.step !== data.step ? h("span", {class: "note"}, ` · step ${best.step}`) : null,
     ].filter(Boolean));
   } else {
     ui.best.style.display = "none";
   }
-  const avail = 456 - 28 - H * 10;
-  const box = Math.max(34, Math.min(100, Math.floor(avail / H)));
+  const columns = H + (layerMaps ? 1 : 0);
+  const avail = 456 - 28 - columns * 10;
+  const box = Math.max(34, Math.min(100, Math.floor(avail / Math.max(columns, 2))));
   const scale = box / Math.max(rows, cols);
   const w = Math.max(8, Math.round(cols * scale));
   const hgt = Math.max(8, Math.round(rows * scale));
+  // Head statistics describe attention heads: their caption goes under attention weights only.
+  const kindStats = set.method === null || set.method === "attention" ? stats && stats.kinds[state.kind] : null;
   const sortKey = (state.sort[state.kind] || defaultSort(stats)).key;
-  const kindStats = stats && stats.kinds[state.kind];
   const caption = kindStats && kindStats[sortKey] ? sortKey : null;
-  const gold = goldFor(data);
-  ui.grid.style.gridTemplateColumns = `24px repeat(${H}, auto)`;
+  ui.grid.style.gridTemplateColumns = `24px repeat(${columns}, auto)`;
   const nodes = [h("span")];
   for (let head = 0; head < H; head++) nodes.push(h("span", {class: "axis"}, `H${head + 1}`));
-  for (let layer = 0; layer < L; layer++) {
-    nodes.push(h("span", {class: "axis"}, `L${layer + 1}`));
-    for (let head = 0; head < H; head++) {
-      const canvas = h("canvas");
-      drawMatrix(canvas, kd.weights[layer][head], w, hgt,
-        {gold: scale >= 8 ? gold : null, causal: state.kind === "decoder"});
-      const me = {layer, head};
-      const overlayIndex = state.overlay.findIndex((o) => sameHead(o, me));
-      const cell = h("div", {
-        class: "head-cell", "data-layer": String(layer), "data-head": String(head),
-        title: `${headName(me)}: click to open, Shift/Ctrl-click to overlay in the lines view`,
-        onclick: (e) => (e.shiftKey || e.ctrlKey || e.metaKey ? toggleOverlay(me) : openHead(me)),
-      }, canvas, h("span", {class: "cap"},
-        caption ? `${SHORT[caption] || caption} ${fmt(kindStats[caption][layer][head])}` : ""));
-      if (sameHead(me, state.head)) cell.classList.add("selected");
-      if (overlayIndex >= 0) {
-        cell.classList.add("overlay");
-        cell.style.borderColor = headColour(overlayIndex + 1);
-        cell.append(h("span", {class: "dot", style: `background:${headColour(overlayIndex + 1)}`}));
-      }
-      if (best && sameHead(best, me)) {
-        cell.classList.add("best");
-        cell.append(h("span", {class: "badge", title: "best-aligned head (highest agreement with the gold alignment)"},
-          "★ best"));
-      }
-      nodes.push(cell);
+  if (layerMaps) {
+    nodes.push(h("span", {class: "axis", title: H ? "the layer's own map (all heads together)" : ""},
+      H ? "all" : ""));
+  }
+  const cell = (me) => {
+    const matrix = mapOf(set, me);
+    const canvas = h("canvas");
+    drawMatrix(canvas, matrix, w, hgt, {gold: scale >= 8 ? set.gold : null, causal: state.kind === "decoder",
+      ...scaleFor(set, matrix)});
+    const overlayIndex = state.overlay.findIndex((o) => sameHead(o, me));
+    const isHead = me.head !== null;
+    const aer = aerOf(set, me);
+    const node = h("div", {
+      class: isHead ? "head-cell" : "layer-cell", "data-layer": String(me.layer),
+      "data-head": isHead ? String(me.head) : null,
+      title: `${mapName(set, me)}: click to open, Shift/Ctrl-click to overlay in the lines view`,
+      onclick: (e) => (e.shiftKey || e.ctrlKey || e.metaKey ? toggleOverlay(me) : openHead(me)),
+    }, canvas, h("span", {class: "cap"},
+      caption && isHead ? `${shortName(stats, caption)} ${fmt(kindStats[caption][me.layer][me.head])}`
+        : H ? "" : set.layers[me.layer]),
+    aer === null ? null : h("span", {class: "aer-badge", "data-aer": String(aer),
+      title: "alignment error rate of this map on this sentence against its gold links (lower is better)"},
+    aerText(aer)));
+    if (sameHead(me, state.head)) node.classList.add("selected");
+    if (overlayIndex >= 0) {
+      node.classList.add("overlay");
+      node.style.borderColor = headColour(overlayIndex + 1);
+      node.append(h("span", {class: "dot", style: `background:${headColour(overlayIndex + 1)}`}));
     }
+    if (best && sameHead(best.map, me)) {
+      node.classList.add("best");
+      node.append(h("span", {class: "badge", title: best.title}, "★ best"));
+    }
+    return node;
+  };
+  for (let layer = 0; layer < L; layer++) {
+    nodes.push(h("span", {class: "axis", title: set.layers[layer]}, H ? `L${layer + 1}` : ""));
+    for (let head = 0; head < H; head++) nodes.push(cell({layer, head}));
+    if (layerMaps) nodes.push(cell({layer, head: null}));
   }
   ui.grid.replaceChildren(...nodes);
 }

@@ -9,31 +9,45 @@
 //   static/controls.js  the toolbars (run, sentence, kind, gold links, step slider)
 //   static/grid.js      every head as a small map
 //   static/stats.js     the statistics table
-//   static/detail.js    the open head, big, compared, and its lines view; static/focus.js its hover focus
+//   static/maps.js      which maps are shown: one kind's attention, or the chosen explanation method's cross maps
+//   static/detail.js    the open map, big, compared, and its lines view; static/focus.js its hover focus;
+//                       static/lens.js the logit-lens panel beside it
+//   static/explain.js   which explanation method aligns best, and since which step
 //   static/sentence.js  your own sentence
 //   static/heatmap.js, static/lines.js, static/style.js, static/dom.js: drawing, style sheet, DOM helpers
 //
 // DOM hooks (stable, for tests):
 //   #run-select, #step-slider (range over step indices), #step-label (shows the step number), #sentence-select,
-//   #kind-encoder / #kind-decoder / #kind-cross (buttons; the active one has class `active`), #gold-toggle
-//   (checkbox), #grid with cells `.head-cell[data-layer][data-head]` (0-based; the open head has class
-//   `selected`, overlaid heads `overlay`, the best-aligned cross head `best`), #detail (the detail panel;
-//   attribute data-step = the step shown, data-kind, data-layer, data-head), in it one `.matrix` per map (a
+//   #kind-encoder / #kind-decoder / #kind-cross (buttons; the active one has class `active`), #method-select
+//   (the explanation method of the cross maps, values = method names), #gold-toggle (checkbox), #grid with cells
+//   `.head-cell[data-layer][data-head]` (0-based; the open map has class `selected`, overlaid maps `overlay`,
+//   the best-aligned one `best`) and, for cross maps of a method with per-layer maps, `.layer-cell[data-layer]`;
+//   each cross map of a sentence with gold links carries `.aer-badge[data-aer]` (its AER on this sentence),
+//   #detail (the detail panel; attribute data-step = the step shown, data-kind, data-method, data-layer,
+//   data-head, "" for a layer's map), in it the open map's `.aer-badge` (or `.no-aer`), one `.matrix` per map (a
 //   second one when comparing; attribute data-gold-cells = number of gold links outlined) with tokens
 //   `.token[data-axis="row"|"col"][data-index]` and highlight bands `.band[data-axis][data-index]`,
 //   #lines-view (tokens `.lv-token[data-side="query"|"key"][data-index]`, one <g data-head="L1 H2"> of
 //   <line>s per overlaid head), #stats-table (header cells `th[data-key]` with aria-sort on the sorted one;
-//   rows `tr[data-layer][data-head]`), #compare-step and #compare-run (selects; "" = off),
-//   #translate-input, #translate-beam, #translate-button, #translation, #back-to-probes, #message (errors).
+//   rows `tr[data-layer][data-head]`, cells `td[data-key]`; a method's AER column has key "aer:<method>"),
+//   #compare-step and #compare-run (selects; "" = off), #translate-input, #translate-beam, #ig-steps,
+//   #translate-button, #translation, #back-to-probes, #message (errors); #explain-summary (static/explain.js)
+//   and #lens-panel (static/lens.js) list their own.
 // What a hovered token lights (class `highlight`) is specified at the top of static/focus.js.
 
-import {attentionUrl, cached, fetchJSON, runsUrl, statisticsUrl} from "./static/api.js";
+import {
+  attentionUrl, cached, explanationUrl, explanationsUrl, fetchJSON, lensUrl, runsUrl, statisticsUrl,
+} from "./static/api.js";
 import {listRuns, loading, onKey, syncControls, toolbars} from "./static/controls.js";
 import {compareTarget, detailSection, drawDetail} from "./static/detail.js";
 import {debounce, h, messageLine, showMessage, tooltip} from "./static/dom.js";
+import {drawExplanations, explainSection} from "./static/explain.js";
 import {drawGrid, gridSection} from "./static/grid.js";
-import {bannerSection, drawBanner, syncTranslate, translateControls} from "./static/sentence.js";
-import {currentStep, nearest, prefetchSteps, refreshRuns, start, state, update, wire} from "./static/state.js";
+import {explained, mapOf, mapSet} from "./static/maps.js";
+import {bannerSection, drawBanner, explainCustom, syncTranslate, translateControls} from "./static/sentence.js";
+import {
+  currentMethod, currentStep, nearest, prefetchSteps, refreshRuns, start, state, update, wire,
+} from "./static/state.js";
 import {drawStats, statsSection} from "./static/stats.js";
 import {CSS} from "./static/style.js";
 
@@ -67,8 +81,9 @@ export async function render() {
     return;
   }
   start(runs);
-  wire({draw, sync});
-  const left = h("section", {class: "left"}, ...gridSection(), h("div", {style: "height:14px"}), ...statsSection());
+  wire({draw, sync, explainCustom});
+  const left = h("section", {class: "left"}, explainSection(), ...gridSection(), h("div", {style: "height:14px"}),
+    ...statsSection());
   const right = h("section", {class: "right"}, detailSection());
   app.replaceChildren(...toolbars(translateControls()), messageLine(), bannerSection(),
     h("div", {class: "main"}, left, right));
@@ -115,37 +130,77 @@ function shownData() {
   return cached(attentionUrl(state.run.run, currentStep(), state.sentence));
 }
 
-// The logged step of head statistics to show: the shown step's, else the newest before it.
-function statsStep() {
-  const steps = state.run.statistics_steps || [];
-  if (!steps.length) return null;
-  const target = state.mode === "custom" ? Infinity : currentStep();
-  return nearest(steps, target === Infinity ? steps[steps.length - 1] : target, {notAbove: true});
+// The newest logged step at or before the shown one (the newest of all for your sentence) among `steps`.
+function stepAtOrBefore(steps) {
+  if (!steps || !steps.length) return null;
+  return state.mode === "custom" ? steps[steps.length - 1] : nearest(steps, currentStep(), {notAbove: true});
+}
+
+const failed = (promise) => promise.catch((e) => ({error: e.message}));
+
+// The chosen method's maps of a probe sentence (cross maps only; for attention they add the layer maps and
+// the AER to the weights of ./attention).
+function explanationOf(run, step, sentence) {
+  if (!explained()) return null;
+  return failed(cached(explanationUrl(run, step, sentence, currentMethod().name)));
+}
+
+// The logit lens of the shown sentence, for decoder and cross maps: {error} says why there is none.
+function lensOf() {
+  if (state.kind === "encoder") return null;
+  if (state.mode === "custom") return state.custom.lens || null;
+  if (!state.run.has_lens) return {error: "This run logged no logit lens."};
+  return failed(cached(lensUrl(state.run.run, currentStep(), state.sentence)));
 }
 
 async function draw() {
   if (!state.run) return;
   const token = ++drawToken;
   loading(true);
-  const sStep = statsStep();
+  const sStep = stepAtOrBefore(state.run.statistics_steps);
+  const eStep = state.run.has_gold ? stepAtOrBefore(state.run.explanation_steps) : null;
   const cmp = compareTarget();
-  const [data, stats, other] = await Promise.all([
-    shownData().catch((e) => ({error: e.message})),
-    sStep === null ? null : cached(statisticsUrl(state.run.run, sStep)).catch((e) => ({error: e.message})),
-    cmp ? cached(attentionUrl(cmp.run, cmp.step, cmp.sentence)).catch((e) => ({error: e.message})) : null,
+  const probe = state.mode === "probe";
+  const [data, stats, other, explanation, otherExplanation, explanations, lens] = await Promise.all([
+    failed(shownData()),
+    sStep === null ? null : failed(cached(statisticsUrl(state.run.run, sStep))),
+    cmp ? failed(cached(attentionUrl(cmp.run, cmp.step, cmp.sentence))) : null,
+    probe ? explanationOf(state.run.run, currentStep(), state.sentence) : null,
+    cmp ? explanationOf(cmp.run, cmp.step, cmp.sentence) : null,
+    eStep === null ? null : failed(cached(explanationsUrl(state.run.run, eStep))),
+    lensOf(),
   ]);
   if (token !== drawToken) return; // a newer draw started while this one waited
   loading(false);
-  const errors = [data, stats, other].filter((x) => x && x.error).map((x) => x.error);
+  // A method's maps that cannot be read are an error for the maps; attention's extra layer maps are not.
+  const attention = currentMethod().name === "attention";
+  const errors = [data, stats, other, attention ? null : explanation, attention ? null : otherExplanation]
+    .filter((x) => x && x.error).map((x) => x.error);
   showMessage([state.translateError, ...errors].filter(Boolean).join(" · "));
   drawBanner();
+  drawExplanations(eStep === null ? null : explanations);
   if (data.error) return;
-  const statsKind = stats && !stats.error ? stats : null;
+  const good = (x) => (x && !x.error ? x : null);
   if (!data.kinds[state.kind]) {
     showMessage(`This run logged no ${state.kind} attention.`);
     return;
   }
-  drawGrid(data, statsKind);
-  drawStats(statsKind);
-  drawDetail(data, statsKind, other && !other.error ? {data: other, target: cmp} : null);
+  const set = mapSet(data, probe ? good(explanation) : data.explanation);
+  if (!set) {
+    if (!state.translating && !errors.length && !state.translateError) {
+      showMessage(state.mode === "custom" ? "Your sentence is not explained by this method yet." : "");
+    }
+    return;
+  }
+  // The open map may not exist in this set (a method without heads, layer maps not loaded): open the nearest.
+  if (!mapOf(set, state.head)) {
+    state.head = {layer: Math.min(state.head.layer, set.layers.length - 1), head: set.heads ? 0 : null};
+    if (!mapOf(set, state.head)) state.head = {layer: 0, head: set.heads ? 0 : null};
+  }
+  state.overlay = state.overlay.filter((o) => mapOf(set, o));
+  const otherSet = good(other) ? mapSet(other, good(otherExplanation)) : null;
+  drawGrid(data, set, good(stats), good(explanations));
+  drawStats(good(stats), good(explanations));
+  drawDetail(data, set, good(stats), good(explanations), otherSet ? {data: other, set: otherSet} : null,
+    lens && lens.error ? lens : good(lens));
 }

@@ -22,7 +22,9 @@ function clip(token, n = 16) {
 
 /**
  * Build the lines view.
- *   rows, cols: token lists (queries, keys); heads: [{label, colour, matrix}] (matrix rows x cols);
+ *   rows, cols: token lists (queries, keys); heads: [{label, colour, matrix, scale?, signed?}] (matrix rows x
+ *   cols; a score map that is not a weight in [0, 1] gives its largest magnitude as `scale`, and lines are
+ *   drawn for |value| / scale; with `signed`, lines of negative values are dashed);
  *   top: y of the first token row (px), step: the spacing of token rows (px), so that rows can sit level with
  *   the rows of a matrix beside it.
  * Returns {node, setFocus(focus)} where focus is null or {rows: Set, cols: Set} of lit indices: with a focus
@@ -69,14 +71,18 @@ export function linesView({rows, cols, heads, top = 26, step = 20, width = 300})
     linesGroup.replaceChildren();
     for (const head of heads) {
       const g = el("g", {stroke: head.colour, "data-head": head.label});
+      const scale = head.scale || 1;
       head.matrix.forEach((row, i) => {
-        row.forEach((w, j) => {
+        row.forEach((value, j) => {
+          const negative = value < 0;
+          const w = head.signed ? Math.abs(value) / scale : value / scale;
           if (w < MIN_WEIGHT) return;
           if (focus && !focus.rows.has(i) && !focus.cols.has(j)) return;
           g.append(el("line", {
             x1: x0, y1: yRow(i), x2: x1, y2: yRow(j),
             "stroke-opacity": Math.min(1, Math.max(0.04, w)).toFixed(3),
-            "stroke-width": (0.6 + 3.4 * w).toFixed(2),
+            "stroke-width": (0.6 + 3.4 * Math.min(1, w)).toFixed(2),
+            ...(negative && head.signed ? {"stroke-dasharray": "3 2", "data-sign": "negative"} : {}),
           }));
         });
       });

@@ -1,14 +1,21 @@
-// "Your sentence": a sentence the user types, translated with the run's newest weights by ./translate, shown in
-// the same grid, table and detail view as the probe sentences; a banner says so while it is shown.
+// "Your sentence": a sentence the user types, translated with the run's newest weights by ./translate and
+// explained by the chosen method under forced decoding of that translation (its map and the logit lens come in
+// the same answer), shown in the same grid, table and detail view as the probe sentences; a banner says so
+// while it is shown. Choosing another method asks again (one request at a time, as the route allows).
 
 import {fetchJSON, translateUrl} from "./api.js";
 import {h, showMessage} from "./dom.js";
 import {togglePlay} from "./controls.js";
-import {leaveCustom, state, update} from "./state.js";
+import {currentMethod, leaveCustom, state, update} from "./state.js";
+
+// The method whose cost the route bounds with `ig_steps` (the route's own parameter is named after it).
+const IG = "integrated_gradients";
+const IG_STEPS = 16; // the route's default; the route refuses what it cannot afford, with its message
 
 const ui = {};
+const answers = new Map(); // url -> ./translate answer: switching back to a method is instant
 
-/** The input, beam and button at the right of the second toolbar. */
+/** The input, beam, IG steps and button at the right of the second toolbar. */
 export function translateControls() {
   // No maxlength: the backend's own message says what is too long.
   ui.input = h("input", {id: "translate-input", type: "text", spellcheck: "false",
@@ -16,10 +23,13 @@ export function translateControls() {
     onkeydown: (e) => { if (e.key === "Enter") { e.preventDefault(); translate(); } }});
   ui.beam = h("select", {id: "translate-beam", title: "beam size (1 = greedy)"},
     [1, 2, 3, 4, 5, 6, 7, 8].map((b) => h("option", {value: String(b)}, String(b))));
+  ui.igSteps = h("input", {id: "ig-steps", type: "number", min: "1", value: String(IG_STEPS),
+    title: "Integrated Gradients' steps for your sentence (more: closer to the integral, slower)"});
+  ui.igLabel = h("label", {class: "ctl", style: "display:none"}, "IG steps", ui.igSteps);
   ui.button = h("button", {id: "translate-button", onclick: translate}, "Translate");
   ui.note = h("span", {class: "note"});
   return h("span", {class: "translate"}, h("label", {class: "ctl", for: "translate-input"}, "Your sentence"),
-    ui.input, h("label", {class: "ctl"}, "beam", ui.beam), ui.button, ui.note);
+    ui.input, h("label", {class: "ctl"}, "beam", ui.beam), ui.igLabel, ui.button, ui.note);
 }
 
 /** The banner above the maps while your sentence is shown. */
@@ -33,21 +43,24 @@ export function syncTranslate() {
   ui.input.placeholder = run.sentences.length ? `e.g. ${run.sentences[0].source}` : "type a source sentence";
   ui.button.disabled = state.translating || !run.can_translate;
   ui.note.textContent = run.can_translate ? "" : run.translate_note || "this run has no checkpoint yet";
+  ui.igLabel.style.display = state.method === IG ? "" : "none";
 }
 
-async function translate() {
-  const text = ui.input.value.trim();
-  if (state.translating) return;
-  if (!text) {
-    showMessage("Type a sentence to translate first.");
-    return;
-  }
+function requestUrl(text, beam) {
+  const params = {run: state.run.run, text, beam, method: currentMethod().name};
+  if (params.method === IG) params.ig_steps = ui.igSteps.value.trim() || String(IG_STEPS);
+  return translateUrl(params);
+}
+
+// Ask ./translate (one request at a time); the answer becomes the shown sentence, an error its message.
+async function ask(url) {
   state.translateError = "";
   state.translating = true;
   ui.button.disabled = true;
   ui.button.textContent = "Translating…";
   try {
-    state.custom = await fetchJSON(translateUrl({run: state.run.run, text, beam: ui.beam.value}));
+    if (!answers.has(url)) answers.set(url, await fetchJSON(url));
+    state.custom = answers.get(url);
     state.mode = "custom";
     state.compareStep = "";
     state.compareRun = "";
@@ -59,6 +72,25 @@ async function translate() {
     ui.button.textContent = "Translate";
   }
   await update();
+}
+
+async function translate() {
+  const text = ui.input.value.trim();
+  if (state.translating) return;
+  if (!text) {
+    showMessage("Type a sentence to translate first.");
+    return;
+  }
+  const url = requestUrl(text, ui.beam.value);
+  answers.delete(url); // asked again: the run may have saved newer weights since
+  await ask(url);
+}
+
+/** Your sentence explained by the chosen method (asked when another method is chosen while it is shown). */
+export async function explainCustom() {
+  const c = state.custom;
+  if (!c || state.translating || (c.explanation && c.explanation.method === currentMethod().name)) return;
+  await ask(requestUrl(c.text, String(c.beam)));
 }
 
 export function drawBanner() {
@@ -73,6 +105,8 @@ export function drawBanner() {
     h("span", {}, h("b", {}, "Your sentence"), ` (${c.run}, ${c.checkpoint}, step ${c.step}, beam ${c.beam}):`),
     h("span", {}, c.text, "  →  ", h("span", {id: "translation"}, c.translation),
       c.translation ? null : h("span", {class: "note"}, "(empty: the model ended the sentence at once)")),
+    c.explanation ? h("span", {class: "note"}, `explained by ${c.explanation.label} (forced decoding of the `
+      + "translation)") : null,
     h("span", {class: "note"}, "the step slider does not apply"),
     h("button", {id: "back-to-probes", onclick: () => leaveCustom()}, "← back to probe sentences"),
   );

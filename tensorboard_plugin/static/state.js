@@ -13,10 +13,11 @@ export const state = {
   stepIndex: 0,
   sentence: 0,
   kind: "cross",
+  method: "attention", // the explanation method of the cross maps (a name from the run's `methods`)
   mode: "probe", // "probe": logged probe sentences; "custom": the user's translated sentence
   custom: null, // the ./translate response
-  head: {layer: 0, head: 0}, // the head open in the detail view
-  overlay: [], // further heads drawn in the lines view: [{layer, head}]
+  head: {layer: 0, head: 0}, // the map open in the detail view (head null: the layer's own map)
+  overlay: [], // further maps drawn in the lines view: [{layer, head}]
   focus: null, // {axis, index, source: "matrix"|"lines"}
   pinned: null,
   gold: true,
@@ -29,12 +30,14 @@ export const state = {
   playing: null,
 };
 
-const hooks = {draw: () => Promise.resolve(), sync: () => {}};
+const hooks = {draw: () => Promise.resolve(), sync: () => {}, explainCustom: () => {}};
 
-/** Wire what a change calls: `draw()` (returns a promise) and `sync()` (controls from the state). */
-export function wire({draw, sync}) {
+/** Wire what a change calls: `draw()` (returns a promise), `sync()` (controls from the state) and
+ * `explainCustom()` (your sentence explained by the chosen method). */
+export function wire({draw, sync, explainCustom}) {
   hooks.draw = draw;
   hooks.sync = sync;
+  hooks.explainCustom = explainCustom;
 }
 
 export const draw = () => hooks.draw();
@@ -48,6 +51,13 @@ export function update() {
 export const currentStep = () => state.run.steps[state.stepIndex];
 export const runByName = (name) => state.runs.find((r) => r.run === name);
 export const layersOf = (kind) => state.run.num_layers[kind];
+
+/** The chosen method's entry in the run's `methods` (attention when the run lists no methods). */
+export function currentMethod() {
+  const methods = state.run.methods || [];
+  return methods.find((m) => m.name === state.method) || methods[0]
+    || {name: "attention", label: "cross-attention", per_head: true, signed: false, layers: []};
+}
 
 export function nearest(values, target, {notAbove = false} = {}) {
   if (!values.length) return null;
@@ -65,6 +75,7 @@ export function start(runs) {
   state.run = runs[0];
   state.stepIndex = runs[0].steps.length - 1;
   state.kind = runs[0].kinds.includes("cross") ? "cross" : runs[0].kinds[0];
+  state.method = currentMethod().name;
 }
 
 /** A new list of runs while the tab is open: keep the run and step, or follow the newest step if the slider
@@ -88,6 +99,7 @@ export function selectRun(name) {
     state.sentence = run.sentences.length ? run.sentences[0].id : 0;
   }
   if (!run.kinds.includes(state.kind)) state.kind = run.kinds[0];
+  state.method = currentMethod().name; // the same method where the run has it, else attention
   if (state.mode === "custom") state.mode = "probe";
   state.compareRun = "";
   state.compareStep = "";
@@ -122,11 +134,25 @@ export function selectKind(kind) {
   update();
 }
 
+/** Show the cross maps of explanation method `name` (switching to cross maps: methods explain those). */
+export function selectMethod(name) {
+  state.method = name;
+  state.kind = "cross";
+  state.focus = null;
+  state.pinned = null;
+  clampHeads();
+  update();
+  if (state.mode === "custom") hooks.explainCustom();
+}
+
+// Keep the open and overlaid maps among those the shown kind and method have: heads where they have heads,
+// else the layers' own maps.
 function clampHeads() {
-  const L = layersOf(state.kind);
-  const H = state.run.num_heads;
-  const ok = (x) => x.layer < L && x.head < H;
-  if (!ok(state.head)) state.head = {layer: 0, head: 0};
+  const method = state.kind === "cross" ? currentMethod() : null;
+  const L = method && method.layers.length ? method.layers.length : layersOf(state.kind);
+  const H = method && !method.per_head ? 0 : state.run.num_heads;
+  const ok = (x) => x.layer < L && (x.head === null ? state.kind === "cross" : x.head < H);
+  if (!ok(state.head)) state.head = {layer: 0, head: H ? 0 : null};
   state.overlay = state.overlay.filter(ok);
 }
 

@@ -1,15 +1,13 @@
 // The statistics table: one row per head of the shown kind, one column per head statistic (measured on the
-// validation set at a logged step), sortable; the best-aligned cross-attention head starred.
+// validation set at a logged step; their names, short names, descriptions and directions come from the
+// statistics route's `definitions`), and for cross-attention one AER column per explanation method with heads
+// (over the explanation sentences, from ./explanations); sortable; the best-aligned cross-attention head starred.
 
 import {fmt, h, sameHead} from "./dom.js";
 import {KIND_BUTTON} from "./controls.js";
 import {draw, openHead, state, toggleOverlay} from "./state.js";
 
-// Statistics where lower is better are sorted ascending on first click, the others descending.
-const LOWER_IS_BETTER = new Set(["entropy", "distance", "aer"]);
-const STAT_ORDER = ["entropy", "distance", "diagonal", "previous", "next", "agreement", "aer"];
-export const SHORT = {entropy: "entropy", distance: "dist", diagonal: "diag", previous: "prev", next: "next",
-  agreement: "agr", aer: "AER"};
+const METHOD_KEY = "aer:"; // column keys of the methods' AER: "aer:<method>"
 
 const ui = {};
 
@@ -37,9 +35,42 @@ export function defaultSort(stats) {
   return {key: "layer", dir: 1};
 }
 
-// The statistics present, in a fixed reading order (unknown ones last).
-export function statKeys(kindStats) {
-  return STAT_ORDER.filter((k) => kindStats[k]).concat(Object.keys(kindStats).filter((k) => !STAT_ORDER.includes(k)));
+const definitionsOf = (stats) => Object.fromEntries(((stats && stats.definitions) || []).map((d) => [d.name, d]));
+
+/** A statistic's short name (column heading, grid caption), as the statistics route defines it. */
+export function shortName(stats, key) {
+  return definitionsOf(stats)[key]?.short || key;
+}
+
+// The statistics present, in the definitions' reading order (statistics they do not define last).
+export function statKeys(kindStats, stats) {
+  const order = ((stats && stats.definitions) || []).map((d) => d.name);
+  return order.filter((k) => kindStats[k]).concat(Object.keys(kindStats).filter((k) => !order.includes(k)));
+}
+
+// Which way a first click sorts: better first where a direction is defined; a statistic that only describes a
+// head (no better side) from small to large, a share (bounded) from large to small.
+function firstDirection(definition) {
+  if (!definition) return -1;
+  if (definition.lower_is_better === null || definition.lower_is_better === undefined) {
+    return definition.bounded ? -1 : 1;
+  }
+  return definition.lower_is_better ? 1 : -1;
+}
+
+// The methods with heads whose AER over the explanation sentences the table shows (cross-attention only).
+function methodColumns(explanations) {
+  if (state.kind !== "cross" || !explanations || !explanations.methods) return [];
+  const known = new Map((state.run.methods || []).map((m) => [m.name, m]));
+  return Object.entries(explanations.methods).filter(([name, m]) => m.head_aer && known.has(name))
+    .map(([name, m]) => ({key: `${METHOD_KEY}${name}`, name, label: m.label, values: m.head_aer}));
+}
+
+/** A method's label short enough for a column heading: the name in its brackets, else its first words. */
+function shortLabel(label) {
+  const bracket = /\(([^)]+)\)/.exec(label);
+  if (bracket) return bracket[1];
+  return label.length <= 16 ? label : `${label.slice(0, 15)}…`;
 }
 
 // Hovering a table row outlines its head in the grid.
@@ -48,7 +79,7 @@ function peek({layer, head}, on) {
   if (cell) cell.classList.toggle("peek", on);
 }
 
-export function drawStats(stats) {
+export function drawStats(stats, explanations) {
   const kindStats = stats && stats.kinds[state.kind];
   if (!kindStats) {
     ui.title.replaceChildren("Head statistics", h("span", {class: "sub"}, "none logged for this run"));
@@ -57,35 +88,49 @@ export function drawStats(stats) {
   }
   ui.title.replaceChildren("Head statistics",
     h("span", {class: "sub"}, `${KIND_BUTTON[state.kind].toLowerCase()} · validation set at step ${stats.step}`));
-  const keys = statKeys(kindStats);
-  const sort = state.sort[state.kind] || defaultSort(stats);
-  const L = kindStats[keys[0]].length;
-  const H = kindStats[keys[0]][0].length;
+  const definitions = definitionsOf(stats);
+  const methods = methodColumns(explanations);
+  const columns = [
+    ...statKeys(kindStats, stats).map((k) => {
+      const d = definitions[k];
+      return {key: k, label: d?.short || k, title: d?.description || (stats.descriptions || {})[k] || k,
+        values: kindStats[k], first: firstDirection(d), bounded: Boolean(d?.bounded)};
+    }),
+    ...methods.map((m) => ({key: m.key, label: h("span", {}, "AER ", h("small", {}, shortLabel(m.label))),
+      title: `AER of ${m.label}, per head, over the explanation sentences at step ${explanations.step} `
+        + "(lower is better)", values: m.values, first: 1, bounded: true,
+      method: m.name})),
+  ];
+  const byKey = Object.fromEntries(columns.map((c) => [c.key, c]));
+  const sort = state.sort[state.kind] && (byKey[state.sort[state.kind].key] || ["layer", "head"]
+    .includes(state.sort[state.kind].key)) ? state.sort[state.kind] : defaultSort(stats);
+  const L = columns[0].values.length;
+  const H = columns[0].values[0].length;
   const items = [];
   for (let layer = 0; layer < L; layer++) for (let head = 0; head < H; head++) items.push({layer, head});
   const value = (it, key) => (key === "layer" ? it.layer * 1000 + it.head : key === "head" ? it.head * 1000 + it.layer
-    : kindStats[key][it.layer][it.head]);
+    : byKey[key].values[it.layer]?.[it.head] ?? NaN);
   items.sort((a, b) => sort.dir * (value(a, sort.key) - value(b, sort.key)) || a.layer - b.layer || a.head - b.head);
-  const ranges = Object.fromEntries(keys.map((k) => {
-    const flat = kindStats[k].flat();
-    return [k, [Math.min(...flat, 0), Math.max(...flat)]];
+  const ranges = Object.fromEntries(columns.map((c) => {
+    const flat = c.values.flat();
+    return [c.key, c.bounded ? [0, 1] : [Math.min(...flat, 0), Math.max(...flat)]];
   }));
   const best = bestHead(stats);
-  const descriptions = stats.descriptions || {};
-  const header = (key, label, title) => {
+  const header = (key, label, title, first = 1, extra = {}) => {
     const sorted = sort.key === key;
     return h("th", {
       "data-key": key, title: title || "", "aria-sort": sorted ? (sort.dir > 0 ? "ascending" : "descending") : null,
+      ...extra,
       onclick: () => {
-        const dir = sorted ? -sort.dir : LOWER_IS_BETTER.has(key) || key === "layer" || key === "head" ? 1 : -1;
-        state.sort[state.kind] = {key, dir};
+        state.sort[state.kind] = {key, dir: sorted ? -sort.dir : first};
         draw();
       },
     }, label, sorted ? h("span", {class: "arrow"}, sort.dir > 0 ? "▲" : "▼") : "");
   };
   const thead = h("thead", {}, h("tr", {},
     header("layer", "Layer", "layer (1 = nearest the input)"), header("head", "Head", "head within its layer"),
-    keys.map((k) => header(k, k, descriptions[k] || k))));
+    columns.map((c) => header(c.key, c.label, c.title, c.first,
+      c.method ? {class: c.method === state.method ? "method shown" : "method"} : {}))));
   const tbody = h("tbody", {}, items.map((it) => {
     const tr = h("tr", {
       "data-layer": String(it.layer), "data-head": String(it.head),
@@ -93,12 +138,12 @@ export function drawStats(stats) {
       onmouseenter: () => peek(it, true),
       onmouseleave: () => peek(it, false),
     }, h("td", {}, `L${it.layer + 1}`), h("td", {}, `H${it.head + 1}`),
-    keys.map((k) => {
-      const v = kindStats[k][it.layer][it.head];
-      const [lo, hi] = ranges[k];
+    columns.map((c) => {
+      const v = c.values[it.layer]?.[it.head];
+      const [lo, hi] = ranges[c.key];
       const share = hi > lo ? Math.round((100 * (v - lo)) / (hi - lo)) : 0;
       const bar = `linear-gradient(90deg,rgba(28,126,214,.13) ${share}%,transparent ${share}%)`;
-      return h("td", {style: `background:${bar}`}, fmt(v));
+      return h("td", {"data-key": c.key, class: c.method ? "method" : null, style: `background:${bar}`}, fmt(v));
     }));
     if (sameHead(it, state.head)) tr.classList.add("selected");
     if (best && sameHead(best, it)) tr.classList.add("best");

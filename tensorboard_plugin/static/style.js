@@ -50,17 +50,24 @@ h2 .sub { font-weight: 400; color: var(--muted); margin-left: 6px; }
 .best-line button { border: 0; background: none; color: var(--accent); cursor: pointer; padding: 0; font-weight: 600; }
 #grid { display: grid; gap: 4px; align-items: center; justify-items: center; }
 #grid .axis { color: var(--muted); font-size: 11px; }
-.head-cell { position: relative; padding: 3px; border: 2px solid transparent; border-radius: 4px; cursor: pointer;
+.head-cell, .layer-cell { position: relative; padding: 3px; border: 2px solid transparent; border-radius: 4px; cursor: pointer;
              display: flex; flex-direction: column; align-items: center; }
-.head-cell:hover { border-color: #adb5bd; }
-.head-cell.selected { border-color: var(--ink); }
+.head-cell:hover, .layer-cell:hover { border-color: #adb5bd; }
+.head-cell.selected, .layer-cell.selected { border-color: var(--ink); }
 .head-cell.peek { border-color: var(--accent); }
-.head-cell canvas { display: block; box-shadow: 0 0 0 1px #e9ecef; }
-.head-cell .cap { font-size: 10px; color: var(--muted); height: 13px; line-height: 13px;
+.head-cell canvas, .layer-cell canvas { display: block; box-shadow: 0 0 0 1px #e9ecef; }
+.layer-cell { background: #f8f9fa; }
+.head-cell .cap, .layer-cell .cap { font-size: 10px; color: var(--muted); height: 13px; line-height: 13px;
                   font-variant-numeric: tabular-nums; }
-.head-cell .badge { position: absolute; top: -7px; right: -7px; background: var(--gold); color: #fff; font-size: 10px;
+.aer-badge { display: inline-block; font-size: 10px; line-height: 14px; padding: 0 5px; border-radius: 7px;
+             background: #fff4e6; color: #a34a00; border: 1px solid #ffd8a8; font-variant-numeric: tabular-nums;
+             white-space: nowrap; }
+.detail-head .aer-badge { font-size: 12px; line-height: 18px; padding: 0 8px; border-radius: 9px; }
+.no-aer { font-style: italic; }
+.ctl.dim select { opacity: .55; }
+.head-cell .badge, .layer-cell .badge { position: absolute; top: -7px; right: -7px; background: var(--gold); color: #fff; font-size: 10px;
                     border-radius: 8px; padding: 0 5px; line-height: 15px; }
-.head-cell .dot { position: absolute; top: -5px; left: -5px; width: 11px; height: 11px; border-radius: 50%;
+.head-cell .dot, .layer-cell .dot { position: absolute; top: -5px; left: -5px; width: 11px; height: 11px; border-radius: 50%;
                   border: 2px solid #fff; }
 table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; font-size: 12px; }
 #stats-table th { text-align: right; font-weight: 600; padding: 4px 6px; border-bottom: 1px solid var(--line);
@@ -69,6 +76,9 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 #stats-table th .arrow { color: var(--accent); font-size: 10px; margin-left: 2px; }
 #stats-table th:hover { color: var(--accent); }
 #stats-table td { text-align: right; padding: 3px 6px; border-bottom: 1px solid #f1f3f5; }
+#stats-table th.method { color: #a34a00; }
+#stats-table th.method small { font-weight: 400; margin-left: 2px; }
+#stats-table th.method.shown, #stats-table th.method.shown small { text-decoration: underline; }
 #stats-table td:first-child, #stats-table td:nth-child(2) { text-align: left; }
 #stats-table tbody tr { cursor: pointer; }
 #stats-table tbody tr:hover { background: #f8f9fa; }
@@ -121,6 +131,45 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .legend .sw { width: 12px; height: 4px; border-radius: 2px; }
 .legend .rm { border: 0; background: none; cursor: pointer; color: var(--muted); padding: 0 0 0 2px;
               font-size: 13px; line-height: 1; }
+#explain-summary { margin: 0 0 12px; }
+#explain-summary h2 { margin-top: 0; }
+.leader { margin: 0 0 6px; padding: 4px 8px; background: #ebfbee; border: 1px solid #b2f2bb; border-radius: 4px; }
+#explain-table { border-collapse: collapse; width: 100%; font-size: 12px; font-variant-numeric: tabular-nums; }
+#explain-table th { text-align: left; font-weight: 600; padding: 2px 6px; border-bottom: 1px solid var(--line);
+                    color: var(--muted); }
+#explain-table td { padding: 2px 6px; border-bottom: 1px solid #f1f3f5; }
+#explain-table td.best-aer { text-align: right; }
+#explain-table tbody tr { cursor: pointer; }
+#explain-table tbody tr:hover { background: #f8f9fa; }
+#explain-table tr.shown td { background: #e7f5ff; }
+#explain-table tr.lead td.method-name::before { content: "★ "; color: var(--gold); }
+#explain-table tr.lead td { font-weight: 600; }
+.spark { display: block; }
+.spark polyline { fill: none; stroke: var(--accent); stroke-width: 1.3; }
+.spark circle { fill: var(--gold); }
+#lens-panel { flex: 0 0 auto; max-width: 100%; }
+#lens-panel h3 { font-size: 13px; font-weight: 600; margin: 0 0 2px; }
+#lens-panel h3 .sub { font-weight: 400; color: var(--muted); margin-left: 6px; font-size: 12px; }
+.lens-overview { display: grid; gap: 1px; margin: 4px 0 8px; align-items: end; }
+.lens-overview .lens-col { writing-mode: vertical-rl; transform: rotate(180deg); font-size: 11px; height: 56px;
+                           overflow: hidden; text-overflow: ellipsis; white-space: nowrap; text-align: start;
+                           color: #343a40; justify-self: center; }
+.lens-overview .lens-rowname { font-size: 11px; color: var(--muted); text-align: right; padding-right: 4px;
+                               white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.lens-cell { height: 18px; box-shadow: 0 0 0 1px #e9ecef inset; cursor: crosshair; }
+.lens-cell.on { box-shadow: 0 0 0 2px #000 inset; }
+.lens-where { margin: 0 0 4px; }
+.lens-where b.produced, .lens-top.produced { background: var(--lit); }
+.lens-table { border-collapse: collapse; font-size: 12px; font-variant-numeric: tabular-nums; }
+.lens-table th { text-align: left; font-weight: 600; color: var(--muted); padding: 2px 6px;
+                 border-bottom: 1px solid var(--line); }
+.lens-table td { padding: 2px 6px; border-bottom: 1px solid #f1f3f5; white-space: nowrap; }
+.lens-top { display: inline-block; padding: 0 5px; margin-right: 4px; border-radius: 3px; background: var(--soft); }
+.lens-top small, .lens-prob small { color: var(--muted); margin-left: 3px; }
+.lens-top.produced { font-weight: 600; }
+.lens-bar { display: inline-block; width: 70px; height: 8px; background: var(--soft); border-radius: 2px;
+            vertical-align: middle; overflow: hidden; }
+.lens-bar span { display: block; height: 100%; background: var(--accent); }
 .tooltip { position: fixed; pointer-events: none; background: rgba(33,37,41,.94); color: #fff; padding: 4px 8px;
            border-radius: 4px; font-size: 12px; z-index: 10; white-space: nowrap; display: none; }
 .tooltip b { font-size: 13px; font-variant-numeric: tabular-nums; }

@@ -1,0 +1,91 @@
+// The explanations summary: which explanation method aligns best with the gold alignment at the shown step, and
+// since which step it has led (./explanations); per method its best layer and AER, and a small line of its best
+// AER over training. A click on a method shows its maps. On data without gold links it says that no AER exists.
+//
+// DOM hooks: #explain-summary, in it #leader (attributes data-method, data-since) or #aer-note (no gold), and
+// rows `tr[data-method]` of #explain-table with cells `td.best-layer`, `td.best-aer`.
+
+import {fmt, h} from "./dom.js";
+import {selectMethod, state} from "./state.js";
+
+const ui = {};
+
+export function explainSection() {
+  ui.node = h("div", {id: "explain-summary"});
+  return ui.node;
+}
+
+/** Draw the summary of `explanations` (the ./explanations answer, {error} when it failed, or null when the
+ * run has no scored steps). */
+export function drawExplanations(explanations) {
+  const run = state.run;
+  const title = h("h2", {}, "Which explanation aligns best?");
+  if (!run.has_gold || !(run.explanation_steps || []).length) {
+    const why = run.has_gold ? "this run logged no explanation scores (train with the explanation methods on)"
+      : "this run's data has no gold alignment to score the explanations against; every method's maps are "
+        + "still shown";
+    ui.node.replaceChildren(title, h("div", {id: "aer-note", class: "note"}, `No AER available: ${why}.`));
+    return;
+  }
+  if (!explanations || explanations.error) {
+    ui.node.replaceChildren(title, h("div", {class: "note"}, explanations ? explanations.error : "loading…"));
+    return;
+  }
+  const methods = explanations.methods;
+  const leader = explanations.leader;
+  const labelOf = (name) => methods[name]?.label || name;
+  const leaderLine = leader
+    ? h("div", {id: "leader", class: "leader", "data-method": leader.method, "data-since": String(leader.since_step)},
+      "★ ", h("b", {}, labelOf(leader.method)), ` aligns best: AER ${fmt(leader.aer)} at `,
+      methods[leader.method]?.best.layer ?? "?",
+      leader.since_step === explanations.step ? ` · leading at step ${explanations.step}`
+        : ` · the leader since step ${leader.since_step}`)
+    : null;
+  const steps = Object.values(explanations.history).flat().map(([s]) => s);
+  const [s0, s1] = [Math.min(...steps), Math.max(...steps)];
+  const values = Object.values(explanations.history).flat().map(([, v]) => v);
+  const [lo, hi] = [Math.min(...values), Math.max(...values)];
+  const rows = (state.run.methods || []).filter((m) => methods[m.name]).map((m) => {
+    const scores = methods[m.name];
+    const on = m.name === state.method && state.kind === "cross";
+    return h("tr", {"data-method": m.name, class: [on ? "shown" : "", leader?.method === m.name ? "lead" : ""]
+      .join(" ").trim() || null, title: `show the maps of ${m.label}`, onclick: () => selectMethod(m.name)},
+    h("td", {class: "method-name"}, m.label),
+    h("td", {class: "best-layer"}, scores.best.layer),
+    h("td", {class: "best-aer"}, fmt(scores.best.aer)),
+    h("td", {}, sparkline(explanations.history[m.name] || [], explanations.step, [s0, s1], [lo, hi])));
+  });
+  ui.node.replaceChildren(title, leaderLine,
+    h("table", {id: "explain-table"},
+      h("thead", {}, h("tr", {}, h("th", {}, "method"), h("th", {}, "best layer"),
+        h("th", {title: "lowest AER over the layers, on the explanation sentences (lower is better)"}, "AER"),
+        h("th", {title: "the method's best AER at every logged step (lower is better; the dot is this step)"},
+          "over training"))),
+      h("tbody", {}, rows)),
+    h("div", {class: "note"}, `AER against the gold alignment on the explanation sentences, step ${explanations.step}; `
+      + "click a method to show its maps."));
+}
+
+// Best AER over training on the axes shared by every method (so the lines compare); lower is drawn lower.
+function sparkline(points, shown, [s0, s1], [lo, hi]) {
+  const [W, H, pad] = [90, 20, 2];
+  const X = (s) => pad + ((s - s0) / (s1 - s0 || 1)) * (W - 2 * pad);
+  const Y = (v) => H - pad - ((v - lo) / (hi - lo || 1)) * (H - 2 * pad);
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.setAttribute("class", "spark");
+  const line = document.createElementNS(NS, "polyline");
+  line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
+  svg.append(line);
+  const here = points.find(([s]) => s === shown);
+  if (here) {
+    const dot = document.createElementNS(NS, "circle");
+    dot.setAttribute("cx", X(here[0]));
+    dot.setAttribute("cy", Y(here[1]));
+    dot.setAttribute("r", 2.5);
+    svg.append(dot);
+  }
+  return svg;
+}

@@ -1,0 +1,70 @@
+// Which maps the grid, the detail view and the lines view show: the attention weights of one kind, or, for
+// cross maps, the chosen explanation method's (from ./explanation, or from ./translate for your sentence). Every
+// part reads a "map set", so that none asks which method made it:
+//   {kind, method, label, signed, rows, cols, layers: [labels], heads: H (0: the method has no heads),
+//    perHead: L × H × T × S or null, perLayer: L × T × S or null, aer: {per_layer, per_head} | null, gold}
+// A map is named by {layer, head}; head === null names a layer's own map (per_layer).
+
+import {fmt} from "./dom.js";
+import {scaleOf} from "./heatmap.js";
+import {currentMethod, state} from "./state.js";
+
+/** Whether the shown maps are the chosen method's (cross maps) rather than one kind's attention weights. */
+export const explained = () => state.kind === "cross";
+
+/**
+ * The map set of `data` (an ./attention or ./translate answer) for the shown kind, with `explanation` (an
+ * ./explanation answer, or a translation's "explanation") for cross maps; null when the method's maps are
+ * not there (still loading, or an error shown elsewhere).
+ */
+export function mapSet(data, explanation) {
+  const kd = data.kinds[state.kind];
+  const method = currentMethod();
+  const gold = state.kind === "cross" && state.gold && data.gold ? data.gold : null;
+  const layerNames = (n) => Array.from({length: n}, (_, l) => `layer ${l + 1}`);
+  if (!explained()) {
+    return {kind: state.kind, method: null, label: null, signed: false, rows: kd.rows, cols: kd.cols,
+      layers: layerNames(kd.weights.length), heads: kd.weights[0].length, perHead: kd.weights, perLayer: null,
+      aer: null, gold: null};
+  }
+  const e = explanation && explanation.method === method.name ? explanation : null;
+  if (method.name === "attention") {
+    // The heads come from the attention answer (the same weights), the layer maps and AER from ./explanation.
+    return {kind: "cross", method: "attention", label: method.label, signed: false, rows: kd.rows, cols: kd.cols,
+      layers: e ? e.layers : method.layers.length ? method.layers : layerNames(kd.weights.length),
+      heads: kd.weights[0].length, perHead: kd.weights, perLayer: e ? e.per_layer : null,
+      aer: e ? e.aer || null : null, gold};
+  }
+  if (!e) return null;
+  return {kind: "cross", method: e.method, label: e.label, signed: e.signed, rows: e.rows, cols: e.cols,
+    layers: e.layers, heads: e.per_head ? e.per_head[0].length : 0, perHead: e.per_head, perLayer: e.per_layer,
+    aer: e.aer || null, gold};
+}
+
+/** The matrix (T × S) of map {layer, head} of a set, or null when the set has no such map. */
+export function mapOf(set, {layer, head}) {
+  if (head === null) return set.perLayer ? set.perLayer[layer] ?? null : null;
+  return set.perHead ? set.perHead[layer]?.[head] ?? null : null;
+}
+
+/** The drawing options {scale, signed} of one map of a set (attention weights keep the fixed 0..1 scale). */
+export function scaleFor(set, matrix) {
+  return set.method === null || set.method === "attention" ? {scale: 1, signed: false} : scaleOf(matrix, set.signed);
+}
+
+/** The per-sentence AER of map {layer, head}, or null (no gold alignment, or not loaded). */
+export function aerOf(set, {layer, head}) {
+  if (!set.aer) return null;
+  if (head === null) return set.aer.per_layer?.[layer] ?? null;
+  return set.aer.per_head?.[layer]?.[head] ?? null;
+}
+
+/** How a map is named: "L2 H1" for a head, the method's layer label for a layer's own map. */
+export function mapName(set, {layer, head}) {
+  const name = set.layers[layer] ?? `layer ${layer + 1}`;
+  if (head === null) return set.heads ? `${name} (all heads)` : name;
+  return `L${layer + 1} H${head + 1}`;
+}
+
+/** The AER badge's text. */
+export const aerText = (aer) => `AER ${fmt(aer)}`;
