@@ -266,7 +266,8 @@ def test_statistics_table_sorts_and_marks_the_best_aligned_head(tab):
     header = {th.get_attribute("data-key") for th in css(driver, "#stats-table th")}
     # Beside the head statistics, the AER of every explanation method with heads (./explanations).
     scores = api.get("explanations", run=run["run"], step=run["explanation_steps"][-1])["methods"]
-    assert header == {"layer", "head", *stats, *(f"aer:{name}" for name, m in scores.items() if m["head_aer"])}
+    methods = {f"aer:{name}" for name, m in scores.items() if m["head_aer"]}
+    assert header == {"layer", "head", *stats, *methods}
     # Cross-attention with gold alignments: agreement, best first, and the best head marked in table and grid.
     assert css(driver, '#stats-table th[data-key="agreement"]')[0].get_attribute("aria-sort") == "descending"
     agreement = column("agreement")
@@ -333,3 +334,187 @@ def test_your_sentence_is_translated_like_the_api_and_shows_every_head(tab):
     wait(driver, lambda: css(driver, "#detail")[0].get_attribute("data-mode") == "probe",
          "going back did not show the probe sentences")
     assert css(driver, "#step-slider")[0].is_enabled()
+
+
+# -- the explanation lab -------------------------------------------------------------------------------------
+
+
+def choose_method(driver, name: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(css(driver, "#method-select")[0]).select_by_value(name)
+    wait(driver, lambda: css(driver, f'#detail[data-method="{name}"]'), f"the detail never showed {name}")
+
+
+def value_under_mouse(driver, matrix, i: int, j: int) -> str:
+    """The tooltip's value over cell (i, j) of the detail view's first map (drawn from ``matrix``)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    canvas = css(driver, "#detail .matrix canvas")[0]
+    rows, cols = len(matrix), len(matrix[0])
+    box = canvas.rect
+    x = (j + 0.5) * box["width"] / cols - box["width"] / 2
+    y = (i + 0.5) * box["height"] / rows - box["height"] / 2
+    ActionChains(driver).move_to_element(css(driver, "#grid")[0]).perform()  # a fresh mousemove over the cell
+    ActionChains(driver).move_to_element_with_offset(canvas, round(x), round(y)).perform()
+    return wait(driver, lambda: css(driver, ".tooltip")[0].text, "no tooltip over the map").split()[0]
+
+
+def badges(driver) -> dict[tuple[int, int | None], float]:
+    """(layer, head or None for a layer's map) -> the AER badge of that grid map."""
+    found = {}
+    for cell in css(driver, "#grid .head-cell, #grid .layer-cell"):
+        badge = cell.find_elements("css selector", ".aer-badge")
+        head = cell.get_attribute("data-head")
+        if badge:
+            found[int(cell.get_attribute("data-layer")), None if head is None else int(head)] = float(
+                badge[0].get_attribute("data-aer"))
+    return found
+
+
+def test_choosing_a_method_shows_its_maps_and_their_aer_badges(tab):
+    driver, api, run = tab
+    step = run["steps"][-1]
+    options = [(o.get_attribute("value"), o.text) for o in css(driver, "#method-select option")]
+    assert options == [(m["name"], m["label"]) for m in run["methods"]]
+    assert len(options) > 2  # the tiny config logs every method: the selector is not a lone "attention"
+    i, j = 1, 1
+    shown = {}
+    for method in run["methods"]:
+        name = method["name"]
+        choose_method(driver, name)
+        answer = api.get("explanation", run=run["run"], step=step, sentence=0, method=name)
+        assert answer["method"] == name and answer["aer"] is not None  # the toy data has gold links
+        heads = answer["per_head"]
+        if method["per_head"]:
+            assert cells(driver) == {(layer, head) for layer in range(len(heads))
+                                     for head in range(len(heads[0]))}
+            expected = {(layer, head): aer for layer, row in enumerate(answer["aer"]["per_head"])
+                        for head, aer in enumerate(row)}
+            matrix, open_aer = heads[0][0], answer["aer"]["per_head"][0][0]
+            assert css(driver, "#detail")[0].get_attribute("data-head") == "0"
+        else:  # one map per layer: no head cells, the layers' own maps
+            assert heads is None and not cells(driver)
+            expected = {}
+            matrix, open_aer = answer["per_layer"][0], answer["aer"]["per_layer"][0]
+            assert css(driver, "#detail")[0].get_attribute("data-head") == ""
+        expected |= {(layer, None): aer for layer, aer in enumerate(answer["aer"]["per_layer"])}
+        assert badges(driver) == expected
+        badge = css(driver, "#detail .detail-head .aer-badge")[0]
+        assert float(badge.get_attribute("data-aer")) == open_aer
+        assert value_under_mouse(driver, matrix, i, j) == f"{matrix[i][j]:.4f}"
+        shown[name] = (matrix[i][j], open_aer, tuple(sorted(expected.items(), key=repr)))
+    # The maps and their badges change with the method (the methods do not all agree on this sentence).
+    assert len({value for value, _, _ in shown.values()}) > 1
+    assert len({grid for _, _, grid in shown.values()}) > 1
+
+
+def test_the_explanations_summary_names_the_leader_and_since_when(tab):
+    driver, api, run = tab
+    step = run["explanation_steps"][-1]
+    answer = api.get("explanations", run=run["run"], step=step)
+    leader = css(driver, "#explain-summary #leader")[0]
+    assert leader.get_attribute("data-method") == answer["leader"]["method"]
+    assert leader.get_attribute("data-since") == str(answer["leader"]["since_step"])
+    assert answer["methods"][answer["leader"]["method"]]["label"] in leader.text
+    for name, scores in answer["methods"].items():
+        row = css(driver, f'#explain-table tr[data-method="{name}"]')[0]
+        assert row.find_elements("css selector", ".best-layer")[0].text == scores["best"]["layer"]
+        assert row.find_elements("css selector", ".best-aer")[0].text == f"{scores['best']['aer']:.3f}"
+    # A click on a method shows its maps.
+    other = next(name for name in answer["methods"] if name != "attention")
+    css(driver, f'#explain-table tr[data-method="{other}"]')[0].click()
+    wait(driver, lambda: css(driver, f'#detail[data-method="{other}"]'), "clicking a method did not show it")
+
+
+def test_the_statistics_table_shows_each_methods_aer_column_as_the_route(tab):
+    driver, api, run = tab
+    scores = api.get("explanations", run=run["run"], step=run["explanation_steps"][-1])["methods"]
+    with_heads = {name: m["head_aer"] for name, m in scores.items() if m["head_aer"]}
+    assert "shift_att" in with_heads
+    for name, head_aer in with_heads.items():
+        for row in css(driver, "#stats-table tbody tr"):
+            layer, head = int(row.get_attribute("data-layer")), int(row.get_attribute("data-head"))
+            cell = row.find_elements("css selector", f'td[data-key="aer:{name}"]')[0]
+            assert cell.get_attribute("textContent") == f"{head_aer[layer][head]:.3f}"
+    # Sorting by a method's AER puts its lowest first (lower is better).
+    key = "aer:shift_att"
+    css(driver, f'#stats-table th[data-key="{key}"]')[0].click()
+    wait(driver, lambda: css(driver, f'#stats-table th[data-key="{key}"]')[0].get_attribute("aria-sort")
+         == "ascending", "the method's AER column was not sorted")
+    column = [float(td.get_attribute("textContent"))
+              for td in css(driver, f'#stats-table td[data-key="{key}"]')]
+    assert column == sorted(column)
+    # The statistic columns' headings and descriptions are the route's definitions.
+    definitions = api.get("statistics", run=run["run"], step=run["statistics_steps"][-1])["definitions"]
+    for d in definitions:
+        th = css(driver, f'#stats-table th[data-key="{d["name"]}"]')
+        if th:
+            assert th[0].get_attribute("title") == d["description"]
+            assert th[0].get_attribute("textContent").startswith(d["short"])
+
+
+def test_the_logit_lens_shows_the_routes_top_tokens_for_a_hovered_row(tab):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver, api, run = tab
+    lens = api.get("lens", run=run["run"], step=run["steps"][-1], sentence=0)
+    for kind in ("cross", "decoder"):
+        css(driver, f"#kind-{kind}")[0].click()
+        wait(driver, lambda k=kind: css(driver, f'#detail[data-kind="{k}"]'), f"the {kind} maps never showed")
+        for i in (1, len(lens["rows"]) - 1):
+            token = css(driver, f'#detail .token[data-axis="row"][data-index="{i}"]')[0]
+            ActionChains(driver).move_to_element(token).perform()
+            wait(driver, lambda r=i: css(driver, f'#lens-panel[data-row="{r}"]'),
+                 f"the lens did not show row {i}")
+            for layer in range(len(lens["layers"])):
+                row = css(driver, f'#lens-panel tr.lens-layer[data-layer="{layer}"]')[0]
+                tops = row.find_elements("css selector", ".lens-top")
+                assert [t.get_attribute("data-token") for t in tops] == lens["top_tokens"][layer][i]
+                produced = {t.get_attribute("data-token") for t in tops
+                            if "produced" in t.get_attribute("class")}
+                assert produced == {lens["rows"][i]} & set(lens["top_tokens"][layer][i])
+                bar = row.find_elements("css selector", ".lens-bar")[0]
+                assert float(bar.get_attribute("data-prob")) == lens["produced_prob"][layer][i]
+    css(driver, "#kind-encoder")[0].click()
+    wait(driver, lambda: css(driver, '#detail[data-kind="encoder"]'), "the encoder never showed")
+    assert not css(driver, "#lens-panel")  # the lens reads the decoder: no panel for encoder maps
+
+
+def test_your_sentence_with_a_method_shows_that_methods_map(tab):
+    from selenium.webdriver.common.keys import Keys
+
+    driver, api, run = tab
+    text = run["sentences"][1]["source"]
+    choose_method(driver, "value_norms")
+    css(driver, "#translate-input")[0].send_keys(text, Keys.ENTER)
+    wait(driver, lambda: css(driver, "#translation") and css(driver, '#detail[data-mode="custom"]'),
+         "no translation appeared", seconds=90)
+    expected = api.get("translate", run=run["run"], text=text, beam=1, method="value_norms")
+    explanation = expected["explanation"]
+    assert css(driver, "#detail")[0].get_attribute("data-method") == "value_norms"
+    assert tokens(driver, "row") == explanation["rows"]
+    matrix = explanation["per_head"][0][0]
+    i, j = len(matrix) // 2, len(matrix[0]) // 2  # the translation may be short: the middle cell
+    assert value_under_mouse(driver, matrix, i, j) == f"{matrix[i][j]:.4f}"
+    assert "no AER" in css(driver, "#detail .no-aer")[0].text  # no gold links for a typed sentence
+    assert not css(driver, "#grid .aer-badge")
+    # Another method asks again, for that method's map of the same translation.
+    choose_method(driver, "grad_x_input")
+    expected = api.get("translate", run=run["run"], text=text, beam=1, method="grad_x_input")["explanation"]
+    assert css(driver, "#detail")[0].get_attribute("data-mode") == "custom"
+    assert len(css(driver, "#grid .layer-cell")) == len(expected["layers"])
+    matrix = expected["per_layer"][0]
+    assert value_under_mouse(driver, matrix, i, j) == f"{matrix[i][j]:.4f}"
+    # Integrated Gradients' steps beyond what the route allows: the route's message is shown.
+    choose_method(driver, "value_norms")
+    choose_method(driver, "integrated_gradients")
+    steps = css(driver, "#ig-steps")[0]
+    steps.clear()
+    steps.send_keys("1000")
+    box = css(driver, "#translate-input")[0]
+    box.send_keys(Keys.ENTER)
+    error = api.get("translate", run=run["run"], text=text, beam=1, method="integrated_gradients",
+                    ig_steps=1000)
+    assert error["status"] == 400
+    wait(driver, lambda: error["error"] in css(driver, "#message")[0].text, "the route's error was not shown")

@@ -171,7 +171,8 @@ function methodChips(set, sel, explanations) {
     h("span", {class: "note"}, `explanation sentences, step ${explanations.step}:`),
     h("span", {class: "chip", title: `alignment error rate ${about} (lower is better)`},
       h("span", {}, "AER "), fmt(validationAer(scores, sel))),
-    h("span", {class: "chip", title: `share of target words whose strongest score falls on a gold-aligned source word ${about}`},
+    h("span", {class: "chip",
+      title: `share of target words whose strongest score falls on a gold-aligned source word ${about}`},
       h("span", {}, "agreement "), fmt(agreement)),
   ];
 }

@@ -137,7 +137,8 @@ export function colourBar({scale = 1, signed = false, title = null} = {}) {
   wrap.className = "colour-bar";
   const label = (v) => Number(v.toPrecision(2)).toString();
   wrap.title = title || (scale === 1 && !signed ? "colour scale of every map: attention weight from 0 to 1"
-    : `colour scale of this map: ${signed ? `${label(-scale)} (blue) to ${label(scale)} (red)` : `0 to ${label(scale)}`}`);
+    : `colour scale of this map: ${signed ? `${label(-scale)} (blue) to ${label(scale)} (red)`
+      : `0 to ${label(scale)}`}`);
   const canvas = document.createElement("canvas");
   const ctx = sized(canvas, 96, 10);
   for (let x = 0; x < 96; x++) {

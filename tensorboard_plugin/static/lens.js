@@ -6,7 +6,8 @@
 //
 // DOM hooks: #lens-panel (attribute data-row = the target position shown, "" for none), overview cells
 // `.lens-cell[data-layer][data-row]`, the position's table rows `tr.lens-layer[data-layer]` with the top tokens
-// `.lens-top` (the produced token's has class `produced`) and the produced token's bar `.lens-bar[data-prob]`.
+// `.lens-top[data-token]` (the produced token's has class `produced`) and the produced token's bar
+// `.lens-bar[data-prob]`.
 
 import {fmt, h} from "./dom.js";
 import {colourOf} from "./heatmap.js";
@@ -49,7 +50,8 @@ export function lensPanel(lens) {
       rows.push(h("tr", {class: "lens-layer", "data-layer": String(l)},
         h("td", {class: "lens-name"}, lens.layers[l]),
         h("td", {}, lens.top_tokens[l][i].map((t, k) => h("span", {
-          class: t === produced ? "lens-top produced" : "lens-top", "data-prob": String(lens.top_probs[l][i][k]),
+          class: t === produced ? "lens-top produced" : "lens-top", "data-token": t,
+          "data-prob": String(lens.top_probs[l][i][k]),
           title: `probability ${fmt(lens.top_probs[l][i][k])}`}, t, h("small", {}, fmt(lens.top_probs[l][i][k]))))),
         h("td", {class: "lens-prob", title: `p(${produced}) at ${lens.layers[l]}, rank ${lens.produced_rank[l][i]}`},
           h("span", {class: "lens-bar", "data-prob": String(p)},
