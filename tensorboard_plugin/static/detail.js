@@ -61,8 +61,12 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
       shown: explanations.step});
   }
 
-  const help = h("div", {class: "note kind-help"}, `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}.`
-    + (set.signed ? " Signed scores: red above 0, blue below." : ""));
+  const about = set.method && set.method !== "attention"
+    ? `Rows: the words produced, columns: the source words. A row shows how much ${set.label} credits each `
+      + "source word with producing that word (under forced decoding)"
+    : `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}`;
+  const help = h("div", {class: "note kind-help"}, `${about}.${set.signed ? " Signed scores: red above 0, blue "
+    + "below." : ""}`);
   const scale = scaleFor(set, matrix);
   const tools = compareTools(scale.scale === 1 && !scale.signed ? null
     : colourBar({...scale, title: `colour scale of this map: its largest magnitude is ${fmt(scale.scale)}`}));

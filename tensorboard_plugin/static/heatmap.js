@@ -43,11 +43,12 @@ export function divergingColourOf(x) {
 }
 
 /**
- * How to colour a map of scores that are not weights in [0, 1]: {scale, signed} for drawMatrix, where scale is
- * the largest magnitude in the matrix (1 when every value already lies in [0, 1] and the map is not signed, so
- * that attention-like maps keep the fixed weight scale).
+ * How to colour a map of scores: {scale, signed} for drawMatrix, where scale is the largest magnitude in the
+ * matrix. With `weights` (the default), a map whose values all lie in [0, 1] and that is not signed keeps the
+ * fixed weight scale (scale 1); without it every map is drawn on its own largest value (scores whose size
+ * means nothing across maps, such as gradients).
  */
-export function scaleOf(matrix, signed = false) {
+export function scaleOf(matrix, signed = false, {weights = true} = {}) {
   let top = 0;
   let low = 0;
   for (const row of matrix) {
@@ -56,7 +57,7 @@ export function scaleOf(matrix, signed = false) {
       low = Math.min(low, v);
     }
   }
-  if (!signed && low >= 0 && top <= 1) return {scale: 1, signed: false};
+  if (weights && !signed && low >= 0 && top <= 1) return {scale: 1, signed: false};
   return {scale: top || 1, signed};
 }
 

@@ -47,9 +47,12 @@ export function mapOf(set, {layer, head}) {
   return set.perHead ? set.perHead[layer]?.[head] ?? null : null;
 }
 
-/** The drawing options {scale, signed} of one map of a set (attention weights keep the fixed 0..1 scale). */
+/** The drawing options {scale, signed} of one map of a set: attention weights keep the fixed 0..1 scale; an
+ * explanation method's map is drawn on its own largest magnitude (its colour bar in the detail view says which),
+ * since the size of a gradient or a value norm means nothing from one method to the next. */
 export function scaleFor(set, matrix) {
-  return set.method === null || set.method === "attention" ? {scale: 1, signed: false} : scaleOf(matrix, set.signed);
+  if (set.method === null || set.method === "attention") return {scale: 1, signed: false};
+  return scaleOf(matrix, set.signed, {weights: false});
 }
 
 /** The per-sentence AER of map {layer, head}, or null (no gold alignment, or not loaded). */

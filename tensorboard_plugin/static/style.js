@@ -25,6 +25,7 @@ button, select, input { font: inherit; color: inherit; }
 .icon-btn:disabled { opacity: .4; cursor: default; }
 .translate { display: inline-flex; align-items: center; gap: 6px; margin-left: auto; }
 #translate-input { width: 300px; padding: 4px 7px; border: 1px solid #ced4da; border-radius: 4px; }
+#ig-steps { width: 56px; padding: 3px 5px; border: 1px solid #ced4da; border-radius: 4px; }
 #translate-button { padding: 4px 12px; border: 1px solid var(--accent); background: var(--accent); color: #fff;
                     border-radius: 4px; cursor: pointer; }
 #translate-button:disabled { opacity: .55; cursor: default; }
