@@ -518,3 +518,31 @@ def test_your_sentence_with_a_method_shows_that_methods_map(tab):
                     ig_steps=1000)
     assert error["status"] == 400
     wait(driver, lambda: error["error"] in css(driver, "#message")[0].text, "the route's error was not shown")
+
+
+def test_signed_scores_are_drawn_on_a_diverging_scale(tab):
+    """The page's own heatmap module, run in the page: a signed map is drawn blue below 0, white at 0 and red
+    above, on its largest magnitude; unsigned weights keep the fixed 0..1 scale."""
+    driver, api, _ = tab
+    answer = driver.execute_async_script("""
+      const [url, done] = arguments;
+      import(url).then(({drawMatrix, scaleOf}) => {
+        const matrix = [[-0.5, 0, 2]];
+        const canvas = document.createElement("canvas");
+        const options = scaleOf(matrix, true);
+        drawMatrix(canvas, matrix, 30, 10, options);
+        const ctx = canvas.getContext("2d");
+        const pixel = (x) => Array.from(ctx.getImageData(x * devicePixelRatio, 5, 1, 1).data.slice(0, 3));
+        done({options, pixels: [5, 15, 25].map(pixel), weights: scaleOf([[0.2, 0.5]]),
+              scores: scaleOf([[0.2, 0.5]], false, {weights: false})});
+      }, (error) => done({error: String(error)}));
+    """, f"{api.base}/data/plugin/attention/static/heatmap.js")
+    assert "error" not in answer, answer
+    assert answer["options"] == {"scale": 2, "signed": True}
+    negative, zero, positive = answer["pixels"]
+    assert negative[2] > negative[0] + 40  # blue
+    assert zero == [247, 247, 247]  # white
+    assert positive[0] > positive[2] + 40  # red, the largest magnitude: the darkest red
+    assert positive == [103, 0, 31]
+    assert answer["weights"] == {"scale": 1, "signed": False}
+    assert answer["scores"] == {"scale": 0.5, "signed": False}

@@ -2,7 +2,7 @@
 // controls in line (`sync`) and to draw again (`draw`), both wired once by index.js, so that the parts that
 // change the state (toolbar, grid, table, detail view, your sentence) need not know one another.
 
-import {attentionUrl, cached} from "./api.js";
+import {attentionUrl, cached, explanationUrl} from "./api.js";
 import {sameHead} from "./dom.js";
 
 export const KINDS = ["encoder", "decoder", "cross"];
@@ -143,6 +143,7 @@ export function selectMethod(name) {
   clampHeads();
   update();
   if (state.mode === "custom") hooks.explainCustom();
+  else prefetchSteps();
 }
 
 // Keep the open and overlaid maps among those the shown kind and method have: heads where they have heads,
@@ -179,14 +180,17 @@ export function leaveCustom() {
   update();
 }
 
-// Prefetch every logged step of the shown sentence, so that dragging the slider is instant.
+// Prefetch every logged step of the shown sentence (and of the chosen method's cross maps), so that dragging
+// the slider is instant.
 export async function prefetchSteps() {
   const run = state.run;
   const sentence = state.sentence;
+  const method = state.kind === "cross" ? currentMethod().name : null;
   for (const step of [...run.steps].reverse()) {
     if (state.run !== run || state.sentence !== sentence) return;
     try {
       await cached(attentionUrl(run.run, step, sentence));
+      if (method !== null && state.method === method) await cached(explanationUrl(run.run, step, sentence, method));
     } catch (e) {
       return; // the error shows when that step is drawn
     }
