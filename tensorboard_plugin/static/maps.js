@@ -47,12 +47,22 @@ export function mapOf(set, {layer, head}) {
   return set.perHead ? set.perHead[layer]?.[head] ?? null : null;
 }
 
-/** The drawing options {scale, signed} of one map of a set: attention weights keep the fixed 0..1 scale; an
- * explanation method's map is drawn on its own largest magnitude (its colour bar in the detail view says which),
+/** The drawing options {scale, signed} of one map of a set: attention weights, and maps whose rows are
+ * distributions as theirs are (Shift-Att, rollout), keep the fixed 0..1 scale, so that a flat row looks pale;
+ * other scores are drawn on the map's own largest magnitude (its colour bar in the detail view says which),
  * since the size of a gradient or a value norm means nothing from one method to the next. */
 export function scaleFor(set, matrix) {
   if (set.method === null || set.method === "attention") return {scale: 1, signed: false};
-  return scaleOf(matrix, set.signed, {weights: false});
+  return scaleOf(matrix, set.signed, {weights: !set.signed && rowsAreDistributions(matrix)});
+}
+
+// Every row sums to 1 (or is all 0: a row with nothing to read, as Shift-Att's last), within the rounding of
+// the routes' four decimals over a row.
+function rowsAreDistributions(matrix) {
+  return matrix.every((row) => {
+    const sum = row.reduce((a, b) => a + b, 0);
+    return row.every((v) => v >= 0) && (sum === 0 || Math.abs(sum - 1) <= 0.01);
+  });
 }
 
 /** The per-sentence AER of map {layer, head}, or null (no gold alignment, or not loaded). */
