@@ -50,7 +50,7 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
     h("div", {class: "chips"}, statsNote, chips),
     trend);
   if (kindStats) {
-    const key = trendKey(kindStats);
+    const key = trendKey(kindStats, stats);
     drawTrend(trend, {steps: state.run.statistics_steps || [], url: (s) => statisticsUrl(state.run.run, s),
       pick: (answer) => answer?.kinds?.[state.kind]?.[key]?.[sel.layer]?.[sel.head], label: key,
       shown: stats.step});
@@ -220,11 +220,12 @@ export function compareTarget() {
   return {run: run.run, step, sentence};
 }
 
-// The statistic followed over training in the detail header: agreement where there is one, else the sorted one.
-function trendKey(kindStats) {
+// The statistic followed over training in the detail header: agreement where there is one, else the sorted one,
+// else the first in reading order.
+function trendKey(kindStats, stats) {
   if (kindStats.agreement) return "agreement";
   const sortKey = (state.sort[state.kind] || {}).key;
-  return kindStats[sortKey] ? sortKey : "entropy" in kindStats ? "entropy" : Object.keys(kindStats)[0];
+  return kindStats[sortKey] ? sortKey : statKeys(kindStats, stats)[0];
 }
 
 // A small line of one value of the open map at every logged step that has it: `url(step)` answers, `pick(answer)`
