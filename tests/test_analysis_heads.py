@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from analysis.heads import (
+    STATISTIC,
+    STATISTICS,
     alignment_agreement,
     alignment_error_rate,
     entropy,
@@ -218,3 +220,21 @@ def test_summarize_scores_alignment_on_real_source_tokens_only():
     summary = summarize({"cross": [cross]}, src_valid=src_valid, tgt_valid=tgt_valid, gold=[{(0, 0), (1, 1)}])
     assert summary["cross"]["agreement"].tolist() == [[1.0]]
     assert summary["cross"]["aer"].tolist() == [[0.0]]
+
+
+def test_every_statistic_computed_is_defined_once_in_reading_order():
+    weights = torch.softmax(torch.randn(1, 2, 3, 3), dim=-1)
+    maps = {"encoder": [weights], "decoder": [weights], "cross": [weights]}
+    computed = summarize(maps, gold=[{(0, 0), (1, 2)}])
+    names = [s.name for s in STATISTICS]
+    assert names == ["entropy", "distance", "diagonal", "previous", "next", "agreement", "aer"]
+    assert {name for named in computed.values() for name in named} == set(names) == set(STATISTIC)
+    # The shares in [0, 1] are the bounded ones; only the alignment scores have a better direction.
+    assert [s.name for s in STATISTICS if s.bounded] == ["diagonal", "previous", "next", "agreement", "aer"]
+    assert {s.name: s.lower_is_better for s in STATISTICS if s.lower_is_better is not None} == {
+        "agreement": False, "aer": True
+    }
+    for named in computed.values():
+        for name, values in named.items():
+            if STATISTIC[name].bounded:
+                assert 0 <= values.min() and values.max() <= 1

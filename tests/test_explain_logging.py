@@ -1,12 +1,23 @@
 """Validation-time logging of every explanation method's AER and agreement (training.attention_logging)."""
 
+import json
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
+import torch
+from tensorboard.util import tensor_util
 
 from analysis.explain.registry import METHODS
+from evaluation.attention_maps import sentence_attention
 from evaluation.checkpoints import load_run
 from evaluation.explanations import explanation_alignment
-from tests.conftest import read_events, short_tsv_corpus, train_tiny
+from tests import test_train
+from tests.conftest import REPO, read_events, short_tsv_corpus, train_tiny
 from training.attention_logging import AttentionLogger
+
+# The hand-made pairs, untrained module and recording writer of the attention-logging tests.
+hand_made, recorded = test_train.hand_made, test_train.recorded
 
 
 def test_every_method_is_logged_per_layer_and_matches_the_final_weights(tiny_run):
@@ -36,7 +47,8 @@ def test_data_without_gold_alignments_logs_no_explanation_scores(tmp_path):
         "--data.tokenizer", "word",
     )
     scalars = set(read_events(run_dir).Tags()["scalars"])
-    assert not any(tag.startswith("explain/") for tag in scalars)
+    assert not any(tag.startswith("explain/") for tag in scalars - {"explain/probe_seconds"})
+    assert "explain/probe_seconds" in scalars  # the probes' maps need no gold links
     assert "val/loss" in scalars
 
 
@@ -48,3 +60,145 @@ def test_explanation_options_are_checked():
     assert AttentionLogger(explanation_methods=["rollout"]).explanation_methods == ["rollout"]
     # By default every method but the costly Integrated Gradients.
     assert AttentionLogger().explanation_methods == [m for m in METHODS if m != "integrated_gradients"]
+
+
+# -- what the ATTENTION tab gets: each probe's maps and logit lens, and the scores as tensors ---------------
+
+
+def test_every_probe_has_every_methods_map_and_its_lens_and_the_scores_are_tensors(tiny_run):
+    events = read_events(tiny_run)
+    tensors = set(events.Tags()["tensors"])
+    for number in (0, 1):
+        text = json.loads(tensor_util.make_ndarray(events.Tensors(f"attention/sentence_{number}/text")[-1]
+                                                   .tensor_proto).item())
+        T, S = len(text["target_out"]), len(text["source_tokens"])
+        assert [m["name"] for m in text["methods"]] == list(METHODS)
+        for name in METHODS:
+            tag = f"attention/sentence_{number}/explain/{name}"
+            if name == "attention":  # its map is the cross weights
+                assert tag not in tensors
+                continue
+            logged = [tensor_util.make_ndarray(e.tensor_proto) for e in events.Tensors(tag)]
+            assert len(logged) == 2 and logged[-1].dtype == np.float16  # both validations
+            heads = (2, 2) if not METHODS[name].gradients else (1,)  # (L, H) or (L,) of the tiny model
+            assert logged[-1].shape == (*heads, T, S)
+            if len(heads) == 2:
+                per_layer = events.Tensors(f"{tag}/per_layer")[-1].tensor_proto
+                assert tensor_util.make_ndarray(per_layer).shape == (2, T, S)
+        lens = json.loads(tensor_util.make_ndarray(events.Tensors(f"attention/sentence_{number}/lens")[-1]
+                                                   .tensor_proto).item())
+        assert np.array(lens["top_probs"]).shape == (2, T, 3)
+        assert np.array(lens["produced_rank"]).shape == (2, T)
+    assert all(s.value > 0 for s in events.Scalars("explain/probe_seconds"))
+    for name in METHODS:
+        scores = {score: tensor_util.make_ndarray(events.Tensors(f"attention/explain/{name}/{score}")[-1]
+                                                  .tensor_proto) for score in ("aer", "agreement")}
+        layers = 1 if METHODS[name].gradients else 2
+        assert scores["aer"].shape == scores["agreement"].shape == (layers,)
+        head_tag = f"attention/explain/{name}/head_aer"
+        assert (head_tag in tensors) == (not METHODS[name].gradients)
+        # The tensor is the scalar TensorBoard plots.
+        scalar = events.Scalars(f"explain/{name}/aer_{'embeddings' if layers == 1 else 'layer_2'}")[-1].value
+        assert scores["aer"][-1] == pytest.approx(scalar, abs=1e-6)
+
+
+def _probe_bytes(logger, module, datamodule, probe) -> int:
+    """What one probe takes of the budget: its weights, its explanation maps and its lens."""
+    _, src_ids, tgt_ids = probe
+    attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer,
+                                   src_ids, tgt_ids)
+    weights = sum(torch.stack(layers).to(torch.float16).numpy().nbytes for layers in attention.maps.values())
+    return weights + logger._explain_probe(module.model, datamodule.tgt_tokenizer, src_ids, tgt_ids).nbytes
+
+
+def _validate(logger, module, datamodule, experiment, monkeypatch):
+    monkeypatch.setattr(module, "log", lambda *args, **kwargs: None)
+    trainer = SimpleNamespace(logger=SimpleNamespace(experiment=experiment), current_epoch=0,
+                              sanity_checking=False, datamodule=datamodule, global_step=5)
+    logger.on_validation_epoch_end(trainer, module)
+
+
+def _counted(summaries) -> int:
+    """The bytes the budget counts of what was written: arrays, the lens JSON and the score summaries."""
+    total = 0
+    for tag, value in summaries.items():
+        if tag.startswith("attention/explain/"):
+            total += len(value.SerializeToString())
+        elif tag.endswith("/lens"):
+            total += len(value.tensor.string_val[0])
+        elif tag.startswith("attention/sentence_") and not tag.endswith("/text"):
+            total += len(value.tensor.tensor_content)
+    return total
+
+
+def test_a_small_budget_leaves_out_whole_probes_with_their_explanations_and_no_gap(
+    hand_made, recorded, monkeypatch
+):
+    datamodule, module = hand_made
+    experiment, _ = recorded
+    logger = AttentionLogger(num_sentences=3, num_images=0, max_tokens=10, stats_sentences=0)
+    logger._prepare(datamodule)
+    sizes = [_probe_bytes(logger, module, datamodule, probe) for probe in logger._probes]
+    assert sizes[1] > sizes[2]  # PAIRS: probe 1 is the larger, probe 2 would fit where probe 1 does not
+    logger.max_bytes = sizes[0] + sizes[2]
+    with pytest.warns(UserWarning, match=r"probe sentence 1 would take .* the ATTENTION tab shows probe "
+                                         r"sentences 0 to 0 only"):
+        _validate(logger, module, datamodule, experiment, monkeypatch)
+    summaries = experiment.summaries
+    logged = {tag.split("/")[1] for tag in summaries if tag.startswith("attention/sentence_")}
+    assert logged == {"sentence_0"}
+    parts = {tag.removeprefix("attention/sentence_0/") for tag in summaries if "sentence_0" in tag}
+    assert {"text", "encoder", "decoder", "cross", "lens", "explain/value_norms",
+            "explain/value_norms/per_layer", "explain/integrated_gradients"} <= parts
+    assert _counted(summaries) <= logger.max_bytes
+    # Probe 0 written whole, to the byte the budget counted.
+    probe = {tag: value for tag, value in summaries.items() if not tag.startswith("attention/explain/")}
+    assert _counted(probe) == sizes[0]
+
+
+def test_explanation_scores_that_do_not_fit_are_left_out_of_the_tab_with_a_warning(
+    hand_made, recorded, monkeypatch
+):
+    datamodule, module = hand_made
+    experiment, _ = recorded
+    logger = AttentionLogger(num_sentences=1, num_images=0, max_tokens=10, stats_sentences=0,
+                             explanation_methods=["attention", "rollout"])
+    logger._prepare(datamodule)
+    logger.max_bytes = _probe_bytes(logger, module, datamodule, logger._probes[0]) + 10
+    with pytest.warns(UserWarning, match=r"the explanation scores would take \d+ bytes, more than the 10 "):
+        _validate(logger, module, datamodule, experiment, monkeypatch)
+    assert "attention/sentence_0/lens" in experiment.summaries
+    assert not any(tag.startswith("attention/explain/") for tag in experiment.summaries)
+    logger.max_bytes = 10**6
+    _validate(logger, module, datamodule, experiment, monkeypatch)
+    scores = {tag for tag in experiment.summaries if tag.startswith("attention/explain/")}
+    assert scores == {f"attention/explain/{name}/{score}" for name in ("attention", "rollout")
+                      for score in ("aer", "agreement", "head_aer", "head_agreement", "layers")}
+
+
+def test_the_default_run_logs_its_explanations_within_1_mb_per_validation(recorded, monkeypatch):
+    """The default model (configs/default.yaml) on the default toy data: every summary the ATTENTION tab gets
+    at one validation, explanations included, stays within max_bytes (1 MB)."""
+    import yaml
+
+    from data.datamodule import TranslationDataModule
+    from training.module import TranslationModule
+
+    defaults = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+    data = {k: v for k, v in defaults["data"].items() if k != "toy_train_size"}
+    datamodule = TranslationDataModule(toy_train_size=100, **data)  # validation pairs as in the default run
+    module = TranslationModule(
+        src_vocab_size=datamodule.src_vocab_size, tgt_vocab_size=datamodule.tgt_vocab_size, **{
+            k: v for k, v in defaults["model"].items() if k in ("d_model", "num_heads", "num_encoder_layers",
+                                                                "num_decoder_layers", "d_ff")
+        },
+    ).eval()
+    logger = AttentionLogger(**{**defaults["attention"], "stats_sentences": 20})
+    experiment, _ = recorded
+    logger._prepare(datamodule)
+    _validate(logger, module, datamodule, experiment, monkeypatch)
+    summaries = experiment.summaries
+    assert {f"attention/sentence_{n}/lens" for n in range(4)} <= set(summaries)  # every probe, whole
+    assert _counted(summaries) <= logger.max_bytes
+    total = sum(len(value.SerializeToString()) for value in summaries.values())
+    assert total < 200_000  # far under the 1 MB target

@@ -646,7 +646,9 @@ def test_probes_after_one_over_the_budget_are_left_out_so_the_ids_have_no_gap(ha
     fit: it is left out too, so the tab's sentences stay 0 .. k-1, and the warning says what is shown."""
     datamodule, module = hand_made
     experiment, _ = recorded
-    logger = AttentionLogger(num_sentences=3, num_images=0, max_tokens=10, stats_sentences=0)
+    # The weights alone (test_explain_logging counts the explanations with them).
+    logger = AttentionLogger(num_sentences=3, num_images=0, max_tokens=10, stats_sentences=0,
+                             explanation_sentences=0, explain_probes=False)
     size = 2 * 2 * (6 * 6 + 4 * 4 + 4 * 6) * 2  # probe 0, "a b c d e" -> "x y z": L * H * cells * 2 bytes
     logger.max_bytes = size + 2 * 2 * (4 * 4 + 3 * 3 + 3 * 4) * 2  # room for probe 0 and then probe 2
     logger._prepare(datamodule)

@@ -17,7 +17,9 @@ weight-returning attention path (ordinary training steps stay on the fused kerne
   ``explain/<method>/agreement_<layer>`` for the explanation methods of ``analysis.explain``
   (cross-attention, Shift-Att, value-weighted attention, rollout, gradient × input; Integrated Gradients when
   chosen) and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they
-  took, over ``explanation_sentences`` validation sentences.
+  took, over ``explanation_sentences`` validation sentences;
+- with ``explain_probes``, the scalar ``explain/probe_seconds``: the time the probes' explanation maps and
+  logit lens took.
 
 Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``; rows
 and columns are labelled as ``analysis.axes`` says.
@@ -152,7 +154,7 @@ class AttentionLogger(L.Callback):
         step = trainer.global_step
         model = pl_module.model
         with torch.no_grad():
-            budget, logging = self.max_bytes, True
+            budget, logging, explaining = self.max_bytes, True, 0.0
             for number, (index, src_ids, tgt_ids) in enumerate(self._probes):
                 attention = sentence_attention(
                     model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
@@ -160,7 +162,9 @@ class AttentionLogger(L.Callback):
                 if number < self.num_sentences and logging:
                     explained = None
                     if self.explain_probes:
+                        start = time.perf_counter()
                         explained = self._explain_probe(model, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+                        explaining += time.perf_counter() - start
                     written = self._log_tensors(
                         experiment, attention, self._pairs[index], number, step, budget, explained
                     )
@@ -170,6 +174,8 @@ class AttentionLogger(L.Callback):
                     self._log_images(experiment, attention, number + 1, step)
             if self._stats_items:
                 self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
+        if self.explain_probes and self.num_sentences:
+            pl_module.log("explain/probe_seconds", explaining, rank_zero_only=True)
         if self._explain_pairs:
             self._log_explanations(model, datamodule, pl_module, experiment, step, budget)
 
