@@ -63,7 +63,7 @@ class AttentionLogger(L.Callback):
         max_tokens: pick probe sentences no longer than this (in tokens), so that labels stay legible.
         per_head: also draw one image per layer and head (the ATTENTION tab shows them without it).
         stats_sentences: validation sentences over which the head statistics are averaged (0: none).
-        max_bytes: most bytes of attention weights logged per validation for the ATTENTION tab: a probe's
+        max_bytes: most bytes logged per validation for the ATTENTION tab: each probe's attention
             weights, its explanation maps and logit lens, then the explanation scores. The probes are logged
             in order until one would exceed it; that one and every later probe are left out (with a warning),
             so the logged sentences are always 0 .. k-1, and long sentences and big models keep the event file
