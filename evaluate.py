@@ -316,7 +316,7 @@ def run_translate(args, run, device, sentences: list[str]) -> None:
     for hypothesis in hypotheses:
         print(dm.tgt_tokenizer.decode(hypothesis.ids))
     if out is not None:
-        from evaluation.attention_export import export_attention  # matplotlib only when needed
+        from viz.export import export_attention  # matplotlib only when needed
 
         for number, (source, hypothesis) in enumerate(zip(sentences, hypotheses), start=1):
             folder = out / f"sentence_{number}"

@@ -22,14 +22,14 @@ from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from evaluation.attention_maps import sentence_attention
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from training import attention_logging
-from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import NonFiniteLossError, TranslationModule
 from training.resume import rng_states, set_rng_states
+from viz.logger import AttentionLogger
+from viz.maps import sentence_attention
 
 # The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence,
 # 2 epochs with a validation each.

@@ -21,12 +21,12 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from evaluation.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
-from training.attention_logging import AttentionLogger
 from training.callbacks import InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
 from training.sigterm import install_sigterm_handling
+from viz.logger import AttentionLogger
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")

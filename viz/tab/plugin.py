@@ -11,8 +11,8 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
   checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
   returns every head's attention for it, in the shape of ``attention``.
 
-The weights come from the summaries that ``training.attention_logging.AttentionLogger`` writes
-(``tensorboard_plugin.metadata``); nothing is ever written to the run folder.
+The weights come from the summaries that ``viz.logger.AttentionLogger`` writes
+(``viz.tab.metadata``); nothing is ever written to the run folder.
 """
 
 import json
@@ -28,7 +28,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
-from tensorboard_plugin.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
+from viz.tab.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
 
 _GONE = object()
 
@@ -383,8 +383,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _translate(self, run: str, text: str, beam: int, request) -> dict:
         import torch
 
-        from evaluation.attention_maps import sentence_attention
         from evaluation.translate import translate_hypotheses
+        from viz.maps import sentence_attention
 
         checkpoint, loaded = self._loaded(run)
         model, datamodule = loaded.module.model, loaded.datamodule
