@@ -14,7 +14,7 @@ def test_shared_metrics_and_helpers_load_neither_lightning_nor_bench():
         "import sys\n"
         "from analysis.metrics import score_translations, sentence_chrf, TranslationScores\n"
         "from analysis.flops import matmul_flops\n"
-        "from model.testing import suppress_eos\n"
+        "from tests.weight_surgery import suppress_eos\n"
         "loaded = sorted(m for m in ('lightning', 'bench', 'training', 'evaluation') if m in sys.modules)\n"
         "assert not loaded, loaded\n"
     )
