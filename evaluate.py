@@ -46,7 +46,7 @@ from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable, cross_attention_alignment
-from evaluation.checkpoints import (
+from training.checkpoints import (
     CheckpointError,
     UnknownSettingsWarning,
     average_state_dicts,
@@ -60,7 +60,7 @@ from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
 from evaluation.result import print_summary, scored_result
-from evaluation.run_checkpoints import newest_checkpoint
+from training.run_checkpoints import newest_checkpoint
 from evaluation.translate import translate, translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import engine_option_error, evaluate_with_engine, export_run
@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "checkpoint",
         help="a .ckpt file written by train.py, or a run folder: its newest weights (last.ckpt, or "
-        "interrupted.ckpt when a stopped run saved later ones; see evaluation/run_checkpoints.py)",
+        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py)",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(

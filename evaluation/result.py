@@ -10,7 +10,7 @@ from pathlib import Path
 
 from analysis.metrics import score_translations, write_sentence_scores
 from data.pairs import Pair
-from evaluation.checkpoints import LoadedRun
+from training.checkpoints import LoadedRun
 
 
 def scored_result(

@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from data.corpora import read_tsv
-from evaluation.checkpoints import LoadedRun
+from training.checkpoints import LoadedRun
 from evaluation.result import scored_result
 from export.ctranslate2 import (
     CTranslate2Translator,

@@ -502,12 +502,12 @@ assert val_loss[-1].value < start_loss
 # %% [markdown]
 # ### The trained heads
 #
-# `evaluation/checkpoints.py` loads a run back from its checkpoint, with its tokenizers (this is how
+# `training/checkpoints.py` loads a run back from its checkpoint, with its tokenizers (this is how
 # `evaluate.py` starts). `viz/maps.py` runs one sentence pair through the weight-returning
 # path and labels every map with its tokens. Each small map is one head; rows are queries, columns keys.
 
 # %%
-from evaluation.checkpoints import load_run
+from training.checkpoints import load_run
 from viz.maps import sentence_attention
 
 run = load_run(run_dir / "checkpoints" / "last.ckpt")

@@ -10,7 +10,6 @@ import torch
 from analysis.axes import attention_axes
 from data.batching import collate
 from data.tokenizer import Tokenizer
-from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
 from model import Transformer
 from model.decoding import beam_search
@@ -23,6 +22,7 @@ from tests.conftest import (
     tiny_config,
     train_tiny,
 )
+from training.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from viz import export as attention_export
 from viz.export import export_attention
 

@@ -3,9 +3,9 @@
 import pytest
 
 from analysis.explain.registry import METHODS
-from evaluation.checkpoints import load_run
 from evaluation.explanations import explanation_alignment
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
+from training.checkpoints import load_run
 from viz.logger import AttentionLogger
 
 

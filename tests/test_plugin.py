@@ -26,9 +26,9 @@ from tensorboard.plugins import base_plugin
 
 from analysis.heads import summarize
 from data.batching import collate
-from evaluation.checkpoints import load_run
 from evaluation.translate import translate
 from tests.conftest import REPO, tiny_config
+from training.checkpoints import load_run
 from viz.maps import sentence_attention
 from viz.tab.metadata import PLUGIN_NAME
 from viz.tab.plugin import AttentionPlugin
@@ -393,7 +393,7 @@ def test_a_checkpoint_whose_settings_are_a_list_is_a_422(tiny_run, tmp_path):
 
 def test_a_checkpoint_deleted_while_the_tab_loads_it_is_read_again(tiny_run, tmp_path, monkeypatch):
     """Training rotates its epoch checkpoints (no last.ckpt yet): the chosen one goes before it is read."""
-    from evaluation import checkpoints
+    from training import checkpoints
 
     logs, copy = copied_run(tiny_run, tmp_path)
     (copy / "checkpoints" / "last.ckpt").unlink()

@@ -7,8 +7,8 @@ import pytest
 import torch
 from tensorboard.plugins import base_plugin
 
-from evaluation import run_checkpoints
-from evaluation.run_checkpoints import (
+from training import run_checkpoints
+from training.run_checkpoints import (
     CheckpointError,
     CheckpointMissing,
     CheckpointRefused,

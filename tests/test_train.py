@@ -381,7 +381,7 @@ def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothin
     with pytest.raises(SystemExit) as stopped:
         train_tiny(tmp_path, "--resume", str(run))
     message = str(stopped.value.code)
-    # Refused while the run's newest checkpoint is chosen (evaluation.run_checkpoints), the file named.
+    # Refused while the run's newest checkpoint is chosen (training.run_checkpoints), the file named.
     assert message.startswith(
         f"error: --resume {run}: {run / 'checkpoints' / 'last.ckpt'}: corrupt or unsafe checkpoint ("
     )
@@ -461,7 +461,7 @@ def test_best_checkpoint_is_the_epoch_of_lowest_validation_loss(tiny_run):
 
 
 def test_resume_takes_the_newest_weights_of_last_and_interrupted(tmp_path):
-    """The rule of evaluation.run_checkpoints (tested in full in test_run_checkpoints.py)."""
+    """The rule of training.run_checkpoints (tested in full in test_run_checkpoints.py)."""
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
     last, interrupted = checkpoints / "last.ckpt", checkpoints / "interrupted.ckpt"

@@ -8,7 +8,7 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``statistics?run&step``: the head statistics, layers × heads per kind;
 - ``translate?run&text[&beam]``: translates a typed sentence with the run's newest weights (on the CPU; the
-  checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
+  checkpoint that ``training.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
   returns every head's attention for it, in the shape of ``attention``.
 
 The weights come from the summaries that ``viz.logger.AttentionLogger`` writes
@@ -325,7 +325,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _checkpoint(self, run: str) -> tuple[Path | None, str | None, int]:
         """The run's newest weights (``newest_checkpoint``'s rule), else None, why, and the HTTP status."""
-        from evaluation.run_checkpoints import (
+        from training.run_checkpoints import (
             CheckpointError,
             CheckpointMissing,
             CheckpointRefused,
@@ -355,7 +355,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         vanishes or changes under a read is looked up again, and after CHECKPOINT_TRIES such reads the answer
         is a 503 (try again), never a 500.
         """
-        from evaluation.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
+        from training.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
 
         for _ in range(CHECKPOINT_TRIES):
             checkpoint, note, status = self._checkpoint(run)
