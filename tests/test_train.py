@@ -23,11 +23,11 @@ from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
-from training import attention_logging
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import NonFiniteLossError, TranslationModule
 from training.resume import rng_states, set_rng_states
+from viz import logger as attention_logging
 from viz.logger import AttentionLogger
 from viz.maps import sentence_attention
 
