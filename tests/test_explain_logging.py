@@ -1,12 +1,12 @@
-"""Validation-time logging of every explanation method's AER and agreement (training.attention_logging)."""
+"""Validation-time logging of every explanation method's AER and agreement (viz.logger)."""
 
 import pytest
 
 from analysis.explain.registry import METHODS
-from evaluation.checkpoints import load_run
 from evaluation.explanations import explanation_alignment
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
-from training.attention_logging import AttentionLogger
+from training.checkpoints import load_run
+from viz.logger import AttentionLogger
 
 
 def test_every_method_is_logged_per_layer_and_matches_the_final_weights(tiny_run):

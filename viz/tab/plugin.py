@@ -8,11 +8,11 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``statistics?run&step``: the head statistics, layers × heads per kind;
 - ``translate?run&text[&beam]``: translates a typed sentence with the run's newest weights (on the CPU; the
-  checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
+  checkpoint that ``training.run_checkpoints.newest_checkpoint`` chooses, as ``train.py --resume`` does) and
   returns every head's attention for it, in the shape of ``attention``.
 
-The weights come from the summaries that ``training.attention_logging.AttentionLogger`` writes
-(``tensorboard_plugin.metadata``); nothing is ever written to the run folder.
+The weights come from the summaries that ``viz.logger.AttentionLogger`` writes
+(``viz.tab.metadata``); nothing is ever written to the run folder.
 """
 
 import json
@@ -28,7 +28,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
-from tensorboard_plugin.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
+from viz.tab.metadata import PLUGIN_NAME, SENTENCE_TAG, STATISTIC_TAG, sentence_tag
 
 _GONE = object()
 
@@ -325,7 +325,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _checkpoint(self, run: str) -> tuple[Path | None, str | None, int]:
         """The run's newest weights (``newest_checkpoint``'s rule), else None, why, and the HTTP status."""
-        from evaluation.run_checkpoints import (
+        from training.run_checkpoints import (
             CheckpointError,
             CheckpointMissing,
             CheckpointRefused,
@@ -355,7 +355,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         vanishes or changes under a read is looked up again, and after CHECKPOINT_TRIES such reads the answer
         is a 503 (try again), never a 500.
         """
-        from evaluation.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
+        from training.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
 
         for _ in range(CHECKPOINT_TRIES):
             checkpoint, note, status = self._checkpoint(run)
@@ -383,8 +383,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _translate(self, run: str, text: str, beam: int, request) -> dict:
         import torch
 
-        from evaluation.attention_maps import sentence_attention
         from evaluation.translate import translate_hypotheses
+        from viz.maps import sentence_attention
 
         checkpoint, loaded = self._loaded(run)
         model, datamodule = loaded.module.model, loaded.datamodule
