@@ -266,8 +266,8 @@ def test_signed_scores_never_align_to_a_padded_position():
 def test_a_hypothesis_cut_without_eos_is_explained_on_the_tokens_it_generated(tiny_model):
     """``finished=False``: rows are the generated tokens, the last one read after the one before it, as
     ``sentence_attention`` shows such a hypothesis; not a row for an EOS never produced."""
-    from evaluation.attention_maps import sentence_attention
     from evaluation.explanations import sentence_explanations
+    from viz.maps import sentence_attention
 
     src_ids, hypothesis = [3, 4, 5], [6, 7, 8, 9]
     explained, lens = sentence_explanations(tiny_model, src_ids, hypothesis, methods=["attention"],

@@ -15,12 +15,12 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from analysis.explain.registry import METHODS
 from analysis.explain.scores import alignment_scores, best_layer
 from analysis.heads import STATISTICS
-from evaluation.checkpoints import load_run
 from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
 from evaluation.translate import translate_hypotheses
-from tensorboard_plugin.plugin import leader
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from tests.test_plugin import get, serve
+from training.checkpoints import load_run
+from viz.tab.plugin import leader
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
 IG_STEPS = 8  # configs/tiny.yaml's ig_steps

@@ -17,12 +17,12 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``statistics?run&step``: the head statistics, layers × heads per kind, and their definitions
   (``analysis.heads.STATISTICS``);
 - ``translate?run&text[&beam][&method][&ig_steps]``: translates a typed sentence with the run's newest weights
-  (on the CPU; the checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py
+  (on the CPU; the checkpoint that ``training.run_checkpoints.newest_checkpoint`` chooses, as ``train.py
   --resume`` does) and returns every head's attention for it, in the shape of ``attention``; with ``method``,
   also that method's map and the logit lens under forced decoding of the translation.
 
-The weights come from the summaries that ``training.attention_logging.AttentionLogger`` writes
-(``tensorboard_plugin.metadata``); nothing is ever written to the run folder.
+The weights come from the summaries that ``viz.logger.AttentionLogger`` writes
+(``viz.tab.metadata``); nothing is ever written to the run folder.
 """
 
 import dataclasses
@@ -39,7 +39,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
-from tensorboard_plugin.metadata import (
+from viz.tab.metadata import (
     EXPLAIN_TAG,
     PLUGIN_NAME,
     SENTENCE_EXPLAIN_TAG,
@@ -478,7 +478,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _checkpoint(self, run: str) -> tuple[Path | None, str | None, int]:
         """The run's newest weights (``newest_checkpoint``'s rule), else None, why, and the HTTP status."""
-        from evaluation.run_checkpoints import (
+        from training.run_checkpoints import (
             CheckpointError,
             CheckpointMissing,
             CheckpointRefused,
@@ -508,7 +508,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         vanishes or changes under a read is looked up again, and after CHECKPOINT_TRIES such reads the answer
         is a 503 (try again), never a 500.
         """
-        from evaluation.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
+        from training.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
 
         for _ in range(CHECKPOINT_TRIES):
             checkpoint, note, status = self._checkpoint(run)
@@ -536,9 +536,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _translate(self, run: str, text: str, beam: int, request, method: str | None, ig_steps: int) -> dict:
         import torch
 
-        from evaluation.attention_maps import sentence_attention
         from evaluation.explanations import lens_record, sentence_explanations
         from evaluation.translate import translate_hypotheses
+        from viz.maps import sentence_attention
 
         checkpoint, loaded = self._loaded(run)
         model, datamodule = loaded.module.model, loaded.datamodule
