@@ -46,13 +46,6 @@ from data.batching import check_fits
 from data.corpora import CorpusError, read_tsv
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable, cross_attention_alignment
-from evaluation.checkpoints import (
-    CheckpointError,
-    UnknownSettingsWarning,
-    average_state_dicts,
-    last_checkpoints,
-    load_run,
-)
 from evaluation.explanation_report import add_arguments as add_alignment_method_arguments
 from evaluation.explanation_report import option_error as alignment_method_error
 from evaluation.explanation_report import run_alignment_methods
@@ -60,10 +53,17 @@ from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
 from evaluation.result import print_summary, scored_result
-from evaluation.run_checkpoints import newest_checkpoint
 from evaluation.translate import translate, translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
-from export.engine import engine_option_error, evaluate_with_engine, export_run
+from export.engine import engine_option_error, export_run, translate_with_engine
+from training.checkpoints import (
+    CheckpointError,
+    UnknownSettingsWarning,
+    average_state_dicts,
+    last_checkpoints,
+    load_run,
+)
+from training.run_checkpoints import newest_checkpoint
 
 # Beams beyond a few dozen do not improve translations, and the search holds batch x beam hypotheses at once.
 MAX_BEAM_SIZE = 256
@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "checkpoint",
         help="a .ckpt file written by train.py, or a run folder: its newest weights (last.ckpt, or "
-        "interrupted.ckpt when a stopped run saved later ones; see evaluation/run_checkpoints.py)",
+        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py)",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
@@ -316,7 +316,7 @@ def run_translate(args, run, device, sentences: list[str]) -> None:
     for hypothesis in hypotheses:
         print(dm.tgt_tokenizer.decode(hypothesis.ids))
     if out is not None:
-        from evaluation.attention_export import export_attention  # matplotlib only when needed
+        from viz.export import export_attention  # matplotlib only when needed
 
         for number, (source, hypothesis) in enumerate(zip(sentences, hypotheses), start=1):
             folder = out / f"sentence_{number}"
@@ -460,6 +460,20 @@ def load(args, device: torch.device):
     return run
 
 
+def run_engine_evaluation(args, run) -> dict:
+    """--engine ctranslate2: the split or --tsv file translated by CTranslate2 (export/engine.py), scored here
+    as the PyTorch engine's translations are."""
+    dm = run.datamodule
+    pairs = read_tsv(args.tsv) if args.tsv else dm.pairs(args.split)
+    done = translate_with_engine(
+        args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, [p.source for p in pairs]
+    )
+    return {
+        **scored_result(args, run, pairs, done.hypotheses_ids, seconds=done.seconds, device="cpu"),
+        **done.settings,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -479,10 +493,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(run_explanations(args, run)))
             return 0
         if args.export_ctranslate2:
-            print(f"wrote a CTranslate2 model to {export_run(args, run)}", file=sys.stderr)
+            dm = run.datamodule
+            written = export_run(args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer)
+            print(f"wrote a CTranslate2 model to {written}", file=sys.stderr)
             return 0
         if args.engine == "ctranslate2":
-            result = evaluate_with_engine(args, run)
+            result = run_engine_evaluation(args, run)
         else:
             result = {**run_evaluation(args, run, device), "engine": "pytorch"}
     except (

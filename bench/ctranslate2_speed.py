@@ -36,10 +36,10 @@ from bench.speed import describe_machine
 from data.corpora import CorpusError
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from evaluation.checkpoints import CheckpointError, load_run
 from evaluation.translate import translate
 from export.ctranslate2 import CTranslate2Translator, EngineError, export, import_ctranslate2
 from model import Transformer
+from training.checkpoints import CheckpointError, load_run
 
 
 @dataclass(frozen=True)

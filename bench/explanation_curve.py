@@ -4,7 +4,7 @@ model finds the gold alignment first?
     python bench/explanation_curve.py runs/toy/version_0 docs/explanation_curve.png
 
 Reads the run's TensorBoard events (``explain/<method>/best_aer``, logged at each validation on data with gold
-alignments, see ``training.attention_logging``).
+alignments, see ``viz.logger``).
 """
 
 import argparse

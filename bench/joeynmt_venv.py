@@ -184,7 +184,7 @@ def time_speed(saved: dict) -> dict:
     """Training target tokens/s and greedy sentences/s of JoeyNMT's model and of ours on the same batches."""
     from bench.speed import Batch, BenchConfig, our_model, train_step
     from model.decoding import greedy_search
-    from model.testing import suppress_eos
+    from tests.weight_surgery import suppress_eos
 
     cfg = BenchConfig(**saved["config"])
     batches = [Batch(**b) for b in saved["batches"]]

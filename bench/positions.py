@@ -47,11 +47,11 @@ if __package__ in (None, ""):  # run as `python bench/positions.py`: make the re
 
 from analysis.axes import KINDS, attention_axes
 from analysis.heads import summarize
-from analysis.plots import attention_grid
 from bench.speed import describe_machine
 from data.datamodule import TranslationDataModule
 from model import Transformer
 from model.positions import POSITIONAL
+from viz.plots import attention_grid
 
 
 @dataclass(frozen=True)

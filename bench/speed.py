@@ -50,7 +50,7 @@ from bench.tutorial_model import TutorialSeq2Seq  # the baseline; bench/multi30k
 from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.decoding import greedy_search
-from model.testing import EOS_SUPPRESSION, suppress_eos
+from tests.weight_surgery import EOS_SUPPRESSION, suppress_eos
 from training.precision import choose_precision, probe_hardware
 
 PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id  # the tutorial model uses the same ids

@@ -83,8 +83,8 @@ def print_table(rows: list[dict]) -> None:
 
 def write_figures(scores: dict[str, dict], stem: Path) -> list[Path]:
     """The methods × layers AER and agreement figures and the per-head AER figures."""
-    from analysis.explain.figures import scores_figure
-    from analysis.plots import layer_head_matrix
+    from viz.explain_figures import scores_figure
+    from viz.plots import layer_head_matrix
 
     methods = list(scores)
     layers = sorted({row["layer"] for m in scores.values() for row in m["layers"]}, key=_layer_order)
@@ -118,8 +118,8 @@ def _save(figure, path: Path) -> Path:
 
 def write_sentence(model, dm, pair, methods, options, stem: Path, number: int) -> list[Path]:
     """Sentence ``number``'s methods figure, logit-lens figure and logit-lens JSON."""
-    from analysis.explain.figures import logit_lens_figure, methods_figure
     from evaluation.explanations import sentence_explanations
+    from viz.explain_figures import logit_lens_figure, methods_figure
 
     src_ids, tgt_ids = dm.src_tokenizer.encode(pair.source), dm.tgt_tokenizer.encode(pair.target)
     explanations, lens = sentence_explanations(model, src_ids, tgt_ids, methods=methods, options=options)

@@ -149,7 +149,7 @@ def sentence_explanations(
     model's own translation.
 
     Rows are the tokens produced: ``tgt_ids`` then EOS. ``finished=False`` marks a hypothesis cut by a length
-    limit without EOS (as ``evaluation.attention_maps.sentence_attention`` takes it): its rows are
+    limit without EOS (as ``viz.maps.sentence_attention`` takes it): its rows are
     ``tgt_ids`` alone, the decoder reading BOS and every token but the last.
     """
     c = model.config

@@ -199,7 +199,7 @@ def write_importance(
     The three heatmaps share one colour scale, centred on 0 (red: the loss grows without the head), so that
     heads of different kinds compare at a glance.
     """
-    from analysis.plots import layer_head_matrix  # matplotlib only when needed
+    from viz.plots import layer_head_matrix  # matplotlib only when needed
 
     paths["json"].parent.mkdir(parents=True, exist_ok=True)
     paths["json"].write_text(

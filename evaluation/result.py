@@ -1,16 +1,16 @@
 """evaluate.py's result: the scores of a split or --tsv file and how they were obtained, as one JSON object,
 and its printed form.
 
-Both engines build it here (PyTorch in evaluate.py, CTranslate2 in export/engine.py), so that their scores are
-computed alike (same sacreBLEU, chrF and exact match on the same detokenized text) and their JSON has the same
-keys; each adds its own after these.
+evaluate.py builds it here for both engines (PyTorch's translations, and CTranslate2's from
+export/engine.py), so that their scores are computed alike (same sacreBLEU, chrF and exact match on the same
+detokenized text) and their JSON has the same keys; each engine adds its own after these.
 """
 
 from pathlib import Path
 
 from analysis.metrics import score_translations, write_sentence_scores
 from data.pairs import Pair
-from evaluation.checkpoints import LoadedRun
+from training.checkpoints import LoadedRun
 
 
 def scored_result(

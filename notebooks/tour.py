@@ -355,7 +355,7 @@ for i, pair in enumerate(chosen[j] for j in batch.index.tolist()):
 from matplotlib.colors import ListedColormap
 
 from analysis.axes import KIND_LABELS, KINDS, attention_axes
-from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix, new_figure
+from viz.plots import attention_grid, attention_heatmap, layer_head_matrix, new_figure
 
 src_attend = padding_mask(batch.src, PAD)  # (B, 1, 1, S)
 masks = {
@@ -502,13 +502,13 @@ assert val_loss[-1].value < start_loss
 # %% [markdown]
 # ### The trained heads
 #
-# `evaluation/checkpoints.py` loads a run back from its checkpoint, with its tokenizers (this is how
-# `evaluate.py` starts). `evaluation/attention_maps.py` runs one sentence pair through the weight-returning
+# `training/checkpoints.py` loads a run back from its checkpoint, with its tokenizers (this is how
+# `evaluate.py` starts). `viz/maps.py` runs one sentence pair through the weight-returning
 # path and labels every map with its tokens. Each small map is one head; rows are queries, columns keys.
 
 # %%
-from evaluation.attention_maps import sentence_attention
-from evaluation.checkpoints import load_run
+from training.checkpoints import load_run
+from viz.maps import sentence_attention
 
 run = load_run(run_dir / "checkpoints" / "last.ckpt")
 model, src_tok, tgt_tok = run.module.model, run.datamodule.src_tokenizer, run.datamodule.tgt_tokenizer
@@ -616,7 +616,7 @@ from importlib.metadata import entry_points
 # %load_ext tensorboard
 if not any(e.name == "attention" for e in entry_points(group="tensorboard_plugins")):
     print("The project is not installed, so plain TensorBoard has no ATTENTION tab: run "
-          "`pip install -e .` in the repository, or `python -m tensorboard_plugin --logdir notebooks/runs`.")
+          "`pip install -e .` in the repository, or `python -m viz.tab --logdir notebooks/runs`.")
 if os.environ.get("TOUR_SKIP_TENSORBOARD") == "1":
     print("TOUR_SKIP_TENSORBOARD=1: TensorBoard not started.")
 else:

@@ -55,7 +55,7 @@ class Progress(L.Callback):
 
 def validate(checkpoint: str, devices: int, eval_max_tokens: int, out: str) -> None:
     """Validate ``checkpoint`` with ``devices`` CPU processes (gloo DDP); rank 0 writes the metrics."""
-    from evaluation.checkpoints import load_run
+    from training.checkpoints import load_run
 
     run = load_run(checkpoint)
     run.datamodule.eval_max_tokens = eval_max_tokens

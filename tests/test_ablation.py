@@ -13,13 +13,13 @@ from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from evaluation.ablation import AnalysisError, ablation_losses, ablation_translations
 from evaluation.alignment import cross_attention_alignment
-from evaluation.checkpoints import load_run
 from evaluation.head_masks import Head, all_heads, head_mask, stacked_head_mask
 from evaluation.importance import HeadImportance
 from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
 from evaluation.translate import translate
 from model import Transformer
 from tests.conftest import EOS, PAD, last_json, random_ids, run_evaluate, tiny_config, train_tiny
+from training.checkpoints import load_run
 
 
 def batches():

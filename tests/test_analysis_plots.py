@@ -3,15 +3,18 @@
 Shapes: L layers, H heads, S source and T target length.
 """
 
+import base64
 import json
+import re
 from html.parser import HTMLParser
 
 import numpy as np
 import pytest
 import torch
 
-from analysis.headview import write_head_view
-from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
+from tests.conftest import REPO
+from viz.headview import write_head_view
+from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
 
 SOURCE = ["<s>", "a", "<b>", "&amp;", '"q"', "</script>", "</s>"]  # S = 7, every kind of HTML trouble
 TARGET = ["<s>", "x", "y'", "</s>"]  # T = 4
@@ -182,3 +185,19 @@ def test_head_view_rounds_weights_to_four_decimals(tmp_path):
         ).read_text(encoding="utf-8")
     )
     assert json.loads(page.json)["kinds"]["cross"]["layers"] == [[[[0.1235, 0.8765]]]]
+
+
+def test_head_view_is_drawn_by_the_tabs_own_modules(tmp_path):
+    """The file embeds the ATTENTION tab's lines.js, heatmap.js and style.js byte for byte and imports what it
+    draws with from them, so that the head view and the tab cannot drift apart."""
+    document = write_example(tmp_path / "view.html").read_text(encoding="utf-8")
+    module = r'import \{([\w, ]+)\} from "data:text/javascript;base64,([A-Za-z0-9+/=]+)"'
+    embedded = re.findall(module, document)
+    static = REPO / "viz" / "tab" / "static"
+    assert [(names, base64.b64decode(code)) for names, code in embedded] == [
+        ("HEAD_COLOURS, linesView", (static / "lines.js").read_bytes()),
+        ("colourBar, drawMatrix", (static / "heatmap.js").read_bytes()),
+        ("CSS", (static / "style.js").read_bytes()),
+    ]
+    assert "linesView({rows: kind.queries, cols: kind.keys, heads" in document  # the tab's lines view draws
+    assert "<line" not in document and "createElementNS" not in document  # and no lines view of its own

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from data.datamodule import TranslationDataModule
-from training.attention_logging import AttentionLogger
 from training.cli import trainer_defaults
 from training.module import TranslationModule
+from viz.logger import AttentionLogger
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -57,7 +57,7 @@ def odd_batch_budget(datamodule) -> int:
 
 @pytest.mark.ddp
 def test_two_processes_validate_as_one(tiny_run, tmp_path):
-    from evaluation.checkpoints import load_run
+    from training.checkpoints import load_run
 
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     datamodule = load_run(checkpoint).datamodule

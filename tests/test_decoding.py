@@ -10,8 +10,8 @@ import torch
 from analysis.flops import matmul_flops
 from model import EncoderOutput, HeadMask, Transformer
 from model.decoding import _allowed_logits, beam_search, greedy_search
-from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
+from tests.weight_surgery import suppress_eos
 
 
 @pytest.fixture

@@ -10,9 +10,6 @@ import torch
 from analysis.axes import attention_axes
 from data.batching import collate
 from data.tokenizer import Tokenizer
-from evaluation import attention_export
-from evaluation.attention_export import export_attention
-from evaluation.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from evaluation.translate import translate
 from model import Transformer
 from model.decoding import beam_search
@@ -25,6 +22,9 @@ from tests.conftest import (
     tiny_config,
     train_tiny,
 )
+from training.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
+from viz import export as attention_export
+from viz.export import export_attention
 
 JSON_KEYS = {"bleu": float, "chrf": float, "exact_match": float, "num_sentences": int, "beam_size": int,
              "signature": str, "sentences_per_second": float}

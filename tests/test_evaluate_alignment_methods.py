@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from evaluation.alignment import cross_attention_alignment
-from evaluation.checkpoints import load_run
 from tests.conftest import last_json, run_evaluate
+from training.checkpoints import load_run
 
 
 def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny_run, tmp_path, capsys):

@@ -1,6 +1,8 @@
 """Explanation methods (analysis.explain) against hand computations, brute force and autograd; their scores
 against gold alignments."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -259,3 +261,25 @@ def test_signed_scores_never_align_to_a_padded_position():
     src_valid = torch.tensor([[True, True, False]])
     table = alignment_scores(_explanation(scores, src_valid=src_valid), [{(1, 0), (0, 1)}])
     assert table["layers"][0]["aer"] == 0.0
+
+
+def test_a_hypothesis_cut_without_eos_is_explained_on_the_tokens_it_generated(tiny_model):
+    """``finished=False``: rows are the generated tokens, the last one read after the one before it, as
+    ``sentence_attention`` shows such a hypothesis; not a row for an EOS never produced."""
+    from evaluation.explanations import sentence_explanations
+    from viz.maps import sentence_attention
+
+    src_ids, hypothesis = [3, 4, 5], [6, 7, 8, 9]
+    explained, lens = sentence_explanations(tiny_model, src_ids, hypothesis, methods=["attention"],
+                                            finished=False)
+    per_head = explained["attention"].per_head[0]  # (L, H, T, S)
+    assert per_head.shape[2:] == (len(hypothesis), len(src_ids) + 1)
+    tokens = SimpleNamespace(tokens=lambda ids: [str(i) for i in ids])
+    attention = sentence_attention(tiny_model, tokens, tokens, src_ids, hypothesis, finished=False)
+    assert attention.target_out == [str(i) for i in hypothesis]
+    torch.testing.assert_close(per_head, torch.stack(attention.maps["cross"]))
+    # The lens follows the generated tokens: the last row's produced token is the last generated one.
+    with torch.no_grad():
+        logits = tiny_model(torch.tensor([src_ids + [EOS]]), torch.tensor([[BOS] + hypothesis[:-1]]))
+    own = logits.float().softmax(dim=-1)[0, torch.arange(4), torch.tensor(hypothesis)]  # (T,)
+    torch.testing.assert_close(lens.produced_prob[0, -1], own)

@@ -1,4 +1,4 @@
-"""Validation-time logging of every explanation method's AER and agreement (training.attention_logging)."""
+"""Validation-time logging of every explanation method's AER and agreement (viz.logger)."""
 
 import json
 from types import SimpleNamespace
@@ -9,12 +9,12 @@ import torch
 from tensorboard.util import tensor_util
 
 from analysis.explain.registry import METHODS
-from evaluation.attention_maps import sentence_attention
-from evaluation.checkpoints import load_run
 from evaluation.explanations import explanation_alignment
 from tests import test_train
 from tests.conftest import REPO, read_events, short_tsv_corpus, train_tiny
-from training.attention_logging import AttentionLogger
+from training.checkpoints import load_run
+from viz.logger import AttentionLogger
+from viz.maps import sentence_attention
 
 # The hand-made pairs, untrained module and recording writer of the attention-logging tests.
 hand_made, recorded = test_train.hand_made, test_train.recorded

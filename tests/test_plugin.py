@@ -4,6 +4,7 @@ The plugin runs inside TensorBoard's own WSGI application and data provider, dri
 so the routes, the reading of the logged summaries and the error handling are those a browser gets.
 """
 
+import importlib
 import json
 import re
 import shutil
@@ -15,6 +16,7 @@ import urllib.request
 from importlib.metadata import entry_points
 
 import pytest
+import tomllib
 import torch
 import werkzeug.test
 from tensorboard.backend import application
@@ -24,12 +26,12 @@ from tensorboard.plugins import base_plugin
 
 from analysis.heads import summarize
 from data.batching import collate
-from evaluation.attention_maps import sentence_attention
-from evaluation.checkpoints import load_run
 from evaluation.translate import translate
-from tensorboard_plugin.metadata import PLUGIN_NAME
-from tensorboard_plugin.plugin import AttentionPlugin
-from tests.conftest import REPO
+from tests.conftest import REPO, tiny_config
+from training.checkpoints import load_run
+from viz.maps import sentence_attention
+from viz.tab.metadata import PLUGIN_NAME
+from viz.tab.plugin import AttentionPlugin
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
 ROUTE = f"/data/plugin/{PLUGIN_NAME}"
@@ -237,11 +239,41 @@ def test_the_frontend_is_served_as_javascript_modules(board):
     assert re.search(r"^export (async )?function render\(", response.get_data(as_text=True), re.MULTILINE)
 
 
+def declared_entry_point() -> str:
+    """The ``module:attribute`` pyproject.toml registers for TensorBoard's ``tensorboard_plugins`` group."""
+    with (REPO / "pyproject.toml").open("rb") as file:
+        project = tomllib.load(file)["project"]
+    return project["entry-points"]["tensorboard_plugins"][PLUGIN_NAME]
+
+
+def test_pyproject_registers_the_plugin_where_it_lives():
+    module, _, attribute = declared_entry_point().partition(":")
+    assert getattr(importlib.import_module(module), attribute) is AttentionPlugin
+
+
 def test_installed_project_registers_the_plugin_with_tensorboard():
     found = [ep for ep in entry_points(group="tensorboard_plugins") if ep.name == PLUGIN_NAME]
     if not found:
         pytest.skip("the project is not installed (pip install -r requirements.txt installs it)")
+    if found[0].value != declared_entry_point():
+        pytest.skip(f"the installed entry point {found[0].value} is older than pyproject.toml's "
+                    f"{declared_entry_point()}; run pip install -e . again")
     assert found[0].load() is AttentionPlugin
+
+
+def test_launcher_skips_an_installed_entry_point_whose_module_has_moved(monkeypatch):
+    """An install older than the source (its entry point names a module since moved) must not stop the
+    launcher, which adds the tab from the source itself; other installed plugins still load."""
+    from importlib.metadata import EntryPoint
+
+    import viz.tab.__main__ as launcher
+
+    stale = EntryPoint(PLUGIN_NAME, "no_such_package.plugin:AttentionPlugin", "tensorboard_plugins")
+    other = EntryPoint("other", "tests.conftest:tiny_config", "tensorboard_plugins")
+    monkeypatch.setattr(launcher, "entry_points",
+                        lambda group: [stale, other] if group == "tensorboard_plugins" else [])
+    plugins = launcher.other_plugins()
+    assert plugins[-1] is tiny_config and AttentionPlugin not in plugins
 
 
 def _free_port() -> int:
@@ -253,7 +285,7 @@ def _free_port() -> int:
 def test_launcher_serves_tensorboard_with_the_attention_tab(tiny_run):
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard_plugin", "--logdir", str(tiny_run.parent.parent),
+        [sys.executable, "-m", "viz.tab", "--logdir", str(tiny_run.parent.parent),
          "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
@@ -361,7 +393,7 @@ def test_a_checkpoint_whose_settings_are_a_list_is_a_422(tiny_run, tmp_path):
 
 def test_a_checkpoint_deleted_while_the_tab_loads_it_is_read_again(tiny_run, tmp_path, monkeypatch):
     """Training rotates its epoch checkpoints (no last.ckpt yet): the chosen one goes before it is read."""
-    from evaluation import checkpoints
+    from training import checkpoints
 
     logs, copy = copied_run(tiny_run, tmp_path)
     (copy / "checkpoints" / "last.ckpt").unlink()

@@ -4,7 +4,7 @@ JSON.
 
 Needs chromium, chromedriver and selenium; skipped without them (``apt-get install chromium chromium-driver``,
 ``pip install selenium``). The DOM hooks used here are listed at the top of
-``tensorboard_plugin/static/index.js``.
+``viz/tab/static/index.js``.
 """
 
 import importlib.util
@@ -27,7 +27,7 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "
 CHROMEDRIVER = shutil.which("chromedriver")
 MISSING = [name for name, found in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER),
                                     ("selenium", importlib.util.find_spec("selenium"))) if not found]
-LINE_MIN_WEIGHT = 0.02  # the lines view leaves out lighter lines (tensorboard_plugin/static/lines.js)
+LINE_MIN_WEIGHT = 0.02  # the lines view leaves out lighter lines (viz/tab/static/lines.js)
 WAIT = 20  # seconds, the bound of a wait for the page (the first translation gets longer)
 
 pytestmark = [
@@ -60,7 +60,7 @@ class Api:
 
 @pytest.fixture(scope="module")
 def board(tiny_run, tmp_path_factory):
-    """``python -m tensorboard_plugin`` serving the tiny run's log directory; (base URL, Api, the run's
+    """``python -m viz.tab`` serving the tiny run's log directory; (base URL, Api, the run's
     entry)."""
     logdir = tiny_run.parent.parent
     port = _free_port()
@@ -68,7 +68,7 @@ def board(tiny_run, tmp_path_factory):
     api = Api(base)
     with open(tmp_path_factory.mktemp("tensorboard") / "tensorboard.log", "w+") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tensorboard_plugin", "--logdir", str(logdir), "--host", "127.0.0.1",
+            [sys.executable, "-m", "viz.tab", "--logdir", str(logdir), "--host", "127.0.0.1",
              "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
             yield base, api, _wait_for_runs(process, api, log)
@@ -334,6 +334,39 @@ def test_your_sentence_is_translated_like_the_api_and_shows_every_head(tab):
     wait(driver, lambda: css(driver, "#detail")[0].get_attribute("data-mode") == "probe",
          "going back did not show the probe sentences")
     assert css(driver, "#step-slider")[0].is_enabled()
+
+
+def test_head_view_file_draws_with_the_tabs_lines_and_heatmaps(driver, tmp_path):
+    """The standalone head view (viz/headview.py), opened from disk: the tab's lines.js draws one line group
+    per chosen head, heatmap.js one map per head, and hovering a query leaves only that query's lines."""
+    import torch
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import Select
+
+    from viz.headview import write_head_view
+
+    cross = torch.softmax(torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0)) * 3, dim=-1)
+    path = write_head_view(  # H = 2, T = 3, S = 4
+        tmp_path / "view.html", source_tokens=["a", "b", "c", "</s>"], target_in_tokens=["<s>", "x", "y"],
+        target_out_tokens=["x", "y", "</s>"], encoder=None, decoder=None, cross=[cross],
+    )
+    driver.switch_to.default_content()
+    driver.get(path.as_uri())
+    wait(driver, lambda: len(css(driver, "#view .lines-svg g[data-head]")) == 2, "the lines view never drew")
+    for h in range(2):
+        lines = css(driver, f'#view g[data-head="head {h + 1}"] line')
+        assert len(lines) == int((cross[h] >= LINE_MIN_WEIGHT).sum())
+    assert len(css(driver, "#maps canvas")) == 2
+    assert [o.text for o in Select(css(driver, "#kind")[0]).options] == ["cross-attention"]
+
+    i = 1
+    query = css(driver, f'#view .lv-token[data-side="query"][data-index="{i}"]')[0]
+    ActionChains(driver).move_to_element(query).perform()
+    expected = int((cross[:, i] >= LINE_MIN_WEIGHT).sum())
+    wait(driver, lambda: len(css(driver, "#view line")) == expected, "hovering a query kept other lines")
+    css(driver, "#heads input")[0].click()  # head 1 off
+    wait(driver, lambda: len(css(driver, "#maps canvas")) == 1, "unticking a head kept its map")
+    assert [g.get_attribute("data-head") for g in css(driver, "#view g[data-head]")] == ["head 2"]
 
 
 # -- the explanation lab -------------------------------------------------------------------------------------

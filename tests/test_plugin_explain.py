@@ -15,12 +15,12 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from analysis.explain.registry import METHODS
 from analysis.explain.scores import alignment_scores, best_layer
 from analysis.heads import STATISTICS
-from evaluation.checkpoints import load_run
 from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
 from evaluation.translate import translate_hypotheses
-from tensorboard_plugin.plugin import leader
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from tests.test_plugin import get, serve
+from training.checkpoints import load_run
+from viz.tab.plugin import leader
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
 IG_STEPS = 8  # configs/tiny.yaml's ig_steps
@@ -217,7 +217,7 @@ def test_integrated_gradients_steps_change_the_typed_sentences_map(lab):
           "grad_x_input, integrated_gradients")),
         ("/explanation?run={run}&step=12&sentence=0", 400, "missing query parameter 'method'"),
         ("/explanation?run={run}&step=7&sentence=0&method=rollout", 404,
-         "no rollout explanation maps of sentence 0 at step 7 (logged steps: 6, 12)"),
+         "no rollout maps of sentence 0 at step 7 (logged steps: 6, 12)"),
         ("/explanation?run={run}&step=12&sentence=5&method=rollout", 404, "no probe sentence 5"),
         ("/lens?run={run}&step=7&sentence=0", 404, "no logit lens of sentence 0 at step 7"),
         ("/explanations?run={run}&step=7", 404, "no explanation scores at step 7 (logged steps: 6, 12)"),
@@ -268,7 +268,8 @@ def test_a_method_the_run_did_not_log_is_a_404_and_not_listed(tiny_run, tmp_path
     (described,) = get(client, "/runs")["runs"]
     assert [m["name"] for m in described["methods"]] == [m for m in METHODS if m != "rollout"]
     error = get(client, "/explanation?run=copy&step=12&sentence=0&method=rollout", status=404)["error"]
-    assert "run 'copy' logged no rollout explanation maps of sentence 0" in error
+    assert error == ("run 'copy' logged no rollout maps of sentence 0 (its probes have maps of attention, "
+                     "shift_att, value_norms, grad_x_input, integrated_gradients)")
     get(client, "/explanation?run=copy&step=12&sentence=0&method=shift_att")
     assert "rollout" not in get(client, "/explanations?run=copy&step=12")["methods"]
 

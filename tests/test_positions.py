@@ -15,9 +15,9 @@ from model.positions import (
     alibi_slopes,
     relative_position_bucket,
 )
-from model.testing import suppress_eos
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 from tests.test_decoding import plain_beam_search, rows_of, teacher_forced_greedy
+from tests.weight_surgery import suppress_eos
 
 
 def make_model(positional: str, seed: int = 2) -> Transformer:

@@ -7,8 +7,8 @@ import pytest
 import torch
 from tensorboard.plugins import base_plugin
 
-from evaluation import run_checkpoints
-from evaluation.run_checkpoints import (
+from training import run_checkpoints
+from training.run_checkpoints import (
     CheckpointError,
     CheckpointMissing,
     CheckpointRefused,
@@ -122,8 +122,8 @@ def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
 def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, interrupt, expected):
     """Before, --resume took the newer file by time, and the tab last.ckpt whenever it existed."""
     import evaluate
-    from tensorboard_plugin.plugin import AttentionPlugin
     from training.cli import find_resume_checkpoint
+    from viz.tab.plugin import AttentionPlugin
 
     if interrupt is not None:
         saved(run / "checkpoints" / "interrupted.ckpt", *interrupt)

@@ -22,14 +22,14 @@ from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
-from evaluation.attention_maps import sentence_attention
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
-from training import attention_logging
-from training.attention_logging import AttentionLogger
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import NonFiniteLossError, TranslationModule
 from training.resume import rng_states, set_rng_states
+from viz import logger as attention_logging
+from viz.logger import AttentionLogger
+from viz.maps import sentence_attention
 
 # The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence,
 # 2 epochs with a validation each.
@@ -381,7 +381,7 @@ def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothin
     with pytest.raises(SystemExit) as stopped:
         train_tiny(tmp_path, "--resume", str(run))
     message = str(stopped.value.code)
-    # Refused while the run's newest checkpoint is chosen (evaluation.run_checkpoints), the file named.
+    # Refused while the run's newest checkpoint is chosen (training.run_checkpoints), the file named.
     assert message.startswith(
         f"error: --resume {run}: {run / 'checkpoints' / 'last.ckpt'}: corrupt or unsafe checkpoint ("
     )
@@ -461,7 +461,7 @@ def test_best_checkpoint_is_the_epoch_of_lowest_validation_loss(tiny_run):
 
 
 def test_resume_takes_the_newest_weights_of_last_and_interrupted(tmp_path):
-    """The rule of evaluation.run_checkpoints (tested in full in test_run_checkpoints.py)."""
+    """The rule of training.run_checkpoints (tested in full in test_run_checkpoints.py)."""
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
     last, interrupted = checkpoints / "last.ckpt", checkpoints / "interrupted.ckpt"

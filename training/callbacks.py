@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from evaluation.run_checkpoints import INTERRUPTED_CHECKPOINT
+from training.run_checkpoints import INTERRUPTED_CHECKPOINT
 
 
 # Not OnExceptionCheckpoint: its mere presence makes every fit(ckpt_path=None) look for a "last" to resume.

@@ -20,13 +20,13 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
-from evaluation.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
-from training.attention_logging import AttentionLogger
 from training.callbacks import InterruptCheckpoint, SaveTokenizers
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
+from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
 from training.sigterm import install_sigterm_handling
+from viz.logger import AttentionLogger
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('heads/")
@@ -162,7 +162,7 @@ def accept_auto_precision(parser: LightningArgumentParser) -> None:
 
 def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
     """The checkpoint to resume from and its run directory, from a checkpoint path, or a run directory: its
-    newest weights (``evaluation.run_checkpoints.newest_checkpoint``)."""
+    newest weights (``training.run_checkpoints.newest_checkpoint``)."""
     path = Path(target)
     if not path.exists():
         raise SystemExit(f"error: --resume {target}: no such run directory or checkpoint")

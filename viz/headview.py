@@ -5,12 +5,16 @@ Shape legend:
     S   source length
     T   target length
 
-The file has no dependencies: CSS and JavaScript are inline and the attention is embedded as JSON in a
-`<script type="application/json">` tag, so it opens from disk in any browser. Pick the attention kind and
-layer from the dropdowns and the heads with the coloured checkboxes; query tokens are on the left, key
-tokens on the right, and each line's opacity is its attention weight. Hovering a token shows only its lines.
+The page is drawn by the ATTENTION tab's own frontend modules (``viz/tab/static/lines.js`` for the lines view,
+``heatmap.js`` for the maps, ``style.js`` for the style sheet), embedded in the file as ``data:`` URL modules,
+so that the tab and this file show attention the same way and cannot drift apart. The attention is embedded as
+JSON in a `<script type="application/json">` tag; nothing is fetched, so the file opens from disk in any
+current browser. Pick the attention kind and layer from the dropdowns and the heads with the coloured
+checkboxes; query tokens are on the left, key tokens on the right, and each line's opacity and width grow with
+its attention weight. Hovering a token shows only its lines. Below, each chosen head's map as a heatmap.
 """
 
+import base64
 import html
 import json
 import re
@@ -22,6 +26,8 @@ from torch import Tensor
 from analysis.axes import KIND_LABELS, KINDS, attention_axes
 
 DECIMALS = 4  # weights are rounded in the file to keep it small
+STATIC = Path(__file__).parent / "tab" / "static"  # the tab's frontend, whose modules draw this page too
+MODULES = {"LINES_JS": "lines.js", "HEATMAP_JS": "heatmap.js", "STYLE_JS": "style.js"}
 
 
 def _layers_to_lists(
@@ -92,6 +98,14 @@ def _script_json(data: dict) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def module_url(name: str) -> str:
+    """One of the tab's frontend modules (``viz/tab/static/<name>``) as a ``data:`` URL a page can import.
+
+    Base64, so that nothing in the code (a ``</script>``, a quote) can end the importing script early."""
+    code = (STATIC / name).read_bytes()
+    return "data:text/javascript;base64," + base64.b64encode(code).decode("ascii")
+
+
 def render_head_view(data: dict, title: str = "") -> str:
     """The HTML document of a head view (see `head_view_data` for `data`)."""
     sentences = "\n".join(
@@ -104,9 +118,11 @@ def render_head_view(data: dict, title: str = "") -> str:
         "TITLE": html.escape(title or "attention head view"),
         "SENTENCES": sentences,
         "DATA": _script_json(data),
+        **{key: module_url(name) for key, name in MODULES.items()},
     }
     # One pass, so that a title or token that happens to read "__DATA__" is never substituted again.
-    return re.sub(r"__(TITLE|SENTENCES|DATA)__", lambda m: parts[m.group(1)], _TEMPLATE)
+    return re.sub(r"__(TITLE|SENTENCES|DATA|LINES_JS|HEATMAP_JS|STYLE_JS)__", lambda m: parts[m.group(1)],
+                  _TEMPLATE)
 
 
 def write_head_view(
@@ -165,7 +181,8 @@ _TEMPLATE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <title>__TITLE__</title>
 <style>
-  body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+  /* The tab's style sheet (style.js) is added by the code below; these are this page's own parts. */
+  body { margin: 1.5em; }
   h1 { font-size: 1.2em; }
   .sentence { margin: 0.2em 0; }
   .sentence .tok { background: #f2f2f2; border-radius: 3px; padding: 0 3px; margin-right: 2px; }
@@ -173,10 +190,10 @@ _TEMPLATE = """<!DOCTYPE html>
   .heads label { display: inline-block; padding: 2px 6px; margin-right: 3px; border-radius: 3px;
                  color: white; cursor: pointer; font-size: 0.85em; }
   .heads input { vertical-align: middle; }
-  svg text { font-size: 13px; cursor: default; }
-  svg text.dim { fill: #bbb; }
-  svg text.focus { font-weight: bold; }
-  svg text.side { font-size: 12px; fill: #777; }
+  .maps { display: flex; flex-wrap: wrap; gap: 14px; margin-top: 0.8em; align-items: flex-start; }
+  .maps figure { margin: 0; }
+  .maps figcaption { font-size: 12px; margin-bottom: 3px; }
+  .maps .sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
 </style>
 </head>
 <body>
@@ -188,22 +205,29 @@ __SENTENCES__
   <span class="heads" id="heads"></span>
   <button id="all" type="button">all heads</button>
   <button id="none" type="button">no heads</button>
+  <span id="scale"></span>
 </div>
-<svg id="view" xmlns="http://www.w3.org/2000/svg"></svg>
+<div id="view"></div>
+<div class="maps" id="maps"></div>
 <script type="application/json" id="attention-data">__DATA__</script>
-<script>
-"use strict";
+<script type="module">
+// The ATTENTION tab's own modules (viz/tab/static), embedded by viz/headview.py.
+import {HEAD_COLOURS, linesView} from "__LINES_JS__";
+import {colourBar, drawMatrix} from "__HEATMAP_JS__";
+import {CSS} from "__STYLE_JS__";
+
 const DATA = JSON.parse(document.getElementById("attention-data").textContent);
-const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                "#bcbd22", "#17becf"];
-const ROW = 22, TOP = 30, TEXT_W = 150, GAP = 220, MIN_WEIGHT = 0.01;
-const SVG_NS = "http://www.w3.org/2000/svg";
 const kindSelect = document.getElementById("kind");
 const layerSelect = document.getElementById("layer");
 const headBox = document.getElementById("heads");
-const svg = document.getElementById("view");
+const view = document.getElementById("view");
+const maps = document.getElementById("maps");
+const sheet = document.createElement("style");
+sheet.textContent = CSS;
+document.head.prepend(sheet);  // first, so that this page's own rules above win
+document.getElementById("scale").append(colourBar());
 
-function color(h) { return COLORS[h % COLORS.length]; }
+function colour(h) { return HEAD_COLOURS[h % HEAD_COLOURS.length]; }
 function current() { return DATA.kinds[kindSelect.value]; }
 function selectedHeads() {
   return Array.from(headBox.querySelectorAll("input")).filter(x => x.checked).map(x => Number(x.value));
@@ -223,7 +247,7 @@ function fillHeads() {
   headBox.replaceChildren();
   for (let h = 0; h < heads; h++) {
     const label = document.createElement("label");
-    label.style.background = color(h);
+    label.style.background = colour(h);
     const box = document.createElement("input");
     box.type = "checkbox";
     box.value = h;
@@ -234,69 +258,45 @@ function fillHeads() {
   }
 }
 
-function svgElement(name, attributes) {
-  const element = document.createElementNS(SVG_NS, name);
-  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
-  return element;
+// One heatmap per chosen head; hovering a cell names its query, key and weight.
+function headMap(kind, h, matrix) {
+  const rows = kind.queries.length, cols = kind.keys.length;
+  const cell = Math.max(8, Math.min(28, Math.floor(320 / Math.max(rows, cols))));
+  const canvas = document.createElement("canvas");
+  const causal = kindSelect.value === "decoder";  // a causal mask hides the cells above the diagonal
+  drawMatrix(canvas, matrix, cols * cell, rows * cell, {numbers: true, causal});
+  canvas.addEventListener("mousemove", (e) => {
+    const i = Math.min(rows - 1, Math.floor(e.offsetY / cell));
+    const j = Math.min(cols - 1, Math.floor(e.offsetX / cell));
+    canvas.title = `${kind.queries[i]} \u2192 ${kind.keys[j]}: ${matrix[i][j].toFixed(3)}`;
+  });
+  const caption = document.createElement("figcaption");
+  const swatch = document.createElement("span");
+  swatch.className = "sw";
+  swatch.style.background = colour(h);
+  caption.append(swatch, "head " + (h + 1));
+  const figure = document.createElement("figure");
+  figure.append(caption, canvas);
+  return figure;
 }
 
 function draw() {
   const kind = current();
   const weights = kind.layers[Number(layerSelect.value)];
-  const heads = selectedHeads();
-  const rows = Math.max(kind.queries.length, kind.keys.length);
-  const leftX = TEXT_W, rightX = TEXT_W + GAP;
-  svg.setAttribute("width", 2 * TEXT_W + GAP);
-  svg.setAttribute("height", TOP + rows * ROW + 10);
-  svg.replaceChildren();
-  const y = i => TOP + i * ROW + ROW / 2;
-  svg.append(svgElement("text", {x: leftX - 6, y: 14, "text-anchor": "end", class: "side"}));
-  svg.lastChild.textContent = "query";
-  svg.append(svgElement("text", {x: rightX + 6, y: 14, class: "side"}));
-  svg.lastChild.textContent = "key";
-  const lines = svgElement("g", {});
-  svg.append(lines);
-  for (const h of heads) {
-    weights[h].forEach((row, q) => row.forEach((w, k) => {
-      if (w < MIN_WEIGHT) return;
-      const line = svgElement("line", {x1: leftX, y1: y(q), x2: rightX, y2: y(k), stroke: color(h),
-                                       "stroke-width": 2, "stroke-opacity": w});
-      line.dataset.q = q;
-      line.dataset.k = k;
-      lines.append(line);
-    }));
-  }
-  const texts = [];
-  const addToken = (token, i, side) => {
-    const attributes = {y: y(i), "dominant-baseline": "middle"};
-    Object.assign(attributes, side === "q" ? {x: leftX - 6, "text-anchor": "end"} : {x: rightX + 6});
-    const text = svgElement("text", attributes);
-    text.textContent = token;  // textContent, never innerHTML: tokens are shown as written
-    text.dataset.side = side;
-    text.dataset.i = i;
-    text.addEventListener("mouseenter", () => focus(side, i, texts, lines));
-    text.addEventListener("mouseleave", () => focus(null, -1, texts, lines));
-    texts.push(text);
-    svg.append(text);
-  };
-  kind.queries.forEach((token, i) => addToken(token, i, "q"));
-  kind.keys.forEach((token, i) => addToken(token, i, "k"));
-}
-
-// Show only the lines of the hovered token and dim the tokens it does not reach.
-function focus(side, i, texts, lines) {
-  const other = side === "q" ? "k" : "q";
-  const reached = new Set();
-  for (const line of lines.children) {
-    const mine = side === null || Number(line.dataset[side]) === i;
-    line.style.display = mine ? "" : "none";
-    if (mine && side !== null) reached.add(other + line.dataset[other]);
-  }
-  for (const text of texts) {
-    const self = text.dataset.side === side && Number(text.dataset.i) === i;
-    text.classList.toggle("focus", self);
-    text.classList.toggle("dim", side !== null && !self && !reached.has(text.dataset.side + text.dataset.i));
-  }
+  const chosen = selectedHeads();
+  const heads = chosen.map(h => ({label: "head " + (h + 1), colour: colour(h), matrix: weights[h]}));
+  const lines = linesView({rows: kind.queries, cols: kind.keys, heads, width: 560, step: 22});
+  // Hovering a token draws only its lines (setFocus), as in the tab.
+  lines.node.addEventListener("mouseover", (e) => {
+    const token = e.target.closest(".lv-token");
+    if (!token) return;
+    const lit = new Set([Number(token.dataset.index)]);
+    const none = new Set();
+    lines.setFocus(token.dataset.side === "query" ? {rows: lit, cols: none} : {rows: none, cols: lit});
+  });
+  lines.node.addEventListener("mouseleave", () => lines.setFocus(null));
+  view.replaceChildren(lines.node);
+  maps.replaceChildren(...chosen.map(h => headMap(kind, h, weights[h])));
 }
 
 for (const [name, kind] of Object.entries(DATA.kinds)) kindSelect.append(new Option(kind.label, name));

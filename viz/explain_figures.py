@@ -1,6 +1,6 @@
 """Pictures of explanations: one sentence under every method side by side, and the methods' scores.
 
-Shape legend: see ``analysis.explain``. Built on ``analysis.plots`` (Agg canvas, no pyplot).
+Shape legend: see ``analysis.explain``. Built on ``viz.plots`` (Agg canvas, no pyplot).
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from analysis.explain.trace import Explanation
-from analysis.plots import _check_tokens, _label_size, new_figure
+from viz.plots import _check_tokens, _label_size, new_figure
 
 
 def display_rows(scores: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import json
 import numpy as np
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
-from tensorboard_plugin.metadata import create_metadata
+from viz.tab.metadata import create_metadata
 
 _DTYPES = {np.dtype(np.float16): types_pb2.DT_HALF, np.dtype(np.float32): types_pb2.DT_FLOAT}
 

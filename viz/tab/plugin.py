@@ -17,12 +17,12 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``statistics?run&step``: the head statistics, layers × heads per kind, and their definitions
   (``analysis.heads.STATISTICS``);
 - ``translate?run&text[&beam][&method][&ig_steps]``: translates a typed sentence with the run's newest weights
-  (on the CPU; the checkpoint that ``evaluation.run_checkpoints.newest_checkpoint`` chooses, as ``train.py
+  (on the CPU; the checkpoint that ``training.run_checkpoints.newest_checkpoint`` chooses, as ``train.py
   --resume`` does) and returns every head's attention for it, in the shape of ``attention``; with ``method``,
   also that method's map and the logit lens under forced decoding of the translation.
 
-The weights come from the summaries that ``training.attention_logging.AttentionLogger`` writes
-(``tensorboard_plugin.metadata``); nothing is ever written to the run folder.
+The weights come from the summaries that ``viz.logger.AttentionLogger`` writes
+(``viz.tab.metadata``); nothing is ever written to the run folder.
 """
 
 import dataclasses
@@ -39,9 +39,10 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
-from tensorboard_plugin.metadata import (
+from viz.tab.metadata import (
     EXPLAIN_TAG,
     PLUGIN_NAME,
+    SENTENCE_EXPLAIN_TAG,
     SENTENCE_TAG,
     STATISTIC_TAG,
     sentence_tag,
@@ -331,16 +332,18 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return {"run": run, "step": step, "kinds": ordered, "definitions": definitions,
                 "descriptions": {d["name"]: d["description"] for d in definitions if d["name"] in names}}
 
-    def _probe(self, request, run: str, step: int, sentence: int, parts: list[str], what: str) -> dict:
-        """tag -> value at ``step`` of one probe sentence's ``text`` and ``parts`` (404s naming what is
-        missing)."""
+    def _probe(
+        self, request, run: str, step: int, sentence: int, parts: list[str], what: str, logged: str = ""
+    ) -> dict:
+        """part -> step -> value of one probe sentence's ``text`` and ``parts`` (404s naming what is
+        missing, and ``logged``, what there is instead, where the parts were never logged)."""
         tags = self._run_tags(request, run)
         if sentence not in self._sentences(tags):
             raise RequestError(404, f"run {run!r} has no probe sentence {sentence} "
                                     f"(it has {self._sentences(tags)})")
         wanted = [sentence_tag(sentence, "text"), *(sentence_tag(sentence, part) for part in parts)]
         if any(tag not in tags for tag in wanted):
-            raise RequestError(404, f"run {run!r} logged no {what} of sentence {sentence}")
+            raise RequestError(404, f"run {run!r} logged no {what} of sentence {sentence}{logged}")
         data = self._read(request, run, wanted)
         if any(step not in data.get(tag, {}) for tag in wanted[1:]):
             steps = sorted(data.get(wanted[1], {}))
@@ -359,21 +362,23 @@ class AttentionPlugin(base_plugin.TBPlugin):
             per_head = data["cross"][step].astype(np.float32)  # (L, H, T, S)
             per_layer = per_head.mean(axis=1)  # (L, T, S): the method's layer map is its heads' mean
         else:
-            about = f"{method} explanation maps"
-            try:
-                data = self._probe(request, run, step, sentence, [f"explain/{method}"], about)
-            except RequestError as error:
-                raise RequestError(error.status, f"{error}; the methods it logged are in /runs") from None
-            array = data[f"explain/{method}"][step].astype(np.float32)
-            per_head = array if array.ndim == 4 else None  # (L, H, T, S)
-            per_layer = array
-            if per_head is not None:
-                layer = self._probe(request, run, step, sentence, [f"explain/{method}/per_layer"], about)
-                per_layer = layer[f"explain/{method}/per_layer"][step].astype(np.float32)  # (L, T, S)
+            tags = self._run_tags(request, run)
+            parts = [f"explain/{method}", f"explain/{method}/per_layer"]  # the second for methods with heads
+            parts = [part for part in parts if sentence_tag(sentence, part) in tags] or parts[:1]
+            from analysis.explain.registry import METHODS
+
+            mapped = {m.group(2) for m in map(SENTENCE_EXPLAIN_TAG.match, tags) if m} | {"attention"}
+            logged = f" (its probes have maps of {', '.join(name for name in METHODS if name in mapped)})"
+            data = self._probe(request, run, step, sentence, parts, f"{method} maps", logged)
+            per_layer = data[parts[-1]][step].astype(np.float32)  # (L, T, S)
+            per_head = data[parts[0]][step].astype(np.float32) if len(parts) == 2 else None  # (L, H, T, S)
         text = self._text(data["text"], step)
         described = next((m for m in text.get("methods", []) if m["name"] == method), None)
-        if described is None:
+        if described is None and method == "attention":  # a run logged without explanations
             described = self._methods(text, {}, sentence, per_layer.shape[0])[0]
+        if described is None:
+            raise RequestError(409, f"run {run!r} logged {method} maps of sentence {sentence} without their "
+                                    "description (layers, label)")
         rows, cols = text["target_out"], text["source_tokens"]
         if per_layer.shape[1:] != (len(rows), len(cols)):
             raise RequestError(409, f"the logged {method} map {per_layer.shape} does not match the tokens "
@@ -473,7 +478,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _checkpoint(self, run: str) -> tuple[Path | None, str | None, int]:
         """The run's newest weights (``newest_checkpoint``'s rule), else None, why, and the HTTP status."""
-        from evaluation.run_checkpoints import (
+        from training.run_checkpoints import (
             CheckpointError,
             CheckpointMissing,
             CheckpointRefused,
@@ -503,7 +508,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         vanishes or changes under a read is looked up again, and after CHECKPOINT_TRIES such reads the answer
         is a 503 (try again), never a 500.
         """
-        from evaluation.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
+        from training.checkpoints import CheckpointError, CheckpointMissing, load_run  # torch, Lightning
 
         for _ in range(CHECKPOINT_TRIES):
             checkpoint, note, status = self._checkpoint(run)
@@ -531,9 +536,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _translate(self, run: str, text: str, beam: int, request, method: str | None, ig_steps: int) -> dict:
         import torch
 
-        from evaluation.attention_maps import sentence_attention
         from evaluation.explanations import lens_record, sentence_explanations
         from evaluation.translate import translate_hypotheses
+        from viz.maps import sentence_attention
 
         checkpoint, loaded = self._loaded(run)
         model, datamodule = loaded.module.model, loaded.datamodule
@@ -557,10 +562,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
                     options={"integrated_gradients": {"steps": ig_steps}},
                 )
             e = explained[method]
-            per_head = None if e.per_head is None else e.per_head[0].numpy()  # (L, H, T, S)
+            per_layer = e.per_layer[0].detach().cpu().numpy()  # (L, T, S)
+            per_head = None if e.per_head is None else e.per_head[0].detach().cpu().numpy()  # (L, H, T, S)
             described = {"label": _label(method), "signed": e.signed, "layers": list(e.layers)}
             answer["explanation"] = _explanation_answer(
-                method, described, attention.target_out, attention.source, e.per_layer[0].numpy(), per_head
+                method, described, attention.target_out, attention.source, per_layer, per_head
             )
             answer["lens"] = {"rows": attention.target_out} | lens_record(lens, tgt_tok)
         return answer | _maps_answer(request, attention.source, attention.target_in, attention.target_out,

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from analysis.headview import write_head_view
-from analysis.plots import attention_heatmap
 from data.tokenizer import Tokenizer
-from evaluation.attention_maps import sentence_attention
 from model import Transformer
+from viz.headview import write_head_view
+from viz.maps import sentence_attention
+from viz.plots import attention_heatmap
 
 
 def export_attention(

@@ -32,6 +32,7 @@ VERSION = 1  # of the tags and contents above
 
 SENTENCE_TAG = re.compile(r"^attention/sentence_(\d+)/(text|encoder|decoder|cross)$")
 STATISTIC_TAG = re.compile(r"^attention/statistics/(encoder|decoder|cross)/(\w+)$")
+SENTENCE_EXPLAIN_TAG = re.compile(r"^attention/sentence_(\d+)/explain/(\w+)$")  # not the per_layer maps
 EXPLAIN_TAG = re.compile(r"^attention/explain/(\w+)/(aer|agreement|head_aer|head_agreement|layers)$")
 
 

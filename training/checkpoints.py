@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from data.datamodule import TranslationDataModule
-from evaluation.run_checkpoints import CheckpointError, CheckpointMissing, checkpoint_step, first_line
 from model import TransformerConfig
 from training.module import TranslationModule
+from training.run_checkpoints import CheckpointError, CheckpointMissing, checkpoint_step, first_line
 
 __all__ = ["CheckpointError", "CheckpointMissing", "LoadedRun", "load_run", "read_checkpoint"]
 

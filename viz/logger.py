@@ -3,7 +3,7 @@
 At every N-th validation, a few validation sentences fixed at the start of training go through the model's
 weight-returning attention path (ordinary training steps stay on the fused kernel), and it logs:
 
-- for the ATTENTION tab (``tensorboard_plugin``): the raw weights of every kind, layer and head of each probe
+- for the ATTENTION tab (``viz.tab``): the raw weights of every kind, layer and head of each probe
   sentence (float16) with its tokens; with ``explain_probes``, every explanation method's map of each probe
   (float16) and its logit lens (JSON); the head statistics as tensors; and on data with gold alignments each
   method's AER and agreement per layer (and per head) as tensors; a few hundred kB per validation;
@@ -38,14 +38,14 @@ from lightning.pytorch.utilities import rank_zero_only
 from analysis.axes import KINDS
 from analysis.explain.registry import METHODS, check_methods
 from analysis.heads import STATISTIC, add_totals, summary_totals, totals_summary
-from analysis.plots import attention_grid, attention_heatmap, layer_head_matrix
 from data.batching import collate
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable
-from evaluation.attention_maps import SentenceAttention, sentence_attention
 from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
-from tensorboard_plugin.metadata import explain_tag, sentence_tag, statistic_tag
-from tensorboard_plugin.summary import json_summary, tensor_summary
+from viz.maps import SentenceAttention, sentence_attention
+from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
+from viz.tab.metadata import explain_tag, sentence_tag, statistic_tag
+from viz.tab.summary import json_summary, tensor_summary
 
 # Scored at each validation unless chosen otherwise: every method but Integrated Gradients, whose path
 # integral costs ig_steps backward passes, most of the explanations' time (gradient × input tracked it within
@@ -63,7 +63,7 @@ class AttentionLogger(L.Callback):
         max_tokens: pick probe sentences no longer than this (in tokens), so that labels stay legible.
         per_head: also draw one image per layer and head (the ATTENTION tab shows them without it).
         stats_sentences: validation sentences over which the head statistics are averaged (0: none).
-        max_bytes: most bytes of attention weights logged per validation for the ATTENTION tab: a probe's
+        max_bytes: most bytes logged per validation for the ATTENTION tab: each probe's attention
             weights, its explanation maps and logit lens, then the explanation scores. The probes are logged
             in order until one would exceed it; that one and every later probe are left out (with a warning),
             so the logged sentences are always 0 .. k-1, and long sentences and big models keep the event file

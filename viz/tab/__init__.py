@@ -1,0 +1,7 @@
+"""TensorBoard's ATTENTION tab: every head of every layer, explored interactively, at every logged step.
+
+Installed with the project (``pip install -r requirements.txt``), plain ``tensorboard --logdir runs`` shows it
+(entry point ``tensorboard_plugins``); without installing, ``python -m viz.tab --logdir runs`` starts
+TensorBoard with it. ``metadata`` and ``summary`` are the writing side (used by ``viz.logger.AttentionLogger``
+during training), ``plugin`` the serving side, ``static/`` the frontend (plain ES modules, no build step).
+"""
