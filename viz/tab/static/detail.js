@@ -12,7 +12,7 @@ import {KIND_TITLE} from "./controls.js";
 import {KIND_HELP, headColour} from "./grid.js";
 import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
 import {KINDS, draw, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
-import {statKeys} from "./stats.js";
+import {shortName, statKeys} from "./stats.js";
 
 const LINES_WIDTH = 300;
 
@@ -38,7 +38,7 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
       `validation, step ${stats.step}:`) : null;
   const chips = kindStats
     ? statKeys(kindStats, stats).map((k) => h("span", {class: "chip", title: (stats.descriptions || {})[k] || k},
-      h("span", {}, `${k} `), fmt(kindStats[k][sel.layer][sel.head])))
+      h("span", {}, `${shortName(stats, k)} `), fmt(kindStats[k][sel.layer][sel.head])))
     : methodChips(set, sel, explanations);
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
   const trend = h("span", {class: "trend"});
