@@ -11,7 +11,7 @@ from tensorboard.util import tensor_util
 from analysis.explain.registry import METHODS
 from evaluation.explanations import explanation_alignment
 from tests import test_train
-from tests.conftest import REPO, read_events, short_tsv_corpus, train_tiny
+from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from training.checkpoints import load_run
 from viz.logger import AttentionLogger
 from viz.maps import sentence_attention
@@ -179,21 +179,7 @@ def test_explanation_scores_that_do_not_fit_are_left_out_of_the_tab_with_a_warni
 def test_the_default_run_logs_its_explanations_within_1_mb_per_validation(recorded, monkeypatch):
     """The default model (configs/default.yaml) on the default toy data: every summary the ATTENTION tab gets
     at one validation, explanations included, stays within max_bytes (1 MB)."""
-    import yaml
-
-    from data.datamodule import TranslationDataModule
-    from training.module import TranslationModule
-
-    defaults = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
-    data = {k: v for k, v in defaults["data"].items() if k != "toy_train_size"}
-    datamodule = TranslationDataModule(toy_train_size=100, **data)  # validation pairs as in the default run
-    module = TranslationModule(
-        src_vocab_size=datamodule.src_vocab_size, tgt_vocab_size=datamodule.tgt_vocab_size, **{
-            k: v for k, v in defaults["model"].items() if k in ("d_model", "num_heads", "num_encoder_layers",
-                                                                "num_decoder_layers", "d_ff")
-        },
-    ).eval()
-    logger = AttentionLogger(**{**defaults["attention"], "stats_sentences": 20})
+    module, datamodule, logger = test_train.default_run(stats_sentences=20)
     experiment, _ = recorded
     logger._prepare(datamodule)
     _validate(logger, module, datamodule, experiment, monkeypatch)

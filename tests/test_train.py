@@ -741,9 +741,9 @@ def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path)
     )
 
 
-def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(recorded):
-    """The default model (configs/default.yaml) on the default toy data: every tensor the ATTENTION tab gets
-    at one validation, serialised as in the event file, stays under the 1 MB target and within max_bytes."""
+def default_run(**attention) -> tuple[TranslationModule, object, AttentionLogger]:
+    """The default model (configs/default.yaml, untrained, in eval mode), its toy data with the default run's
+    validation pairs, and its AttentionLogger with ``attention`` overriding the config's options."""
     import yaml
 
     from data.datamodule import TranslationDataModule
@@ -757,7 +757,13 @@ def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(rec
                                                                 "num_decoder_layers", "d_ff")
         },
     ).eval()
-    logger = AttentionLogger(**defaults["attention"])
+    return module, datamodule, AttentionLogger(**{**defaults["attention"], **attention})
+
+
+def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(recorded):
+    """The default model (configs/default.yaml) on the default toy data: every tensor the ATTENTION tab gets
+    at one validation, serialised as in the event file, stays under the 1 MB target and within max_bytes."""
+    module, datamodule, logger = default_run()
     experiment, _ = recorded
     logger._prepare(datamodule)
     with torch.no_grad():

@@ -3,7 +3,7 @@
 // training; for decoder and cross maps the logit-lens panel of the hovered target position.
 
 import {cached, explanationsUrl, statisticsUrl} from "./api.js";
-import {fmt, h, hideTooltip, showTooltip, textWidth} from "./dom.js";
+import {fmt, h, hideTooltip, showTooltip, sparkline, textWidth} from "./dom.js";
 import {selfShift, wireFocus} from "./focus.js";
 import {GOLD_COLOUR, colourBar, drawMatrix} from "./heatmap.js";
 import {lensNote, lensPanel} from "./lens.js";
@@ -244,26 +244,8 @@ async function drawTrend(node, {steps, url, pick, label, shown}) {
   const xs = points.map(([s]) => s);
   const vs = points.map(([, v]) => v);
   const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-  const lo = Math.min(...vs);
-  const hi = Math.max(...vs);
-  const X = (s) => pad + ((s - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
-  const Y = (v) => H - pad - ((v - lo) / (hi - lo || 1)) * (H - 2 * pad);
-  const NS = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", W);
-  svg.setAttribute("height", H);
-  svg.setAttribute("class", "trend-svg");
-  const line = document.createElementNS(NS, "polyline");
-  line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
-  svg.append(line);
-  const current = points.find(([s]) => s === shown);
-  if (current) {
-    const dot = document.createElementNS(NS, "circle");
-    dot.setAttribute("cx", X(current[0]));
-    dot.setAttribute("cy", Y(current[1]));
-    dot.setAttribute("r", 3);
-    svg.append(dot);
-  }
+  const svg = sparkline(points, shown, {steps: [x0, x1], values: [Math.min(...vs), Math.max(...vs)],
+    width: W, height: H, pad, dot: 3, className: "trend-svg"});
   svg.addEventListener("click", (e) => {
     if (state.mode !== "probe") return;
     const r = svg.getBoundingClientRect();

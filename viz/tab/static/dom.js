@@ -73,3 +73,27 @@ export function messageLine() {
 export function showMessage(text) {
   message.textContent = text || "";
 }
+
+// A small line of `points` ([step, value] pairs) drawn in an SVG of the given size; the axes span `steps` and
+// `values` ([first, last], [lowest, highest]), lower values drawn lower; a dot marks the step `shown`.
+export function sparkline(points, shown, {steps: [s0, s1], values: [lo, hi], width, height, pad, dot, className}) {
+  const X = (s) => pad + ((s - s0) / (s1 - s0 || 1)) * (width - 2 * pad);
+  const Y = (v) => height - pad - ((v - lo) / (hi - lo || 1)) * (height - 2 * pad);
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  svg.setAttribute("class", className);
+  const line = document.createElementNS(NS, "polyline");
+  line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
+  svg.append(line);
+  const here = points.find(([s]) => s === shown);
+  if (here) {
+    const circle = document.createElementNS(NS, "circle");
+    circle.setAttribute("cx", X(here[0]));
+    circle.setAttribute("cy", Y(here[1]));
+    circle.setAttribute("r", dot);
+    svg.append(circle);
+  }
+  return svg;
+}

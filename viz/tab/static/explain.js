@@ -5,7 +5,7 @@
 // DOM hooks: #explain-summary, in it #leader (attributes data-method, data-since) or #aer-note (no gold), and
 // rows `tr[data-method]` of #explain-table with cells `td.best-layer`, `td.best-aer`.
 
-import {fmt, h} from "./dom.js";
+import {fmt, h, sparkline} from "./dom.js";
 import {selectMethod, state} from "./state.js";
 
 const ui = {};
@@ -53,7 +53,8 @@ export function drawExplanations(explanations) {
     h("td", {class: "method-name"}, m.label),
     h("td", {class: "best-layer"}, scores.best.layer),
     h("td", {class: "best-aer"}, fmt(scores.best.aer)),
-    h("td", {}, sparkline(explanations.history[m.name] || [], explanations.step, [s0, s1], [lo, hi])));
+    h("td", {}, sparkline(explanations.history[m.name] || [], explanations.step,
+        {steps: [s0, s1], values: [lo, hi], width: 90, height: 20, pad: 2, dot: 2.5, className: "spark"})));
   });
   ui.node.replaceChildren(title, leaderLine,
     h("table", {id: "explain-table"},
@@ -66,26 +67,3 @@ export function drawExplanations(explanations) {
       + "click a method to show its maps."));
 }
 
-// Best AER over training on the axes shared by every method (so the lines compare); lower is drawn lower.
-function sparkline(points, shown, [s0, s1], [lo, hi]) {
-  const [W, H, pad] = [90, 20, 2];
-  const X = (s) => pad + ((s - s0) / (s1 - s0 || 1)) * (W - 2 * pad);
-  const Y = (v) => H - pad - ((v - lo) / (hi - lo || 1)) * (H - 2 * pad);
-  const NS = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", W);
-  svg.setAttribute("height", H);
-  svg.setAttribute("class", "spark");
-  const line = document.createElementNS(NS, "polyline");
-  line.setAttribute("points", points.map(([s, v]) => `${X(s).toFixed(1)},${Y(v).toFixed(1)}`).join(" "));
-  svg.append(line);
-  const here = points.find(([s]) => s === shown);
-  if (here) {
-    const dot = document.createElementNS(NS, "circle");
-    dot.setAttribute("cx", X(here[0]));
-    dot.setAttribute("cy", Y(here[1]));
-    dot.setAttribute("r", 2.5);
-    svg.append(dot);
-  }
-  return svg;
-}

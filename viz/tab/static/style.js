@@ -87,6 +87,11 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 #stats-table tr.best td:first-child::before { content: "★ "; color: var(--gold); }
 #stats-table tr.best td { font-weight: 600; }
 .stats-wrap { max-height: 360px; overflow: auto; border: 1px solid var(--line); border-radius: 4px; }
+/* Layer and head stay in view while the table scrolls sideways to the methods' columns. */
+#stats-table th:first-child, #stats-table td:first-child { position: sticky; left: 0; background: #fff; z-index: 1; }
+#stats-table th:nth-child(2), #stats-table td:nth-child(2) { position: sticky; left: 42px; background: #fff; z-index: 1; }
+#stats-table th:first-child, #stats-table td:first-child { min-width: 30px; box-sizing: content-box; }
+#stats-table th:first-child, #stats-table th:nth-child(2) { z-index: 2; }
 .detail-head { display: flex; align-items: baseline; gap: 10px; flex-wrap: wrap; }
 .detail-head h2 { font-size: 15px; margin: 0; }
 .chips { display: flex; gap: 6px; flex-wrap: wrap; }
