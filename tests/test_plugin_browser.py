@@ -509,6 +509,7 @@ def test_the_logit_lens_shows_the_routes_top_tokens_for_a_hovered_row(tab):
                 assert produced == {lens["rows"][i]} & set(lens["top_tokens"][layer][i])
                 bar = row.find_elements("css selector", ".lens-bar")[0]
                 assert float(bar.get_attribute("data-prob")) == lens["produced_prob"][layer][i]
+                assert f"#{lens['produced_rank'][layer][i] + 1}" in row.text  # ranks counted from 1
     css(driver, "#kind-encoder")[0].click()
     wait(driver, lambda: css(driver, '#detail[data-kind="encoder"]'), "the encoder never showed")
     assert not css(driver, "#lens-panel")  # the lens reads the decoder: no panel for encoder maps

@@ -14,7 +14,7 @@ import {colourOf} from "./heatmap.js";
 
 /**
  * The panel for `lens` ({rows, layers, top_tokens L×T×k, top_probs L×T×k, produced_prob L×T, produced_rank
- * L×T}); returns {node, showRow(i)}: showRow(i) shows target position i (null: keeps the one shown).
+ * L×T, 0 = the most probable, shown as #1}); returns {node, showRow(i)}: showRow(i) shows target position i (null: keeps the one shown).
  */
 export function lensPanel(lens) {
   const T = lens.rows.length;
@@ -32,7 +32,7 @@ export function lensPanel(lens) {
         const p = lens.produced_prob[l][i];
         const cell = h("span", {class: "lens-cell", "data-layer": String(l), "data-row": String(i),
           style: `background:${colourOf(p)}`,
-          title: `${label}, position ${i}: p(${t}) = ${fmt(p)}, rank ${lens.produced_rank[l][i]}`,
+          title: `${label}, position ${i}: p(${t}) = ${fmt(p)}, rank ${lens.produced_rank[l][i] + 1}`,
           onmouseenter: () => showRow(i)});
         cells.push(cell);
         return cell;
@@ -53,10 +53,10 @@ export function lensPanel(lens) {
           class: t === produced ? "lens-top produced" : "lens-top", "data-token": t,
           "data-prob": String(lens.top_probs[l][i][k]),
           title: `probability ${fmt(lens.top_probs[l][i][k])}`}, t, h("small", {}, fmt(lens.top_probs[l][i][k]))))),
-        h("td", {class: "lens-prob", title: `p(${produced}) at ${lens.layers[l]}, rank ${lens.produced_rank[l][i]}`},
+        h("td", {class: "lens-prob", title: `p(${produced}) at ${lens.layers[l]}, rank ${lens.produced_rank[l][i] + 1}`},
           h("span", {class: "lens-bar", "data-prob": String(p)},
             h("span", {style: `width:${Math.round(100 * Math.max(0, Math.min(1, p)))}%`})),
-          h("small", {}, `${fmt(p)} · #${lens.produced_rank[l][i]}`))));
+          h("small", {}, `${fmt(p)} · #${lens.produced_rank[l][i] + 1}`))));
     }
     detail.replaceChildren(
       h("div", {class: "lens-where"}, `position ${i}: produced `, h("b", {class: "produced"}, produced)),
