@@ -674,3 +674,117 @@ def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys)
     assert output.stat().st_size > 1000 and capsys.readouterr().out.strip() == f"wrote {output}"
     with pytest.raises(SystemExit, match="exists"):
         main([str(tiny_run), str(output)])
+
+
+# -- bench/multi30k_levers.py: the levers' commands, their configs and the EMA run's two sets of weights ----
+
+
+def test_levers_dry_run_prints_both_trainings_and_every_evaluation_in_order(tmp_path, capsys):
+    from bench.multi30k_levers import main
+
+    out = tmp_path / "out"
+    argv = ["--levers", "steps", "ema", "--test", "--dry-run", "--out", str(out), "--minutes", "90"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    trainings = [line for line in lines if " train.py " in line]
+    assert len(trainings) == 2
+    assert "--trainer.max_time 00:01:30:00" in trainings[0]
+    assert "--trainer.callbacks.every_n_train_steps=200" in trainings[0]
+    assert "EMAWeightAveraging --trainer.callbacks.decay=0.999" in trainings[1]
+    steps = out / "steps/runs/multi30k/version_0"
+    ema = out / "ema/runs/multi30k/version_0"
+    beam = "--beam-size 5 --length-penalty"
+    assert [line.split(" evaluate.py ")[1] for line in lines if " evaluate.py " in line] == [
+        f"{steps}/checkpoints/last.ckpt --split val {beam} 1.0 --quiet",
+        f"{steps}/checkpoints/last.ckpt --split val {beam} 0.6 --quiet",
+        f"{steps}/checkpoints/last.ckpt --split val {beam} 1.4 --quiet",
+        f"{steps}/checkpoints/last.ckpt --split val {beam} 1.0 --average-last 3 --quiet",
+        f"{steps}/checkpoints/last.ckpt --split val {beam} 1.0 --average-last 5 --quiet",
+        f"{steps}/checkpoints/last.ckpt --split val {beam} 1.0 --average-last 10 --quiet",
+        *(f"{steps}/checkpoints/last.ckpt --test-split {split} {beam} 1.0 --quiet"
+          for split in ("test2016", "test2017", "mscoco2017")),
+        f"{ema}/checkpoints/last.ckpt --split val {beam} 1.0 --quiet",
+        f"{ema}/checkpoints/last.ckpt --split val {beam} 0.6 --quiet",
+        f"{ema}/checkpoints/last.ckpt --split val {beam} 1.4 --quiet",
+        f"{ema}/last_raw.ckpt --split val {beam} 1.0 --quiet",
+        *(f"{ema}/checkpoints/last.ckpt --test-split {split} {beam} 1.0 --quiet"
+          for split in ("test2016", "test2017", "mscoco2017")),
+    ]  # fmt: skip
+    assert not out.exists()
+
+
+def test_levers_skip_without_the_corpus_and_refuse_bad_options(tmp_path, capsys):
+    from bench.multi30k_levers import main
+
+    assert main(["--levers", "recipe", "--corpora", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.strip() == f"skipped: no Multi30k in {tmp_path / 'multi30k'} " \
+        "(give the corpora folder with --corpora)"  # fmt: skip
+    bad_options = (
+        (["--levers", "ema", "ema"], "--levers names a lever twice: ema ema"),
+        (["--levers", "ema", "--minutes", "0"], "--minutes must be from 1 to 1439, got 0"),
+        (["--levers", "ema", "--threads", "0"], "--threads must be at least 1, got 0"),
+    )
+    for bad, message in bad_options:
+        with pytest.raises(SystemExit) as exit_:
+            main(bad)
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.strip().endswith(message)
+
+
+def test_every_lever_makes_a_config_that_train_py_accepts_and_changes_what_it_names(capsys):
+    from bench.multi30k_levers import LEVERS
+    from training.cli import main
+
+    recipe_file = JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml"
+
+    def config(*args):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--config", str(recipe_file), *args, "--print_config"])
+        assert exit_.value.code in (0, None)
+        import yaml
+
+        return yaml.safe_load(capsys.readouterr().out)
+
+    recipe = config()
+    changed = {}
+    for lever, args in LEVERS.items():
+        lever_config = config(*args)
+        changed[lever] = {
+            f"{section}.{key}": value
+            for section in ("model", "data")
+            for key, value in lever_config[section].items()
+            if recipe[section][key] != value
+        }
+        added = lever_config["trainer"]["callbacks"] or []
+        changed[lever].update({c["class_path"].split(".")[-1]: c.get("init_args", {}) for c in added})
+    assert changed["recipe"] == {}
+    assert changed["tokens1024"] == {"data.max_tokens": 1024}
+    assert changed["dropout0.1"] == {"model.dropout": 0.1}
+    assert changed["vocab10k"] == {"data.vocab_size": 10000}
+    assert changed["vocab6k"] == {"data.vocab_size": 6000}
+    assert changed["ema"]["EMAWeightAveraging"]["decay"] == 0.999
+    steps = changed["steps"]["ModelCheckpoint"]
+    assert (steps["every_n_train_steps"], steps["save_top_k"], steps["monitor"]) == (200, 10, "step")
+    assert set(changed["ema"]) == {"EMAWeightAveraging"} and set(changed["steps"]) == {"ModelCheckpoint"}
+
+
+def test_an_ema_run_keeps_the_average_and_the_raw_weights_and_evaluate_reads_each(tmp_path, tiny_run):
+    from bench.multi30k_levers import LEVERS, raw_weights
+    from tests.conftest import train_tiny
+    from training.checkpoints import load_run
+
+    run = train_tiny(tmp_path, *LEVERS["ema"])
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    raw = raw_weights(checkpoint)
+    assert raw == run / "last_raw.ckpt"  # outside checkpoints/, where --average-last looks
+    raw_saved = torch.load(raw, map_location="cpu", weights_only=True)
+    assert "current_model_state" not in raw_saved and "averaging_state" not in raw_saved
+    names = list(saved["state_dict"])
+    assert any(not torch.equal(saved["state_dict"][n], saved["current_model_state"][n]) for n in names)
+    for path, expected in ((checkpoint, saved["state_dict"]), (raw, saved["current_model_state"])):
+        module = load_run(path, device="cpu").module
+        assert all(torch.equal(module.state_dict()[n], expected[n]) for n in names), path
+
+    with pytest.raises(SystemExit, match="holds no raw weights .* not an EMA run"):
+        raw_weights(tiny_run / "checkpoints" / "last.ckpt")
