@@ -8,11 +8,12 @@
 A lever is ``configs/multi30k.yaml`` with one change (``LEVERS``). The levers named together train at the same
 time, each process on ``--threads`` torch threads (default 1) for ``--minutes`` (default 60), as
 ``bench/joeynmt.sh`` runs its two recipes. Then every run is scored on the validation set (1014 sentences,
-beam 5) in each way of using its weights (``VARIANTS``: the last weights, with length penalty 0.6, 1.0 and
-1.4; for ``steps``, the last 3, 5 or 10 checkpoints averaged; for ``ema``, also the raw weights beside the
-average). ``--test`` then applies each run's best variant on the validation set, once, to test2016,
-test2017 and mscoco2017. Scores go to ``<out>/scores.jsonl`` (one JSON line per evaluation) and a table
-closes the run. Which levers were tried, with their figures, is in docs/results.md.
+beam 5) in each way of using its weights (``VARIANTS``: the last weights, with length penalty 1.0, and for
+the recipe's own training also 0.6 and 1.4; for ``steps``, the last 3, 5 or 10 checkpoints averaged; for
+``ema``, also the raw weights beside their average). ``--test`` then applies each run's best variant on the
+validation set, once, to test2016, test2017 and mscoco2017. Scores go to ``<out>/scores.jsonl`` (one JSON line
+per evaluation) and a table closes the run; ``--score-only`` scores the runs already in ``--out`` again.
+Which levers were tried, with their figures, is in docs/results.md.
 """
 
 import argparse
@@ -68,14 +69,16 @@ class Variant:
         return args + (["--average-last", str(self.average_last)] if self.average_last > 1 else [])
 
 
-DECODING = (
-    Variant("last"),
-    Variant("last, lp 0.6", length_penalty=0.6),
-    Variant("last, lp 1.4", length_penalty=1.4),
-)
+LAST = (Variant("last"),)
+LENGTH_PENALTIES = (Variant("last, lp 0.6", length_penalty=0.6), Variant("last, lp 1.4", length_penalty=1.4))
+# Every run is scored with its last weights; the recipe's own training also with other length penalties and
+# averages of its last checkpoints.
 VARIANTS: dict[str, tuple[Variant, ...]] = {
-    "steps": DECODING + tuple(Variant(f"average of last {k}", average_last=k) for k in (3, 5, 10)),
-    "ema": DECODING + (Variant("raw weights", raw=True),),
+    "recipe": LAST + LENGTH_PENALTIES,
+    "steps": LAST
+    + LENGTH_PENALTIES
+    + tuple(Variant(f"average of last {k}", average_last=k) for k in (3, 5, 10)),
+    "ema": LAST + (Variant("raw weights", raw=True),),
 }
 
 
@@ -88,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
     p.add_argument("--out", type=Path, default=Path("results_levers"), help="where runs and scores go")
     p.add_argument("--test", action="store_true", help="then score each run's best variant on the test sets")
+    p.add_argument("--score-only", action="store_true", help="score the runs already in --out, no training")
     p.add_argument("--dry-run", action="store_true", help="print the commands and stop")
     args = p.parse_args(argv)
     if len(set(args.levers)) != len(args.levers):
@@ -157,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (data / "train.de").is_file() and not args.dry_run:
         print(f"skipped: no Multi30k in {data} (give the corpora folder with --corpora)")
         return 0
-    if args.out.exists() and not args.dry_run:
+    if args.out.exists() and not (args.dry_run or args.score_only):
         raise SystemExit(f"error: {args.out} exists (an earlier run?); move it away first")
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
 
     trainings = {}
-    for lever in args.levers:
+    for lever in [] if args.score_only else args.levers:
         command = train_command(lever, data, args.minutes, args.out)
         print(" ".join(command), flush=True)
         if not args.dry_run:
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             checkpoint = last_checkpoint(args.out, lever)
         scored = []  # (BLEU on val, variant, weights)
-        for variant in VARIANTS.get(lever, DECODING):
+        for variant in VARIANTS.get(lever, LAST):
             weights = checkpoint
             if variant.raw:
                 weights = raw_path(checkpoint) if args.dry_run else raw_weights(checkpoint)
@@ -191,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 scores.append(result)
                 scored.append((result["bleu"], variant, weights))
         if args.test:  # the best variant on val, once on each test set (the first variant in a dry run)
-            _, variant, weights = max(scored, key=lambda s: s[0]) if scored else (0, DECODING[0], checkpoint)
+            _, variant, weights = max(scored, key=lambda s: s[0]) if scored else (0, LAST[0], checkpoint)
             for split in TEST_SPLITS:
                 result = score(lever, weights, variant, split, env, args.dry_run)
                 scores += [result] if result is not None else []

@@ -704,13 +704,14 @@ def test_levers_dry_run_prints_both_trainings_and_every_evaluation_in_order(tmp_
         *(f"{steps}/checkpoints/last.ckpt --test-split {split} {beam} 1.0 --quiet"
           for split in ("test2016", "test2017", "mscoco2017")),
         f"{ema}/checkpoints/last.ckpt --split val {beam} 1.0 --quiet",
-        f"{ema}/checkpoints/last.ckpt --split val {beam} 0.6 --quiet",
-        f"{ema}/checkpoints/last.ckpt --split val {beam} 1.4 --quiet",
         f"{ema}/last_raw.ckpt --split val {beam} 1.0 --quiet",
         *(f"{ema}/checkpoints/last.ckpt --test-split {split} {beam} 1.0 --quiet"
           for split in ("test2016", "test2017", "mscoco2017")),
     ]  # fmt: skip
     assert not out.exists()
+    assert main([*argv, "--score-only"]) == 0  # the same evaluations, no training
+    again = capsys.readouterr().out.splitlines()
+    assert again == [line for line in lines if " train.py " not in line]
 
 
 def test_levers_skip_without_the_corpus_and_refuse_bad_options(tmp_path, capsys):
