@@ -152,6 +152,7 @@ def score(lever: str, weights: Path, variant: Variant, split: str, env: dict, dr
     if done.returncode != 0:
         raise SystemExit(f"error: {' '.join(command)} failed: {done.stderr.strip().splitlines()[-1:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"  {lever}, {variant.name}, {split}: BLEU {result['bleu']:.1f}, chrF {result['chrf']:.1f}")
     return {"lever": lever, "variant": variant.name, "split": split, **result}
 
 

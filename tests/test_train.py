@@ -408,6 +408,20 @@ def test_a_run_that_trains_nothing_says_so(tmp_path, capsys, tiny_run):
     assert "Run saved" not in out
 
 
+def test_a_checkpoint_callback_added_by_step_leaves_the_best_named_by_validation_loss(tmp_path, capsys):
+    # As bench/multi30k_levers.py's `steps` lever adds one: checkpoints within epochs, for averaging.
+    run = train_tiny(
+        tmp_path, "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=step",
+        "--trainer.callbacks.mode=max", "--trainer.callbacks.every_n_train_steps=5",
+        "--trainer.callbacks.save_top_k=2",
+        "--trainer.callbacks.filename=step{step}", "--trainer.callbacks.auto_insert_metric_name=false",
+    )  # fmt: skip
+    names = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert names == ["best-epoch1-step12.ckpt", "epoch0-step6.ckpt", "epoch1-step12.ckpt", "last.ckpt",
+                     "step10.ckpt", "step5.ckpt"]  # fmt: skip
+    assert f"; best checkpoint {run / 'checkpoints' / 'best-epoch1-step12.ckpt'}" in capsys.readouterr().out
+
+
 def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     original = TranslationModule.loss
 

@@ -259,6 +259,9 @@ def _outcome(trainer, start_step: int) -> str:
             f"Nothing was trained: the run had already reached its limits ({limits}) at step {start_step}; "
             "raise them to train on."
         )
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback is not None else ""
+    # The best by a metric: not trainer.checkpoint_callback, the first ModelCheckpoint, which may be one added
+    # with --trainer.callbacks that keeps checkpoints by step (and calls the newest "best").
+    by_metric = [c for c in trainer.checkpoint_callbacks if c.monitor not in (None, "step")]
+    best = by_metric[0].best_model_path if by_metric else ""
     where = trainer.logger.log_dir if trainer.logger is not None else trainer.default_root_dir
     return f"Run saved in {where}" + (f"; best checkpoint {best}" if best else "")
