@@ -627,8 +627,11 @@ def test_speed_measures_the_ratio_on_the_recipe_batches(tmp_path):
         torch.set_num_threads(1)
         batches, vocab_size = recipe_batches(CORPORA / "multi30k", 3, torch.device("cpu"))
         assert vocab_size == 8000 and len(batches) == 3
+        import yaml
+
+        recipe = yaml.safe_load((JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml").read_text())["data"]
         for b in batches:  # the recipe's token budget: sentences times the longest padded sequence
-            assert b.src.numel() <= 2048 and b.tgt_out.numel() <= 2048
+            assert b.src.numel() <= recipe["max_tokens"] and b.tgt_out.numel() <= recipe["max_tokens"]
             shifted = b.tgt_in[:, 1:] != PAD_ID  # train.py's shift: tgt_in is BOS + tgt_out's tokens
             assert torch.equal(b.tgt_in[:, 1:][shifted], b.tgt_out[:, :-1][shifted])
         result = bench_recipe_training(replace(QUICK, train_warmup=1, train_iters=1), torch.device("cpu"),
