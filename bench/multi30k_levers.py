@@ -1,7 +1,7 @@
 """Levers of the Multi30k recipe: each an hour of training, side by side, chosen on the validation set.
 
     python bench/multi30k_levers.py --levers steps ema                 # two levers, one thread each, one hour
-    python bench/multi30k_levers.py --levers tokens1024 dropout0.1
+    python bench/multi30k_levers.py --levers tokens1024 dropout0.1 --max-tokens 2048  # from 2048 tokens
     python bench/multi30k_levers.py --levers ema --threads 2 --test    # alone on both cores, then the tests
     python bench/multi30k_levers.py --levers steps ema --dry-run       # the commands, without running them
 
@@ -48,7 +48,7 @@ LEVERS: dict[str, tuple[str, ...]] = {
         "--trainer.callbacks+=lightning.pytorch.callbacks.EMAWeightAveraging",
         "--trainer.callbacks.decay=0.999",
     ),
-    "tokens1024": ("--data.max_tokens=1024",),  # twice the updates of half the size
+    "tokens1024": ("--data.max_tokens=1024",),  # the recipe's since 2026-11-24 (it had 2048 before)
     "dropout0.1": ("--model.dropout=0.1",),  # the recipe's 0.15 regularises a model that is still underfit
     "vocab10k": ("--data.vocab_size=10000",),
     "vocab6k": ("--data.vocab_size=6000",),
@@ -89,6 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the folder holding multi30k/")  # fmt: skip
     p.add_argument("--minutes", type=int, default=60, help="each run's training time (default 60)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    p.add_argument(
+        "--max-tokens", type=int, help="the recipe's batch size to start from (default: the config's)"
+    )
     p.add_argument("--out", type=Path, default=Path("results_levers"), help="where runs and scores go")
     p.add_argument("--test", action="store_true", help="then score each run's best variant on the test sets")
     p.add_argument("--score-only", action="store_true", help="score the runs already in --out, no training")
@@ -100,15 +103,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--minutes must be from 1 to 1439, got {args.minutes}")
     if args.threads < 1:
         p.error(f"--threads must be at least 1, got {args.threads}")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        p.error(f"--max-tokens must be at least 1, got {args.max_tokens}")
     return args
 
 
-def train_command(lever: str, data: Path, minutes: int, out: Path) -> list[str]:
+def train_command(
+    lever: str, data: Path, minutes: int, out: Path, max_tokens: int | None = None
+) -> list[str]:
+    """train.py for ``lever``: the recipe (with ``max_tokens`` if given; a lever's own batch size wins)."""
+    start = [] if max_tokens is None else [f"--data.max_tokens={max_tokens}"]
     max_time = f"00:{minutes // 60:02d}:{minutes % 60:02d}:00"
     return [
         sys.executable, "train.py", "--config", "configs/multi30k.yaml", "--data.path", str(data),
         "--trainer.max_time", max_time, "--trainer.logger.init_args.save_dir", str(out / lever / "runs"),
-        "--trainer.enable_progress_bar=false", *LEVERS[lever],
+        "--trainer.enable_progress_bar=false", *start, *LEVERS[lever],
     ]  # fmt: skip
 
 
@@ -168,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     trainings = {}
     for lever in [] if args.score_only else args.levers:
-        command = train_command(lever, data, args.minutes, args.out)
+        command = train_command(lever, data, args.minutes, args.out, args.max_tokens)
         print(" ".join(command), flush=True)
         if not args.dry_run:
             (args.out / lever).mkdir(parents=True)

@@ -686,13 +686,15 @@ def test_levers_dry_run_prints_both_trainings_and_every_evaluation_in_order(tmp_
     from bench.multi30k_levers import main
 
     out = tmp_path / "out"
-    argv = ["--levers", "steps", "ema", "--test", "--dry-run", "--out", str(out), "--minutes", "90"]
+    argv = ["--levers", "steps", "ema", "--test", "--dry-run", "--out", str(out), "--minutes", "90",
+            "--max-tokens", "2048"]  # fmt: skip
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     trainings = [line for line in lines if " train.py " in line]
     assert len(trainings) == 2
     assert "--trainer.max_time 00:01:30:00" in trainings[0]
     assert "--trainer.callbacks.every_n_train_steps=200" in trainings[0]
+    assert all("--data.max_tokens=2048 --trainer.callbacks+=" in line for line in trainings)
     assert "EMAWeightAveraging --trainer.callbacks.decay=0.999" in trainings[1]
     steps = out / "steps/runs/multi30k/version_0"
     ema = out / "ema/runs/multi30k/version_0"
@@ -727,6 +729,7 @@ def test_levers_skip_without_the_corpus_and_refuse_bad_options(tmp_path, capsys)
         (["--levers", "ema", "ema"], "--levers names a lever twice: ema ema"),
         (["--levers", "ema", "--minutes", "0"], "--minutes must be from 1 to 1439, got 0"),
         (["--levers", "ema", "--threads", "0"], "--threads must be at least 1, got 0"),
+        (["--levers", "ema", "--max-tokens", "0"], "--max-tokens must be at least 1, got 0"),
     )
     for bad, message in bad_options:
         with pytest.raises(SystemExit) as exit_:
@@ -749,10 +752,12 @@ def test_every_lever_makes_a_config_that_train_py_accepts_and_changes_what_it_na
 
         return yaml.safe_load(capsys.readouterr().out)
 
-    recipe = config()
+    # Measured from the recipe with 2048-token batches (`--max-tokens 2048`); the kept lever is the recipe.
+    assert config()["data"]["max_tokens"] == 1024
+    recipe = config("--data.max_tokens=2048")
     changed = {}
     for lever, args in LEVERS.items():
-        lever_config = config(*args)
+        lever_config = config("--data.max_tokens=2048", *args)
         changed[lever] = {
             f"{section}.{key}": value
             for section in ("model", "data")
