@@ -49,7 +49,7 @@ LEVERS: dict[str, tuple[str, ...]] = {
         "--trainer.callbacks.decay=0.999",
     ),
     "tokens1024": ("--data.max_tokens=1024",),  # the recipe's since 2026-11-24 (it had 2048 before)
-    "dropout0.1": ("--model.dropout=0.1",),  # the recipe's 0.15 regularises a model that is still underfit
+    "dropout0.1": ("--model.dropout=0.1",),  # less regularisation for a model underfit after the hour (lost)
     "vocab10k": ("--data.vocab_size=10000",),
     "vocab6k": ("--data.vocab_size=6000",),
 }
@@ -159,7 +159,8 @@ def score(lever: str, weights: Path, variant: Variant, split: str, env: dict, dr
         return None
     done = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"error: {' '.join(command)} failed: {done.stderr.strip().splitlines()[-1:]}")
+        last_line = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"error: {' '.join(command)} failed (exit {done.returncode}): {last_line}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"  {lever}, {variant.name}, {split}: BLEU {result['bleu']:.1f}, chrF {result['chrf']:.1f}")
     return {"lever": lever, "variant": variant.name, "split": split, **result}
