@@ -1,14 +1,15 @@
 """Readers for parallel corpora on disk: two line-aligned files, TSV, and SCAN.
 
 Every reader returns a list of :class:`~data.pairs.Pair` with whitespace normalised (ends stripped, runs of
-whitespace collapsed to one space, Windows line endings accepted). Bad input raises one :class:`CorpusError`
-naming the file and, where it applies, the line: ``path/to/file:17: TSV line has no tab between source and
-target``. Files ending in ``.gz`` are decompressed on the fly.
+whitespace collapsed to one space, Windows and old Mac line endings accepted). Bad input raises one
+:class:`CorpusError` naming the file and, where it applies, the line: ``path/to/file:17: TSV line has no tab
+between source and target``. Files ending in ``.gz`` are decompressed on the fly.
 """
 
 import codecs
 import gzip
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -17,6 +18,12 @@ from data.pairs import Pair
 
 PathLike = str | os.PathLike[str]
 T = TypeVar("T")
+
+# Subword training takes time that grows with the square of a word's length (a 320,000-character word: 96 s;
+# 2 million: about an hour), and no real word comes near this. It stays generous for scripts written without
+# spaces, where a whole Chinese or Japanese sentence is one run: the longest such sentence in Tatoeba's
+# Chinese is 44 characters, in KFTT's Japanese (its word spaces removed) 80.
+MAX_WORD_CHARS = 1000
 
 
 class CorpusError(ValueError):
@@ -34,14 +41,16 @@ def _normalise(text: str) -> str:
 
 
 def read_lines(path: PathLike) -> list[str]:
-    """Read a UTF-8 text file (``.gz`` allowed) into lines, without line endings (``\\n`` or ``\\r\\n``).
+    """Read a UTF-8 text file (``.gz`` allowed) into lines, without line endings (``\\n`` or ``\\r\\n``; or
+    ``\\r`` in a file with no ``\\n`` at all, as old Macs wrote them).
 
     Lines are otherwise returned as they are (callers normalise whitespace after splitting fields). Blank
     lines at the very end of the file are dropped; blank lines elsewhere are kept for the caller to report.
 
     Raises:
         CorpusError: the path is missing or a folder, the file is not valid gzip or UTF-8 (the message names
-            the line of the first bad byte), or the file holds no text.
+            the line of the first bad byte), the file holds no text, or a line holds a word (a run without
+            whitespace) longer than ``MAX_WORD_CHARS`` characters.
     """
     path = Path(path)
     if not path.exists():
@@ -66,13 +75,30 @@ def read_lines(path: PathLike) -> list[str]:
             path, line, f"invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {column})"
         ) from None
     # Split on "\n" only: str.splitlines() would also break lines at characters such as U+2028 or \x0c that
-    # can occur inside a sentence, silently misaligning parallel files.
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    # can occur inside a sentence, silently misaligning parallel files. A file without any "\n" but with "\r"
+    # ends its lines the old Mac way; read whole, it would be one line.
+    newline = "\r" if "\r" in text and "\n" not in text else "\n"
+    lines = [line.removesuffix("\r") for line in text.split(newline)]
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
         raise CorpusError(path, None, "file is empty")
+    _check_word_lengths(path, lines)
     return lines
+
+
+def _check_word_lengths(path: PathLike, lines: list[str]) -> None:
+    for number, line in enumerate(lines, start=1):
+        if len(line) > MAX_WORD_CHARS:  # only such lines can hold a word that long
+            longest = max(len(word) for word in line.split())
+            if longest > MAX_WORD_CHARS:
+                raise CorpusError(
+                    path,
+                    number,
+                    f"a {longest}-character word; words longer than {MAX_WORD_CHARS} characters are not "
+                    "supported (subword training slows down with the square of a word's length): split or "
+                    "remove it",
+                )
 
 
 def _sentences(path: PathLike) -> list[str]:
@@ -107,24 +133,56 @@ def read_tsv(path: PathLike) -> list[Pair]:
     """Read ``source<TAB>target`` lines.
 
     Raises:
-        CorpusError: a line has no tab, more than one tab, or an empty side, or the file is unreadable.
+        CorpusError: a line has no tab, more than one tab, or an empty side; the first line looks like a
+            header (its two fields differ and both name a column or a language: ``source<TAB>target``,
+            ``en<TAB>de``, ``English<TAB>French``); or the file is unreadable.
     """
-    pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            raise CorpusError(path, number, "empty line; expected source<TAB>target")
-        source, tab, target = line.partition("\t")
-        if not tab:
-            raise CorpusError(path, number, "TSV line has no tab between source and target")
-        if "\t" in target.strip():
-            raise CorpusError(path, number, "TSV line has more than one tab; expected source<TAB>target")
-        source, target = _normalise(source), _normalise(target)
-        if not source or not target:
-            raise CorpusError(
-                path, number, f"TSV line has an empty {'source' if not source else 'target'} side"
-            )
-        pairs.append(Pair(source, target))
-    return pairs
+    return [_tsv_pair(path, number, line) for number, line in enumerate(read_lines(path), start=1)]
+
+
+def _tsv_pair(path: PathLike, number: int, line: str) -> Pair:
+    if not line.strip():
+        raise CorpusError(path, number, "empty line; expected source<TAB>target")
+    source, tab, target = line.partition("\t")
+    if not tab:
+        raise CorpusError(path, number, "TSV line has no tab between source and target")
+    if "\t" in target.strip():
+        raise CorpusError(path, number, "TSV line has more than one tab; expected source<TAB>target")
+    source, target = _normalise(source), _normalise(target)
+    if not source or not target:
+        raise CorpusError(path, number, f"TSV line has an empty {'source' if not source else 'target'} side")
+    # Refused rather than skipped: every message and view names a pair by its line, counted from the first.
+    if number == 1 and _looks_like_header(source, target):
+        raise CorpusError(
+            path,
+            number,
+            f"'{source}<TAB>{target}' looks like a header line, not a sentence pair (both fields name a "
+            "column or a language); remove it, or move it below the first line if it is a real pair",
+        )
+    return Pair(source, target)
+
+
+# What a header's field may name, before any "-" or "_" ("src_text", "zh-CN"): a column, a language by its
+# ISO 639 code, or a language by its English name. English names only, so that a real first pair such as
+# "Englisch<TAB>English" is not taken for a header.
+_HEADER_NAMES = frozenset({
+    "source", "target", "src", "tgt", "trg", "input", "output", "text", "sentence", "translation",
+    "ar", "bg", "ca", "cs", "da", "de", "el", "en", "es", "et", "fa", "fi", "fr", "he", "hi", "hr", "hu",
+    "id", "it", "ja", "ko", "lt", "lv", "nl", "no", "pl", "pt", "ro", "ru", "sk", "sl", "sr", "sv", "th",
+    "tr", "uk", "vi", "zh", "ara", "ces", "cmn", "deu", "ell", "eng", "fin", "fra", "heb", "hin", "ita",
+    "jpn", "kor", "nld", "pol", "por", "rus", "spa", "swe", "tur", "ukr", "vie", "zho",
+    "arabic", "chinese", "czech", "danish", "dutch", "english", "finnish", "french", "german", "greek",
+    "hebrew", "hindi", "hungarian", "italian", "japanese", "korean", "mandarin", "norwegian", "persian",
+    "polish", "portuguese", "romanian", "russian", "spanish", "swedish", "thai", "turkish", "ukrainian",
+    "vietnamese",
+})
+
+
+def _looks_like_header(source: str, target: str) -> bool:
+    def names_a_column(field: str) -> bool:
+        return re.split(r"[-_]", field.lower(), maxsplit=1)[0] in _HEADER_NAMES
+
+    return source.lower() != target.lower() and names_a_column(source) and names_a_column(target)
 
 
 def read_scan(path: PathLike) -> list[Pair]:

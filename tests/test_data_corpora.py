@@ -58,6 +58,45 @@ def test_read_lines_splits_on_newlines_only_and_drops_the_carriage_return_of_crl
     assert read_lines(path) == ["one ", "two\rthree"]
 
 
+def test_old_mac_cr_line_endings_are_line_endings(tmp_path):
+    # A file with no "\n" at all ends its lines with "\r"; it is not one long line with tabs in the target.
+    path = write(tmp_path / "mac.tsv", b"Guten Tag\tGood day\rDanke\tthanks\r")
+    assert read_tsv(path) == [Pair("Guten Tag", "Good day"), Pair("Danke", "thanks")]
+    src = write(tmp_path / "mac.de", b"ein Hund\rzwei Katzen")
+    tgt = write(tmp_path / "mac.en", b"a dog\rtwo cats\r")
+    assert read_parallel(src, tgt) == [Pair("ein Hund", "a dog"), Pair("zwei Katzen", "two cats")]
+
+
+def test_crlf_and_a_byte_order_mark_still_read_as_before(tmp_path):
+    path = write(tmp_path / "win.tsv", b"\xef\xbb\xbfGuten Tag\tGood day\r\nDanke\tthanks\r\n")
+    assert read_tsv(path) == [Pair("Guten Tag", "Good day"), Pair("Danke", "thanks")]
+
+
+@pytest.mark.parametrize(
+    "header", ["source\ttarget", "\ufeffen\tde", "English\tFrench", "src_text\ttgt_text", "zh-CN\ten"]
+)
+def test_a_header_line_of_column_names_is_refused(tmp_path, header):
+    path = write(tmp_path / "train.tsv", f"{header}\r\nHallo\tHello\r\n".encode())
+    fields = header.removeprefix("\ufeff").replace("\t", "<TAB>")
+    assert error_of(read_tsv, path) == (
+        f"{path}:1: '{fields}' looks like a header line, not a sentence pair (both fields name a column or a "
+        "language); remove it, or move it below the first line if it is a real pair"
+    )
+
+
+@pytest.mark.parametrize(
+    "first", ["Englisch\tEnglish", "text\ttext", "ja\tyes", "Deutsch ist schwer\tGerman is hard", "no\tnein"]
+)
+def test_a_real_first_pair_is_not_taken_for_a_header(tmp_path, first):
+    path = write(tmp_path / "train.tsv", f"{first}\nHallo\tHello\n".encode())
+    assert len(read_tsv(path)) == 2
+
+
+def test_only_the_first_line_can_be_a_header(tmp_path):
+    path = write(tmp_path / "train.tsv", b"Hallo\tHello\nsource\ttarget\n")
+    assert read_tsv(path)[1] == Pair("source", "target")
+
+
 # --- Bad input: one clear message naming the file and line --------------------------------------------------
 
 
@@ -96,6 +135,26 @@ def test_blank_line_inside_a_parallel_file(tmp_path):
 def test_bad_tsv_lines(tmp_path, content, message):
     path = write(tmp_path / "bad.tsv", content)
     assert error_of(read_tsv, path) == f"{path}:{message}"
+
+
+def test_a_word_too_long_for_subword_training_is_refused_with_its_line(tmp_path):
+    word = "x" * 2_000_000
+    path = write(tmp_path / "train.tsv", f"a\tb\nein {word} Wort\ta word\n".encode())
+    assert error_of(read_tsv, path) == (
+        f"{path}:2: a 2000000-character word; words longer than 1000 characters are not supported "
+        "(subword training slows down with the square of a word's length): split or remove it"
+    )
+    path = write(tmp_path / "train.de", f"a\nb\n{word}\n".encode())
+    assert error_of(read_parallel, path, path).startswith(f"{path}:3: a 2000000-character word;")
+
+
+def test_a_whole_cjk_sentence_without_spaces_is_not_too_long(tmp_path):
+    # Chinese and Japanese write a sentence as one whitespace-free run; 300 characters is a long one.
+    sentence = "吾輩は猫である。名前はまだ無い。" * 20  # 320 characters
+    path = write(tmp_path / "train.tsv", f"{sentence}\tI am a cat.\n".encode())
+    assert read_tsv(path) == [Pair(sentence, "I am a cat.")]
+    word = "x" * 1000  # the longest word allowed
+    assert read_tsv(write(tmp_path / "long.tsv", f"{word}\tb\n".encode())) == [Pair(word, "b")]
 
 
 def test_invalid_utf8_names_the_line_and_byte(tmp_path):

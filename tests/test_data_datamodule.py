@@ -2,6 +2,7 @@
 
 import gzip
 import logging
+import multiprocessing
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -401,6 +402,36 @@ def test_unknown_split_and_missing_corpus_are_named(tmp_path):
     dm = TranslationDataModule(dataset="multi30k", path=str(tmp_path))
     with pytest.raises(ValueError, match=f"{tmp_path / 'train.de'}: no such file"):
         _ = dm.src_vocab_size
+
+
+def in_child(function, *, give_up_after: float):
+    """``function()``'s return value, computed in a forked child process that is killed if it is still running
+    after ``give_up_after`` seconds: a guard that turns a hang into a failure, not a timing."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=lambda: send.send(function()))
+    child.start()
+    answered = receive.poll(give_up_after)
+    child.kill()
+    child.join()
+    assert answered, f"still running after {give_up_after} s"
+    return receive.recv()
+
+
+def test_a_two_million_character_word_is_refused_before_subword_training(tmp_path):
+    # The BPE trainer's time grows with the square of a word's length: this word alone would take hours.
+    tsv_folder(tmp_path, ["ein Hund\ta dog", f"{'x' * 2_000_000}\tword"])
+    dm = TranslationDataModule(dataset="tsv", path=str(tmp_path), tokenizer="bpe", vocab_size=60)
+
+    def error_message() -> str:
+        with pytest.raises(CorpusError) as error:
+            _ = dm.src_vocab_size
+        return str(error.value)
+
+    assert in_child(error_message, give_up_after=30) == (
+        f"{tmp_path / 'train.tsv'}:2: a 2000000-character word; words longer than 1000 characters are not "
+        "supported (subword training slows down with the square of a word's length): split or remove it"
+    )
 
 
 # --- The real corpora, when present -------------------------------------------------------------------------
