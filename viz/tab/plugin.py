@@ -5,7 +5,8 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 
 - ``index.js``, ``static/<file>``: the frontend, plain ES modules shipped with this package;
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
-  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores;
+  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; and,
+  under ``skipped``, each run whose logged data is not in this tab's layout, with why (its routes answer 409);
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``explanation?run&step&sentence&method``: one explanation method's map of a probe sentence, per layer and
   per head where the method has heads, with the gold links and the map's AER (``analysis.explain.scores``)
@@ -161,12 +162,14 @@ def _sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step:
     if missing:
         raise MalformedRun(f"run {run!r} {tag} lacks {', '.join(map(repr, missing))}")
     methods = text.get("methods", [])
-    described = (isinstance(m, dict) and all(isinstance(m.get(k), t) for k, t in METHOD_FIELDS.items())
-                 for m in methods) if isinstance(methods, list) else [False]
-    if not all(described):
+    if not isinstance(methods, list) or not all(map(_method_described, methods)):
         raise MalformedRun(f"run {run!r} {tag} has malformed 'methods' (expected a list of "
                            f"{{{', '.join(METHOD_FIELDS)}}})")
     return text
+
+
+def _method_described(method) -> bool:
+    return isinstance(method, dict) and all(isinstance(method.get(k), t) for k, t in METHOD_FIELDS.items())
 
 
 def _check_layout(run: str, tags: dict[str, provider.TensorTimeSeries]) -> None:
