@@ -15,14 +15,18 @@ import time
 import urllib.request
 from importlib.metadata import entry_points
 
+import numpy as np
 import pytest
 import tomllib
 import torch
 import werkzeug.test
 from tensorboard.backend import application
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+from tensorboard.compat.proto import event_pb2
 from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from analysis.heads import summarize
 from data.batching import collate
@@ -32,6 +36,7 @@ from training.checkpoints import load_run
 from viz.maps import sentence_attention
 from viz.tab.metadata import PLUGIN_NAME
 from viz.tab.plugin import AttentionPlugin
+from viz.tab.summary import json_summary
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
 ROUTE = f"/data/plugin/{PLUGIN_NAME}"
@@ -196,6 +201,7 @@ def test_translating_writes_nothing_to_the_run_folder(board, tiny_run):
         ("/translate?run=nope&text=a%20dog", 404, "unknown run 'nope'"),
         ("/static/plugin.py", 404, "no static file 'plugin.py'"),
         ("/static/..%2F..%2Fsetup.js", 404, "no static file"),
+        ("/static/" + "a" * 253 + ".js", 404, "no static file 'aaaa"),  # longer than a file name may be
     ],
 )
 def test_bad_requests_get_a_4xx_with_a_clear_message(board, path, status, message):
@@ -228,7 +234,7 @@ def test_a_run_without_checkpoint_shows_its_maps_but_cannot_translate(tiny_run, 
 
 def test_a_logdir_without_attention_lists_no_run(tmp_path):
     client, _ = serve(tmp_path)
-    assert get(client, "/runs") == {"runs": []}
+    assert get(client, "/runs") == {"runs": [], "skipped": {}}
 
 
 def test_the_frontend_is_served_as_javascript_modules(board):
@@ -435,3 +441,131 @@ def test_a_checkpoint_link_to_a_file_outside_the_log_folder_is_refused(tiny_run,
     error = get(client, "/translate?run=copy&text=a%20dog", status=403)["error"]
     link = last.parent.resolve() / "last.ckpt"
     assert error == f"{link} resolves to a file outside {logs.resolve()}; refused"
+
+
+def test_a_symbolic_link_loop_in_one_run_is_a_4xx_for_that_run_only(tiny_run, tmp_path):
+    logs, _ = copied_run(tiny_run, tmp_path)
+    shutil.copytree(tiny_run, logs / "loop", ignore=shutil.ignore_patterns("checkpoints"))
+    (logs / "loop" / "checkpoints").symlink_to("checkpoints")  # ln -s checkpoints loop/checkpoints
+    client, _ = serve(logs)
+    copy, loop = get(client, "/runs")["runs"]
+    assert (copy["run"], copy["can_translate"]) == ("copy", True)
+    note = f"{logs.resolve() / 'loop' / 'checkpoints'}: a loop of symbolic links; refused"
+    assert (loop["run"], loop["can_translate"], loop["translate_note"]) == ("loop", False, note)
+    assert get(client, "/translate?run=loop&text=a%20dog", status=422)["error"] == note
+    assert get(client, "/translate?run=copy&text=a%20dog")["checkpoint"] == "last.ckpt"
+
+
+def rewritten(run_dir, copy, edit):
+    """A copy of a run's event files in which ``edit(value)`` sees every summary value: it may change the
+    value in place, and returns whether to keep it."""
+    copy.mkdir(parents=True)
+    for events in run_dir.glob("events.out.tfevents.*"):
+        writer = EventFileWriter(str(copy))
+        for record in RawEventFileLoader(str(events)).Load():
+            event = event_pb2.Event.FromString(record)
+            if event.HasField("summary"):
+                kept = [v for v in event.summary.value if edit(v)]
+                if not kept:
+                    continue
+                del event.summary.value[:]
+                event.summary.value.extend(kept)
+            writer.add_event(event)
+        writer.close()
+    return copy
+
+
+def _text_edit(change):
+    """An edit of probe sentence 0's JSON text: ``change(text)`` gives the new bytes."""
+
+    def edit(value):
+        if value.tag == "attention/sentence_0/text":
+            value.tensor.string_val[0] = change(json.loads(value.tensor.string_val[0]))
+        return True
+
+    return edit
+
+
+def _versioned(version):
+    def edit(value):
+        if value.metadata.plugin_data.plugin_name == PLUGIN_NAME:
+            value.metadata.plugin_data.content = json.dumps({"version": version}).encode()
+        return True
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (_text_edit(lambda text: b"{not json"), "attention/sentence_0/text is not a JSON object"),
+        (_text_edit(lambda text: json.dumps({k: v for k, v in text.items() if k != "source"}).encode()),
+         "attention/sentence_0/text lacks 'source'"),
+        (_text_edit(lambda text: json.dumps(text | {"methods": [1]}).encode()),
+         ("attention/sentence_0/text has malformed 'methods' (expected a list of {name, label, per_head, "
+          "signed, layers})")),
+        (_versioned(2), "logged with layout version 2 of the attention summaries; this tab reads version 1"),
+        (_versioned("x"),
+         "logged with layout version 'x' of the attention summaries; this tab reads version 1"),
+    ],
+)
+def test_a_run_with_malformed_attention_data_is_skipped_and_named(tiny_run, tmp_path, edit, reason, caplog):
+    logs, _ = copied_run(tiny_run, tmp_path, checkpoints=False)
+    rewritten(tiny_run, logs / "bad", edit)
+    client, _ = serve(logs)
+    answer = get(client, "/runs")
+    assert [run["run"] for run in answer["runs"]] == ["copy"]
+    assert answer["skipped"] == {"bad": f"run 'bad' {reason}"}
+    assert f"run 'bad' {reason}" in caplog.text
+    assert get(client, "/attention?run=bad&step=12&sentence=0", status=409)["error"] == f"run 'bad' {reason}"
+
+
+def _nan_cross(value):
+    """Probe sentence 0's cross weights with a NaN in every row, as a diverged run logs them."""
+    if value.tag == "attention/sentence_0/cross":
+        weights = np.frombuffer(value.tensor.tensor_content, dtype="<f2").copy()
+        weights[::3] = np.nan
+        value.tensor.tensor_content = weights.tobytes()
+    return True
+
+
+def test_non_finite_logged_weights_are_served_as_null(tiny_run, tmp_path):
+    rewritten(tiny_run, tmp_path / "logs" / "nan", _nan_cross)
+    client, _ = serve(tmp_path / "logs")
+    cross = np.array(get(client, "/attention?run=nan&step=12&sentence=0")["kinds"]["cross"]["weights"],
+                     dtype=float)  # None -> nan
+    assert np.isnan(cross.reshape(-1)[::3]).all() and np.isfinite(cross.reshape(-1)[1::3]).all()
+    answer = get(client, "/explanation?run=nan&step=12&sentence=0&method=attention")
+    assert answer["per_head"][0][0][0][0] is None
+
+
+def test_a_lens_of_a_diverged_run_is_logged_with_null():
+    (value,) = json_summary("lens", {"top_probs": [[float("nan"), 0.5]], "rank": float("inf")}).value
+    assert json.loads(value.tensor.string_val[0]) == {"top_probs": [[None, 0.5]], "rank": None}
+
+
+@pytest.mark.parametrize(
+    "scale, message",
+    [(float("nan"), "weights are not finite (the run diverged)"),
+     (1e30, "weights give non-finite attention (the run diverged)")],
+)
+def test_translating_with_diverged_weights_is_a_422(tiny_run, tmp_path, scale, message):
+    logs, copy = copied_run(tiny_run, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    checkpoint["state_dict"] = {k: v * scale if v.is_floating_point() else v
+                                for k, v in checkpoint["state_dict"].items()}
+    torch.save(checkpoint, last)
+    client, _ = serve(logs)
+    error = get(client, "/translate?run=copy&text=a%20dog", status=422)["error"]
+    assert error == f"{last.resolve()}: the checkpoint's {message}"
+
+
+def test_the_launcher_without_a_log_folder_is_a_one_line_usage_error(capsys):
+    import viz.tab.__main__ as launcher
+
+    with pytest.raises(SystemExit) as exit:
+        launcher.main([])
+    assert exit.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("python -m viz.tab: error: ") and "--logdir" in line

@@ -8,9 +8,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-from tensorboard.compat.proto import event_pb2
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from analysis.explain.registry import METHODS
 from analysis.explain.scores import alignment_scores, best_layer
@@ -18,7 +15,7 @@ from analysis.heads import STATISTICS
 from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
 from evaluation.translate import translate_hypotheses
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
-from tests.test_plugin import get, serve
+from tests.test_plugin import get, rewritten, serve
 from training.checkpoints import load_run
 from viz.tab.plugin import leader
 
@@ -247,19 +244,7 @@ def test_statistics_serve_their_definitions_in_reading_order(lab):
 
 def _without(run_dir, copy, dropped: str):
     """A copy of a run's event files without the summaries whose tag contains ``dropped``."""
-    copy.mkdir(parents=True)
-    for events in run_dir.glob("events.out.tfevents.*"):
-        writer = EventFileWriter(str(copy))
-        for record in RawEventFileLoader(str(events)).Load():
-            event = event_pb2.Event.FromString(record)
-            if event.HasField("summary"):
-                kept = [v for v in event.summary.value if dropped not in v.tag]
-                if not kept:
-                    continue
-                del event.summary.value[:]
-                event.summary.value.extend(kept)
-            writer.add_event(event)
-        writer.close()
+    return rewritten(run_dir, copy, lambda value: dropped not in value.tag)
 
 
 def test_a_method_the_run_did_not_log_is_a_404_and_not_listed(tiny_run, tmp_path):
@@ -306,3 +291,19 @@ def test_a_copied_run_without_checkpoint_still_serves_the_logged_explanations(ti
     client, _ = serve(tmp_path / "logs")
     assert get(client, "/explanation?run=copy&step=12&sentence=0&method=value_norms")["aer"] is not None
     assert get(client, "/explanations?run=copy&step=12")["leader"] is not None
+
+
+@pytest.mark.parametrize(
+    "dropped, reason",
+    [
+        ("explain/", "it was trained with --attention.explanation_sentences 0"),
+        ("attention/explain/", "they did not fit in --attention.max_bytes (the explain/* scalars have them)"),
+    ],
+)
+def test_no_explanation_scores_on_data_with_gold_links_names_the_real_reason(tiny_run, tmp_path, dropped,
+                                                                             reason):
+    _without(tiny_run, tmp_path / "logs" / "copy", dropped)
+    client, _ = serve(tmp_path / "logs")
+    assert get(client, "/runs")["runs"][0]["has_gold"]
+    error = get(client, "/explanations?run=copy&step=12", status=404)["error"]
+    assert error == f"run 'copy' logged no explanation scores although its data has gold alignments: {reason}"

@@ -108,6 +108,15 @@ def test_a_file_link_out_of_the_allowed_folder_is_refused_before_it_is_read(run,
     assert newest_checkpoint(run, inside=(tmp_path / "logs").resolve()) == last
 
 
+def test_a_checkpoint_link_that_loops_is_named(run, tmp_path):
+    last = run / "checkpoints" / "last.ckpt"
+    last.unlink()
+    last.symlink_to("last.ckpt")  # ln -s last.ckpt last.ckpt
+    with pytest.raises(CheckpointError) as error:
+        newest_checkpoint(run, inside=(tmp_path / "logs").resolve())
+    assert str(error.value) == f"{last}: a loop of symbolic links; refused"
+
+
 def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
     path = saved(tmp_path / "epoch9-step999.ckpt", 12, 1000)
     assert checkpoint_step(path) == 12

@@ -42,6 +42,15 @@ class CheckpointRefused(CheckpointError):
     """A checkpoint that resolves (through a symbolic link) to a file outside the folder it must stay in."""
 
 
+def resolved(path: Path) -> Path:
+    """``path`` with its symbolic links followed; CheckpointError naming it if they loop (``ln -s checkpoints
+    checkpoints``), so that one run's loop is that run's error, not the caller's crash."""
+    try:
+        return path.resolve()
+    except RuntimeError:  # Path.resolve's answer to a loop on Python 3.11 and 3.12 (3.13 returns the path)
+        raise CheckpointError(f"{path}: a loop of symbolic links; refused") from None
+
+
 def first_line(error: BaseException, limit: int = 200) -> str:
     """The line of an exception's message that says what went wrong (at most ``limit`` characters): the
     global that ``torch.load(weights_only=True)`` refused where it names one, else the first line, else the
@@ -116,7 +125,7 @@ def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None
         raise CheckpointMissing(f"{folder}: no such run folder or checkpoint")
     ranked = []
     for path in sorted(folder.glob("*.ckpt")):
-        if inside is not None and not path.resolve().is_relative_to(inside):
+        if inside is not None and not resolved(path).is_relative_to(inside):
             raise CheckpointRefused(f"{path} resolves to a file outside {inside}; refused")
         try:
             if not path.is_file():

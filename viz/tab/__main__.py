@@ -12,6 +12,7 @@ import sys
 from importlib.metadata import entry_points
 
 from tensorboard import default, program
+from tensorboard.plugins.base_plugin import FlagsError
 
 from viz.tab.metadata import PLUGIN_NAME
 from viz.tab.plugin import AttentionPlugin
@@ -34,7 +35,11 @@ def main(argv: list[str] | None = None) -> None:
     if not any(a == "--samples_per_plugin" or a.startswith("--samples_per_plugin=") for a in args):
         args += ["--samples_per_plugin", f"{PLUGIN_NAME}=0"]
     board = program.TensorBoard(plugins=[*other_plugins(), AttentionPlugin])
-    board.configure(argv=[sys.argv[0], *args])
+    try:
+        board.configure(argv=[sys.argv[0], *args])
+    except FlagsError as error:  # no --logdir, or options that contradict each other
+        print(f"python -m viz.tab: error: {error} (usage: python -m viz.tab --logdir runs)", file=sys.stderr)
+        sys.exit(2)
     sys.exit(board.main())
 
 

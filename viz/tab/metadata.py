@@ -48,6 +48,15 @@ def explain_tag(method: str, score: str) -> str:
     return f"attention/explain/{method}/{score}"
 
 
+def layout_version(content: bytes):
+    """The layout version a summary's plugin content names (``create_metadata``), else None."""
+    try:
+        data = json.loads(content)
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    return data.get("version") if isinstance(data, dict) else None
+
+
 def create_metadata() -> summary_pb2.SummaryMetadata:
     content = json.dumps({"version": VERSION}).encode()
     return summary_pb2.SummaryMetadata(

@@ -5,7 +5,8 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 
 - ``index.js``, ``static/<file>``: the frontend, plain ES modules shipped with this package;
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
-  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores;
+  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; and,
+  under ``skipped``, each run whose logged data is not in this tab's layout, with why (its routes answer 409);
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``explanation?run&step&sentence&method``: one explanation method's map of a probe sentence, per layer and
   per head where the method has heads, with the gold links and the map's AER (``analysis.explain.scores``)
@@ -27,7 +28,7 @@ The weights come from the summaries that ``viz.logger.AttentionLogger`` writes
 
 import dataclasses
 import json
-import re
+import logging
 import threading
 from pathlib import Path
 
@@ -45,13 +46,17 @@ from viz.tab.metadata import (
     SENTENCE_EXPLAIN_TAG,
     SENTENCE_TAG,
     STATISTIC_TAG,
+    VERSION,
+    explain_tag,
+    layout_version,
     sentence_tag,
 )
+
+log = logging.getLogger(__name__)
 
 _GONE = object()
 
 STATIC = Path(__file__).parent / "static"
-STATIC_FILE = re.compile(r"^[A-Za-z0-9_-]+\.(js|css)$")
 CONTENT_TYPES = {"js": "text/javascript", "css": "text/css"}
 ALL_STEPS = 1_000_000  # downsampling bound when reading: every step the loader kept
 DECIMALS = 4
@@ -68,6 +73,14 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class MalformedRun(RequestError):
+    """A run whose logged data is not the layout this tab reads (``viz.tab.metadata``): /runs skips it, naming
+    why, and its routes answer 409, so that one damaged run never takes the others down."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message)
 
 
 def _json(request, data, code: int = 200):
@@ -117,7 +130,55 @@ def _integer(request, name: str, *, default: int | None = None) -> int:
 
 
 def _rounded(array: np.ndarray) -> list:
-    return np.round(array.astype(np.float64), DECIMALS).tolist()
+    """Nested lists of rounded floats; NaN and infinities (a diverged run's maps) as None, JSON's null."""
+    array = np.asarray(array, dtype=np.float64)
+    rounded = np.round(array, DECIMALS).astype(object)
+    rounded[~np.isfinite(array)] = None
+    return rounded.tolist()
+
+
+def _logged_json(run: str, tag: str, values: dict[int, np.ndarray], step: int | None = None) -> dict:
+    """The JSON object logged under ``tag`` at ``step``, else its latest (a sentence's tokens do not change
+    during a run); MalformedRun if it is none."""
+    value = values[step] if step in values else values[max(values)]
+    try:
+        text = json.loads(value.item()) if value.dtype == object else None
+    except ValueError:  # not JSON, or more than one string
+        text = None
+    if not isinstance(text, dict):
+        raise MalformedRun(f"run {run!r} {tag} is not a JSON object")
+    return text
+
+
+SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
+METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
+
+
+def _sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step: int | None = None) -> dict:
+    """A probe sentence's text (``viz.tab.metadata``), checked for what the routes read of it."""
+    tag = sentence_tag(sentence, "text")
+    text = _logged_json(run, tag, values, step)
+    missing = [field for field in SENTENCE_FIELDS if field not in text]
+    if missing:
+        raise MalformedRun(f"run {run!r} {tag} lacks {', '.join(map(repr, missing))}")
+    methods = text.get("methods", [])
+    if not isinstance(methods, list) or not all(map(_method_described, methods)):
+        raise MalformedRun(f"run {run!r} {tag} has malformed 'methods' (expected a list of "
+                           f"{{{', '.join(METHOD_FIELDS)}}})")
+    return text
+
+
+def _method_described(method) -> bool:
+    return isinstance(method, dict) and all(isinstance(method.get(k), t) for k, t in METHOD_FIELDS.items())
+
+
+def _check_layout(run: str, tags: dict[str, provider.TensorTimeSeries]) -> None:
+    """MalformedRun if any of the run's summaries names a layout other than this tab's ``VERSION``."""
+    for series in tags.values():
+        version = layout_version(series.plugin_content)
+        if version != VERSION:
+            raise MalformedRun(f"run {run!r} logged with layout version {version!r} of the attention "
+                               f"summaries; this tab reads version {VERSION}")
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
@@ -163,11 +224,13 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _static_file(self, request, name: str):
         if (refused := _not_allowed(request)) is not None:
             return refused
-        match = STATIC_FILE.match(name)
-        path = STATIC / name
-        if not match or not path.is_file():
-            return _json(request, {"error": f"no static file {name!r}"}, code=404)
-        return http_util.Respond(request, path.read_text(encoding="utf-8"), CONTENT_TYPES[match.group(1)])
+        # Looked up among the files shipped, never opened by the requested name: no path, however long or
+        # strange, reaches the file system.
+        shipped = {path.name: path for path in STATIC.iterdir() if path.suffix[1:] in CONTENT_TYPES}
+        if name not in shipped:
+            return _json(request, {"error": f"no static file {name[:100]!r}"}, code=404)
+        path = shipped[name]
+        return http_util.Respond(request, path.read_text(encoding="utf-8"), CONTENT_TYPES[path.suffix[1:]])
 
     # -- reading the logged data ----------------------------------------------------------------------------
 
@@ -195,6 +258,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if run not in listing:
             known = ", ".join(sorted(listing)) or "none"
             raise RequestError(404, f"unknown run {run!r} (runs with attention data: {known})")
+        self._description(request, run, listing[run])  # MalformedRun (409) for a run logged otherwise
         return listing[run]
 
     @staticmethod
@@ -202,27 +266,35 @@ class AttentionPlugin(base_plugin.TBPlugin):
         found = {int(m.group(1)) for m in map(SENTENCE_TAG.match, tags) if m}
         return sorted(n for n in found if all(sentence_tag(n, part) in tags for part in ("text", *KINDS)))
 
-    @staticmethod
-    def _text(values: dict[int, np.ndarray], step: int | None = None) -> dict:
-        """A sentence's JSON text at ``step`` (the tokens do not change during a run), else its latest."""
-        value = values[step] if step in values else values[max(values)]
-        return json.loads(value.item())
-
     def _describe_run(self, request, run: str, tags: dict[str, provider.TensorTimeSeries]) -> dict | None:
-        """What /runs says of one run; what it reads of the logged tensors is cached until the run logs a
-        newer step (the page asks every 30 s per open tab), its checkpoint is looked up afresh."""
+        """What /runs says of one run: its description, and whether its checkpoint (looked up afresh) can
+        translate."""
+        described = self._description(request, run, tags)
+        if described is None:
+            return None
+        checkpoint, note, _ = self._checkpoint(run)
+        return described | {"can_translate": checkpoint is not None, "translate_note": note}
+
+    def _description(self, request, run: str, tags) -> dict | None:
+        """What the logged tensors say of one run (None before its first complete probe), cached until the run
+        logs a newer step (the page asks every 30 s per open tab). MalformedRun, warned of once per change of
+        the data, if the run was logged in another layout."""
         newest = max(((s.max_step, s.max_wall_time) for s in tags.values()), default=None)
         key = (newest, len(tags))
         cached = self._described.get(run)
         if cached is None or cached[0] != key:
-            cached = key, self._read_description(request, run, tags)
-            self._described[run] = cached
-        if cached[1] is None:
-            return None
-        checkpoint, note, _ = self._checkpoint(run)
-        return cached[1] | {"can_translate": checkpoint is not None, "translate_note": note}
+            try:
+                described = self._read_description(request, run, tags)
+            except MalformedRun as error:
+                log.warning("ATTENTION tab: skipping %s", error)
+                described = error
+            cached = self._described[run] = key, described
+        if isinstance(cached[1], MalformedRun):
+            raise cached[1]
+        return cached[1]
 
     def _read_description(self, request, run: str, tags) -> dict | None:
+        _check_layout(run, tags)
         sentences = self._sentences(tags)
         if not sentences:
             return None
@@ -233,10 +305,14 @@ class AttentionPlugin(base_plugin.TBPlugin):
         texts = self._read(request, run, [sentence_tag(n, "text") for n in sentences])
         described = []
         for n in sentences:
-            text = self._text(texts[sentence_tag(n, "text")])
+            text = _sentence_text(run, n, texts[sentence_tag(n, "text")])
             described.append({"id": n, "source": text["source"], "target": text["target"]})
         shapes = {kind: first[sentence_tag(sentences[0], kind)][steps[-1]].shape for kind in KINDS}
-        text = self._text(texts[sentence_tag(sentences[0], "text")])
+        for kind, shape in shapes.items():
+            if len(shape) != 4:
+                raise MalformedRun(f"run {run!r} {sentence_tag(sentences[0], kind)} has shape {shape}, "
+                                   "expected (layers, heads, rows, columns)")
+        text = _sentence_text(run, sentences[0], texts[sentence_tag(sentences[0], "text")])
         has_gold = text.get("gold") is not None
         return {
             "run": run,
@@ -279,12 +355,16 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_runs(self, request) -> dict:
-        runs = []
+        runs, skipped = [], {}
         for run, tags in sorted(self._listing(request).items()):
-            described = self._describe_run(request, run, tags)
+            try:
+                described = self._describe_run(request, run, tags)
+            except MalformedRun as error:
+                skipped[run] = str(error)
+                continue
             if described is not None:
                 runs.append(described)
-        return {"runs": runs}
+        return {"runs": runs, "skipped": skipped}
 
     @_route
     def _serve_attention(self, request) -> dict:
@@ -302,7 +382,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             steps = sorted(data.get(parts[1], {}))
             raise RequestError(404, f"run {run!r} logged no attention of sentence {sentence} at step {step} "
                                     f"(logged steps: {_abridged(steps)})")
-        text = self._text(data[parts[0]], step)
+        text = _sentence_text(run, sentence, data[parts[0]], step)
         weights = {kind: data[sentence_tag(sentence, kind)][step] for kind in KINDS}
         answer = {"run": run, "step": step, "sentence": sentence, "source": text["source"],
                   "target": text["target"]}
@@ -372,7 +452,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             data = self._probe(request, run, step, sentence, parts, f"{method} maps", logged)
             per_layer = data[parts[-1]][step].astype(np.float32)  # (L, T, S)
             per_head = data[parts[0]][step].astype(np.float32) if len(parts) == 2 else None  # (L, H, T, S)
-        text = self._text(data["text"], step)
+        text = _sentence_text(run, sentence, data["text"], step)
         described = next((m for m in text.get("methods", []) if m["name"] == method), None)
         if described is None and method == "attention":  # a run logged without explanations
             described = self._methods(text, {}, sentence, per_layer.shape[0])[0]
@@ -395,8 +475,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         step = _integer(request, "step")
         sentence = _integer(request, "sentence")
         data = self._probe(request, run, step, sentence, ["lens"], "logit lens")
-        text = self._text(data["text"], step)
-        lens = json.loads(data["lens"][step].item())
+        text = _sentence_text(run, sentence, data["text"], step)
+        lens = _logged_json(run, sentence_tag(sentence, "lens"), data["lens"], step)
         return {"run": run, "step": step, "sentence": sentence, "rows": text["target_out"]} | lens
 
     @_route
@@ -409,8 +489,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
         tags = [tag for tag in self._run_tags(request, run) if EXPLAIN_TAG.match(tag)]
         if not tags:
-            raise RequestError(404, f"run {run!r} logged no explanation scores: its data has no gold "
-                                    "alignment to score them against (the maps are still shown)")
+            why = self._why_no_scores(request, run)
+            raise RequestError(404, f"run {run!r} logged no explanation scores{why}")
         data = self._read(request, run, tags)
         named: dict[str, dict[str, dict]] = {}  # method -> score -> step -> value
         for tag, values in data.items():
@@ -428,7 +508,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             scores = {score: np.asarray(values[step]) for score, values in named[name].items()
                       if score != "layers" and step in values}
             about = named[name].get("layers", {})
-            about = self._text(about, step) if about else {
+            about = _logged_json(run, explain_tag(name, "layers"), about, step) if about else {
                 "label": METHODS[name].label, "layers": list(layer_names(len(scores["aer"])))}
             table = {"layers": [{"layer": layer, "aer": float(a)} for layer, a in zip(about["layers"],
                                                                                        scores["aer"])]}
@@ -470,6 +550,20 @@ class AttentionPlugin(base_plugin.TBPlugin):
         finally:
             lock.release()
 
+    def _why_no_scores(self, request, run: str) -> str:
+        """Why a run logged no explanation scores, as the end of a sentence: no gold links, no sentence
+        scored, or scores too big for the tab (the scalars that training logs beside them say which)."""
+        described = self._description(request, run, self._run_tags(request, run))
+        if described is not None and not described["has_gold"]:
+            return ": its data has no gold alignment to score them against (the maps are still shown)"
+        scalars = self._provider.list_scalars(
+            plugin_name="scalars", run_tag_filter=provider.RunTagFilter([run], ["explain/seconds"]),
+            **self._environ(request),
+        )
+        reason = ("they did not fit in --attention.max_bytes (the explain/* scalars have them)"
+                  if scalars.get(run) else "it was trained with --attention.explanation_sentences 0")
+        return f" although its data has gold alignments: {reason}"
+
     # -- your own sentence ----------------------------------------------------------------------------------
 
     def _lock(self, run: str) -> threading.Lock:
@@ -483,22 +577,23 @@ class AttentionPlugin(base_plugin.TBPlugin):
             CheckpointMissing,
             CheckpointRefused,
             newest_checkpoint,
+            resolved,
         )
 
         if self._logdir is None:
             return None, "translation needs TensorBoard started with --logdir (not --logdir_spec)", 404
-        folder = (self._logdir / run / "checkpoints").resolve()
-        if not folder.is_relative_to(self._logdir):
-            return None, f"run {run!r} is outside the log directory", 403
-        if not folder.is_dir():
-            return None, f"no checkpoint yet in {folder}", 404
         try:
+            folder = resolved(self._logdir / run / "checkpoints")
+            if not folder.is_relative_to(self._logdir):
+                return None, f"run {run!r} is outside the log directory", 403
+            if not folder.is_dir():
+                return None, f"no checkpoint yet in {folder}", 404
             return newest_checkpoint(folder, inside=self._logdir), None, 200
         except CheckpointMissing as error:
             return None, str(error), 404
         except CheckpointRefused as error:  # a symbolic link out of the log directory
             return None, str(error), 403
-        except CheckpointError as error:  # one of them unreadable: named
+        except CheckpointError as error:  # one of them unreadable, or a loop of links: named
             return None, str(error), 422
 
     def _loaded(self, run: str):
@@ -522,6 +617,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
                 loaded = load_run(checkpoint)
                 if _identity(checkpoint) != before:
                     continue  # replaced while it was read
+                _check_finite(checkpoint, loaded.module.model)
             except (CheckpointMissing, FileNotFoundError):
                 continue
             except CheckpointError as error:
@@ -552,6 +648,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
                                                  max_len=loaded.module.hparams.get("decode_max_len"))[0]
             attention = sentence_attention(model, src_tok, tgt_tok, src_ids, ids, finished=finished)
         weights = {kind: torch.stack(layers).numpy() for kind, layers in attention.maps.items()}
+        if not all(np.isfinite(array).all() for array in weights.values()):  # finite weights that overflow
+            raise RequestError(422, f"{checkpoint}: the checkpoint's weights give non-finite attention (the "
+                                    "run diverged)")
         answer = {"run": run, "text": text, "translation": tgt_tok.decode(ids), "checkpoint": checkpoint.name,
                   "step": loaded.global_step, "beam": beam}
         if method is not None:
@@ -571,6 +670,14 @@ class AttentionPlugin(base_plugin.TBPlugin):
             answer["lens"] = {"rows": attention.target_out} | lens_record(lens, tgt_tok)
         return answer | _maps_answer(request, attention.source, attention.target_in, attention.target_out,
                                      weights, None)
+
+
+def _check_finite(checkpoint: Path, model) -> None:
+    """A 422 for weights with a NaN or infinity: a diverged run's checkpoint translates nothing."""
+    import torch
+
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise RequestError(422, f"{checkpoint}: the checkpoint's weights are not finite (the run diverged)")
 
 
 def _method(request) -> str:

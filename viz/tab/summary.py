@@ -1,6 +1,7 @@
 """Summaries for the ATTENTION tab, as ``tensorboard`` protos a ``SummaryWriter``'s file writer can add."""
 
 import json
+import math
 
 import numpy as np
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
@@ -29,9 +30,20 @@ def tensor_summary(tag: str, array: np.ndarray) -> summary_pb2.Summary:
     return summary_pb2.Summary(value=[value])
 
 
+def _finite(value):
+    """``value`` with every NaN or infinite float (a diverged run's lens) as None: JSON has no such number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
 def json_summary(tag: str, data: dict) -> summary_pb2.Summary:
-    """A JSON object under ``tag``, as a scalar string tensor."""
-    text = json.dumps(data, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """A JSON object under ``tag``, as a scalar string tensor; non-finite numbers are written as null."""
+    text = json.dumps(_finite(data), ensure_ascii=False, allow_nan=False).encode("utf-8")
     tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING,
                                     tensor_shape=tensor_shape_pb2.TensorShapeProto(), string_val=[text])
     value = summary_pb2.Summary.Value(tag=tag, metadata=create_metadata(), tensor=tensor)

@@ -298,7 +298,8 @@ function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
     soft = [node.querySelector(`.token[data-axis="row"][data-index="${i}"]`),
       node.querySelector(`.token[data-axis="col"][data-index="${j}"]`)].filter(Boolean);
     soft.forEach((n) => n.classList.add("hl-soft"));
-    showTooltip(e, h("b", {}, causal && j > i ? "masked" : matrix[i][j].toFixed(4)), "  ",
+    showTooltip(e, h("b", {}, causal && j > i ? "masked"
+      : matrix[i][j] === null ? "not finite" : matrix[i][j].toFixed(4)), "  ",
       `${set.rows[i]} → ${set.cols[j]}`, h("span", {style: "color:#adb5bd"}, `  (row ${i}, col ${j})`),
       goldSet.has(`${i},${j}`) ? h("span", {style: `color:${GOLD_COLOUR}`}, "  gold link") : "");
   });
