@@ -392,6 +392,11 @@ def test_a_test_set_with_a_sentence_longer_than_max_len_names_its_file_and_line(
     code, _, err = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--test-split", "other", "--quiet")
     message = "source has 9 tokens, 10 with EOS, longer than the model's max_len 8"
     assert (code, err) == (1, f"error: {data / 'other.tsv'}:2: {message}\n")
+    # A test split the corpus does not hold is refused, naming the file it would be.
+    code, out, err = run_evaluate(
+        capsys, run / "checkpoints" / "last.ckpt", "--test-split", "bogus", "--quiet"
+    )
+    assert (code, out) == (1, "") and err.startswith(f"error: {data / 'bogus.tsv'}: no such file")
 
 
 def export_model(max_len):
