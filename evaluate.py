@@ -33,7 +33,9 @@ The last line printed is one JSON object with the scores, for scripts.
 
 import argparse
 import json
+import math
 import os
+import signal
 import sys
 import time
 import warnings
@@ -52,7 +54,7 @@ from evaluation.explanation_report import run_alignment_methods
 from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.pruning import parse_prune_count, prune_count, pruned_loss
-from evaluation.result import print_summary, scored_result
+from evaluation.result import print_summary, scored_result, write_sentences
 from evaluation.translate import translate, translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import engine_option_error, export_run, translate_with_engine
@@ -74,7 +76,8 @@ class OutputExistsError(Exception):
 
 
 class InputError(Exception):
-    """Bad sentences given to --translate; the message is one line."""
+    """Bad sentences given to --translate, or an option the run's data cannot honour; the message is one
+    line."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -96,7 +99,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
     parser.add_argument(
-        "--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default: 0.6)"
+        "--length-penalty", type=_finite_float, default=0.6, help="GNMT length penalty alpha (default: 0.6)"
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     parser.add_argument(
@@ -173,8 +176,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.beam_size > MAX_BEAM_SIZE:
         parser.error(f"--beam-size must be at most {MAX_BEAM_SIZE}, got {args.beam_size}")
-    if not args.length_penalty >= 0.0:  # NaN too; beam search's early stop holds only for alpha >= 0
+    if args.length_penalty < 0.0:  # beam search's early stop holds only for alpha >= 0
         parser.error(f"--length-penalty must be at least 0, got {args.length_penalty}")
+    if args.test_split is not None and (other := _other_source(args)) is not None:
+        parser.error(f"--test-split names the test set to read; it does not go with {other}")
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
     if args.translate is not None and analysing:
         parser.error("--head-importance, --prune-heads and --alignment analyse a data set, not --translate")
@@ -184,6 +189,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if (explanation_error := alignment_method_error(args)) is not None:
         parser.error(explanation_error)
     return args
+
+
+def _finite_float(text: str) -> float:
+    """A float option's value; inf and nan are refused, as the last line's JSON cannot hold them."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):  # float() reads "inf", "nan" and overflows such as "1e999" to inf
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _other_source(args: argparse.Namespace) -> str | None:
+    """The option that reads something other than the test split, if one was given."""
+    if args.tsv:
+        return "--tsv"
+    if args.translate is not None:
+        return "--translate"
+    return "--split val" if args.split == "val" else None
 
 
 def _prune_count(text: str) -> int | float:
@@ -216,7 +241,7 @@ def check_new(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
 
 
-def check_folder(folder: Path, option: str, given: Path) -> None:
+def check_folder(folder: Path, option: str, given: Path | str) -> None:
     """Say at once if ``option``'s folder cannot be made (it is made only when files are written): it, or
     else its nearest existing parent, must be a folder one can write into. ``given`` is the option's value."""
     existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
@@ -227,7 +252,8 @@ def check_folder(folder: Path, option: str, given: Path) -> None:
 
 
 def check_outputs(args) -> None:
-    """Every output path checked before any work, so that no scores are lost after decoding."""
+    """Every output path checked before any work, so that no scores are lost after decoding. Needs the
+    checkpoint file (``choose_checkpoint``): the analysis folder's default is named after it."""
     if args.output:
         output = Path(args.output)
         if output.is_dir():
@@ -239,6 +265,9 @@ def check_outputs(args) -> None:
     for option, value in (("--attention-out", args.attention_out), ("--analysis-out", args.analysis_out)):
         if value:
             check_folder(Path(value), option, Path(value))
+    if not args.analysis_out and (args.head_importance or args.alignment_methods is not None):
+        folder = analysis_directory(args)
+        check_folder(folder, "--analysis-out", f"{folder} (the default)")
     if args.export_ctranslate2:
         check_new(Path(args.export_ctranslate2), args.overwrite)
 
@@ -388,7 +417,8 @@ def check_lengths(args, run, pairs, *, targets: bool) -> None:
     check_fits(list(zip(range(len(pairs)), sources, references)), max_len, lambda i, side: (args.tsv, i + 1))
 
 
-def run_evaluation(args, run, device) -> dict:
+def run_evaluation(args, run, device) -> tuple[dict, list[dict]]:
+    """The scores (with the head analyses asked for) and, for --output, each sentence's."""
     dm, model = run.datamodule, run.module.model
     pairs = read_tsv(args.tsv) if args.tsv else dm.pairs(args.split)
     analysing = args.head_importance or args.prune_heads is not None or args.alignment
@@ -412,13 +442,13 @@ def run_evaluation(args, run, device) -> dict:
     )
     elapsed = time.perf_counter() - start
     bar.close()
-    result = scored_result(args, run, pairs, hypotheses_ids, seconds=elapsed, device=str(device))
+    result, sentences = scored_result(args, run, pairs, hypotheses_ids, seconds=elapsed, device=str(device))
     if args.alignment:
         report = cross_attention_alignment(
             model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, batch_size=args.batch_size, silenced=pruned
         )
         added["alignment"] = report.as_dict()
-    return {**result, **added}
+    return {**result, **added, "engine": "pytorch"}, sentences
 
 
 def run_explanations(args, run) -> dict:
@@ -457,10 +487,32 @@ def load(args, device: torch.device):
             print(f"warning: {warning.message}", file=sys.stderr)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    check_finite(run, args.checkpoint)
     return run
 
 
-def run_engine_evaluation(args, run) -> dict:
+def check_finite(run, checkpoint: str) -> None:
+    """A diverged run's weights hold NaN: its translations, scores and attention maps would be noise (and the
+    maps cannot be drawn), so none are made."""
+    for name, value in run.module.state_dict().items():
+        if value.is_floating_point() and not value.isfinite().all():
+            raise CheckpointError(
+                f"{checkpoint}: {name} holds NaN or infinite weights (the run diverged?); use an earlier "
+                "checkpoint"
+            )
+
+
+def check_test_split(args, run) -> None:
+    """--test-split chooses among the test files of a corpus on disk; the toy tasks and SCAN have one."""
+    dataset = run.datamodule.dataset
+    if args.test_split is not None and dataset not in ("multi30k", "tsv"):
+        raise InputError(
+            f"--test-split {args.test_split}: the run's {dataset} data has a single test set; --test-split "
+            "is for multi30k and tsv corpora"
+        )
+
+
+def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     """--engine ctranslate2: the split or --tsv file translated by CTranslate2 (export/engine.py), scored here
     as the PyTorch engine's translations are."""
     dm = run.datamodule
@@ -468,10 +520,19 @@ def run_engine_evaluation(args, run) -> dict:
     done = translate_with_engine(
         args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, [p.source for p in pairs]
     )
-    return {
-        **scored_result(args, run, pairs, done.hypotheses_ids, seconds=done.seconds, device="cpu"),
-        **done.settings,
-    }
+    ids, seconds = done.hypotheses_ids, done.seconds
+    result, sentences = scored_result(args, run, pairs, ids, seconds=seconds, device="cpu")
+    return {**result, **done.settings}, sentences
+
+
+def write_output(path: str, sentences: list[dict]) -> int:
+    """--output, after the scores are printed: a failed write (a full disk) costs the file, not the scores."""
+    try:
+        write_sentences(Path(path), sentences)
+    except OSError as error:
+        print(f"error: --output {path}: {error.strerror or error}; it was not written", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -479,11 +540,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.engine == "ctranslate2" or args.export_ctranslate2:
             import_ctranslate2()  # before loading anything
+        choose_checkpoint(args)
         check_outputs(args)
         device = resolve_device(args.device)
         sentences = read_sentences(args.translate) if args.translate is not None else []
-        choose_checkpoint(args)
         run = load(args, device)
+        check_test_split(args, run)
         if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
         if args.translate is not None:
@@ -498,9 +560,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote a CTranslate2 model to {written}", file=sys.stderr)
             return 0
         if args.engine == "ctranslate2":
-            result = run_engine_evaluation(args, run)
+            result, scored_sentences = run_engine_evaluation(args, run)
         else:
-            result = {**run_evaluation(args, run, device), "engine": "pytorch"}
+            result, scored_sentences = run_evaluation(args, run, device)
     except (
         CheckpointError,
         CorpusError,
@@ -511,14 +573,31 @@ def main(argv: list[str] | None = None) -> int:
     ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # stdout's reader left (| head): not an error of ours; see the end of the file
+        raise
     except OSError as error:  # a file that vanished, a full disk, no permission: one line, no traceback
         where = f"{error.filename}: " if error.filename else ""
         print(f"error: {where}{error.strerror or error}", file=sys.stderr)
         return 1
     print_summary(result)
-    print(json.dumps(result))
-    return 0
+    print(json.dumps(result), flush=True)
+    return write_output(args.output, scored_sentences) if args.output else 0
+
+
+def run_quietly_into_a_closed_pipe() -> int:
+    """main(), ended the Unix way when stdout's reader stops early (``evaluate.py CKPT | head -1``): no
+    traceback, and the status a shell reports for a tool killed by SIGPIPE (128 + 13 = 141), as ``cat`` or
+    ``grep`` give in its place; the Python docs' exit status 1 would read as an error of evaluate.py, and
+    0 would hide that the output was cut."""
+    try:
+        code = main()
+        sys.stdout.flush()  # a closed pipe is found here, where it can be caught, rather than at exit
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; pointed at /dev/null, that flush cannot fail and print.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_quietly_into_a_closed_pipe())

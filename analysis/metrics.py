@@ -1,8 +1,6 @@
 """Translation quality on detokenized text: corpus sacreBLEU, chrF and exact match."""
 
-import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import sacrebleu
 
@@ -47,12 +45,10 @@ def sentence_chrf(hypothesis: str, reference: str) -> float:
     return sacrebleu.sentence_chrf(hypothesis, [reference]).score
 
 
-def write_sentence_scores(
-    path: str | Path, sources: list[str], references: list[str], hypotheses: list[str]
-) -> None:
-    """One JSON line per sentence: its source, reference, hypothesis and sentence-level chrF."""
-    with open(path, "w", encoding="utf-8") as file:
-        for source, reference, hypothesis in zip(sources, references, hypotheses, strict=True):
-            line = {"source": source, "reference": reference, "hypothesis": hypothesis,
-                    "chrf": sentence_chrf(hypothesis, reference)}
-            file.write(json.dumps(line, ensure_ascii=False) + "\n")
+def sentence_scores(sources: list[str], references: list[str], hypotheses: list[str]) -> list[dict]:
+    """Per sentence: its source, reference, hypothesis and sentence-level chrF."""
+    return [
+        {"source": source, "reference": reference, "hypothesis": hypothesis,
+         "chrf": sentence_chrf(hypothesis, reference)}
+        for source, reference, hypothesis in zip(sources, references, hypotheses, strict=True)
+    ]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.explain.attributions import MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
 
 PICTURED_SENTENCES = 3
@@ -39,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ig-steps", type=int, default=32, metavar="K",
-        help="Integrated Gradients: points of the path integral (default: 32)",
+        help=f"Integrated Gradients: points of the path integral (default: 32, at most {MAX_IG_STEPS})",
     )
 
 
@@ -54,6 +55,8 @@ def option_error(args: argparse.Namespace) -> str | None:
     for name in ("alignment_sentences", "ig_steps"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
+    if args.ig_steps > MAX_IG_STEPS:
+        return f"--ig-steps must be at most {MAX_IG_STEPS}, got {args.ig_steps}"
     if args.translate is not None:
         return "--alignment-methods analyses a data set with gold alignments, not --translate"
     if args.head_importance or args.prune_heads is not None or args.alignment or args.output:

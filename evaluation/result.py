@@ -6,18 +6,21 @@ export/engine.py), so that their scores are computed alike (same sacreBLEU, chrF
 detokenized text) and their JSON has the same keys; each engine adds its own after these.
 """
 
+import json
+import os
 from pathlib import Path
 
-from analysis.metrics import score_translations, write_sentence_scores
+from analysis.metrics import score_translations, sentence_scores
 from data.pairs import Pair
 from training.checkpoints import LoadedRun
 
 
 def scored_result(
     args, run: LoadedRun, pairs: list[Pair], hypotheses_ids: list[list[int]], *, seconds: float, device: str
-) -> dict:
-    """Score the translations of ``pairs`` against their references, write ``--output`` if asked, and return
-    the scores with the decoding settings, the speed and what was evaluated.
+) -> tuple[dict, list[dict]]:
+    """Score the translations of ``pairs`` against their references; return the scores with the decoding
+    settings, the speed and what was evaluated, and, for ``--output``, the scores of each sentence (none
+    without it). evaluate.py prints the first before it writes the second (``write_sentences``).
 
     Args:
         args: evaluate.py's options; reads beam_size, length_penalty, tsv, split, checkpoint, average_last and
@@ -30,10 +33,8 @@ def scored_result(
     hypotheses = [tokenizer.decode(ids) for ids in hypotheses_ids]
     references = [p.target for p in pairs]
     scores = score_translations(hypotheses, references)
-    if args.output:  # checked by evaluate.py before decoding; its folder is made now
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        write_sentence_scores(args.output, [p.source for p in pairs], references, hypotheses)
-    return {
+    sentences = sentence_scores([p.source for p in pairs], references, hypotheses) if args.output else []
+    result = {
         **scores.as_dict(),
         "beam_size": args.beam_size,
         "length_penalty": args.length_penalty,
@@ -44,6 +45,23 @@ def scored_result(
         "global_step": run.global_step,
         "device": device,
     }
+    return result, sentences
+
+
+def write_sentences(path: Path, sentences: list[dict]) -> None:
+    """--output: one JSON line per sentence, written whole or not at all. The lines go to a temporary file
+    beside ``path`` that is then renamed over it, so a full disk or a kill leaves the file that was there (or
+    none), never part of one. ``path``'s folder was checked before decoding and is made now."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder: the rename cannot copy
+    try:
+        with open(temporary, "x", encoding="utf-8") as file:
+            file.writelines(json.dumps(sentence, ensure_ascii=False) + "\n" for sentence in sentences)
+            file.flush()
+            os.fsync(file.fileno())  # on disk before the rename makes it the file
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)  # left only by a failed write
 
 
 def print_summary(result: dict) -> None:

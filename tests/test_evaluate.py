@@ -2,7 +2,9 @@
 errors."""
 
 import json
+import os
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 import torch
@@ -328,13 +330,22 @@ def test_a_position_variant_trains_logs_attention_evaluates_and_old_checkpoints_
     assert module.model.config.positional == "sinusoidal" and module.hparams.positional == "sinusoidal"
 
 
-@pytest.mark.parametrize("alpha", ["-0.5", "nan"])
-def test_a_negative_length_penalty_is_an_option_error(tmp_path, capsys, alpha):
+def test_a_negative_length_penalty_is_an_option_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
-        run_evaluate(capsys, tmp_path / "any.ckpt", "--beam-size", "4", "--length-penalty", alpha)
+        run_evaluate(capsys, tmp_path / "any.ckpt", "--beam-size", "4", "--length-penalty", "-0.5")
     assert stopped.value.code == 2
     err = capsys.readouterr().err
-    assert f"--length-penalty must be at least 0, got {float(alpha)}" in err and "Traceback" not in err
+    assert "--length-penalty must be at least 0, got -0.5" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("alpha", ["inf", "-inf", "nan", "1e999"])
+def test_a_length_penalty_that_is_not_finite_is_an_option_error(tmp_path, capsys, alpha):
+    """inf was taken, and printed as Infinity in the last line, which JSON readers refuse."""
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", "--beam-size", "4", f"--length-penalty={alpha}")
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert err.splitlines()[-1].endswith(f"error: argument --length-penalty: not a finite number: {alpha!r}")
 
 
 # --- sentences longer than the model's max_len (256 in the tiny run) ----------------------------------------
@@ -381,6 +392,11 @@ def test_a_test_set_with_a_sentence_longer_than_max_len_names_its_file_and_line(
     code, _, err = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--test-split", "other", "--quiet")
     message = "source has 9 tokens, 10 with EOS, longer than the model's max_len 8"
     assert (code, err) == (1, f"error: {data / 'other.tsv'}:2: {message}\n")
+    # A test split the corpus does not hold is refused, naming the file it would be.
+    code, out, err = run_evaluate(
+        capsys, run / "checkpoints" / "last.ckpt", "--test-split", "bogus", "--quiet"
+    )
+    assert (code, out) == (1, "") and err.startswith(f"error: {data / 'bogus.tsv'}: no such file")
 
 
 def export_model(max_len):
@@ -609,3 +625,132 @@ def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tiny_r
     tokens = dm.tgt_tokenizer.tokens(ids)
     assert data["target"] == tokens and "</s>" not in tokens  # no </s> row it never generated
     assert data["kinds"]["decoder"]["keys"] == ["<s>", tokens[0]]
+
+
+def test_the_default_analysis_folder_is_checked_before_any_work(tiny_run, tmp_path, capsys, monkeypatch):
+    """Without --analysis-out files go to <run>/analysis/<checkpoint>: a file in the way stops it first."""
+    import shutil
+
+    import evaluate
+
+    monkeypatch.setattr(evaluate, "measure_head_importance", lambda *a, **k: pytest.fail("measured heads"))
+    monkeypatch.setattr(evaluate, "run_alignment_methods", lambda *a, **k: pytest.fail("scored methods"))
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    checkpoint = shutil.copy(tiny_run / "checkpoints" / "last.ckpt", run / "checkpoints" / "last.ckpt")
+    (run / "analysis").write_text("keep me\n")
+    default, in_the_way = run / "analysis" / "last", run / "analysis"
+    message = f"error: --analysis-out {default} (the default): {in_the_way} is a file, not a folder\n"
+    for option in (["--head-importance"], ["--alignment-methods", "attention"]):
+        code, out, err = run_evaluate(capsys, checkpoint, *option, "--quiet")
+        assert (code, out, err) == (1, "", message), option
+    assert (run / "analysis").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--split", "val"], "--test-split names the test set to read; it does not go with --split val"),
+        (["--tsv", "pairs.tsv"], "--test-split names the test set to read; it does not go with --tsv"),
+    ],
+)
+def test_a_test_split_that_would_be_ignored_is_an_option_error(tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", "--test-split", "test2017", *extra)
+    assert stopped.value.code == 2 and capsys.readouterr().err.splitlines()[-1].endswith(f"error: {message}")
+
+
+def test_a_test_split_of_data_that_has_one_is_refused(tiny_run, capsys, decodings):
+    code, out, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--test-split", "bogus")
+    message = ("--test-split bogus: the run's toy data has a single test set; --test-split is for multi30k "
+               "and tsv corpora")
+    assert (code, out, err) == (1, "", f"error: {message}\n") and decodings == []
+
+
+def test_a_diverged_checkpoint_is_one_line_error_before_translating(tiny_run, tmp_path, capsys):
+    """NaN weights made NaN attention, and the head view a traceback after the PNGs were written."""
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    weights = checkpoint["state_dict"]
+    first = next(name for name, value in weights.items() if value.is_floating_point())
+    for name, value in weights.items():
+        if value.is_floating_point():
+            weights[name] = torch.full_like(value, float("nan"))
+    diverged = tmp_path / "diverged.ckpt"
+    torch.save(checkpoint, diverged)
+    maps = tmp_path / "maps"
+    code, out, err = run_evaluate(capsys, diverged, "--translate", "the dog", "--attention-out", maps)
+    message = (f"{diverged}: {first} holds NaN or infinite weights (the run diverged?); use an earlier "
+               "checkpoint")
+    assert (code, out, err) == (1, "", f"error: {message}\n")
+    assert not maps.exists()
+
+
+def test_a_full_disk_keeps_the_scores_and_the_old_output_file(tiny_run, tmp_path, capsys, monkeypatch):
+    """The scores are printed before --output is written; the file is replaced whole or not at all."""
+    import builtins
+    import errno
+
+    output = tmp_path / "out" / "test.jsonl"
+    output.parent.mkdir()
+    output.write_text("old\n", encoding="utf-8")
+    real_open = builtins.open
+
+    class FullDisk:
+        """A file in the output folder whose second write finds the disk full."""
+
+        def __init__(self, file):
+            self.file, self.writes = file, 0
+
+        def write(self, text):
+            self.writes += 1
+            if self.writes > 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.file.write(text)
+
+        def writelines(self, lines):
+            for line in lines:
+                self.write(line)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    def full_disk_open(file, mode="r", *args, **kwargs):
+        opened = real_open(file, mode, *args, **kwargs)
+        writing = isinstance(file, (str, bytes, os.PathLike)) and "r" not in mode
+        return FullDisk(opened) if writing and Path(file).parent == output.parent else opened
+
+    monkeypatch.setattr(builtins, "open", full_disk_open)
+    code, out, err = run_evaluate(
+        capsys, tiny_run / "checkpoints" / "last.ckpt", "--output", output, "--overwrite", "--quiet"
+    )
+    assert code == 1 and last_json(out)["num_sentences"] == 40
+    assert err == f"error: --output {output}: No space left on device; it was not written\n"
+    assert output.read_text(encoding="utf-8") == "old\n" and list(output.parent.iterdir()) == [output]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("task", [["--quiet"], ["--translate", "the dog"]])
+def test_a_reader_that_stops_early_ends_evaluate_quietly(tiny_run, task):
+    """`evaluate.py CKPT | head -1`: stdout's reader is gone; exit with the status a shell reports for a Unix
+    tool killed by SIGPIPE (128 + 13), without a traceback or an error message."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has left before anything is printed
+    try:
+        done = subprocess.run(
+            [sys.executable, "evaluate.py", str(tiny_run / "checkpoints" / "last.ckpt"), *task],
+            stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT, check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")

@@ -34,6 +34,11 @@ from analysis.explain.trace import Explanation, LogProbs, Trace, zero_invalid
 
 Reduction = Literal["norm", "sum"]
 
+# The most points a user may ask of Integrated Gradients (evaluate.py --ig-steps, the ATTENTION tab's
+# ig_steps). Each point is a forward and backward pass per row, and Captum builds its Gauss-Legendre table
+# from a steps x steps matrix (100000 steps: 74.5 GiB); 32 points integrate a polynomial of degree 63 exactly.
+MAX_IG_STEPS = 32
+
 
 def _reduce(attributions: Tensor, reduction: Reduction) -> Tensor:
     """(..., S, D) → (..., S)."""

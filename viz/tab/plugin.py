@@ -40,6 +40,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from analysis.axes import KINDS, attention_axes
+from analysis.explain.attributions import MAX_IG_STEPS
 from viz.tab.metadata import (
     EXPLAIN_TAG,
     PLUGIN_NAME,
@@ -64,7 +65,7 @@ MAX_TEXT_CHARACTERS = 200
 MAX_BEAM = 8
 METHODS = ("GET", "HEAD")  # every route only reads
 CHECKPOINT_TRIES = 3  # reads of a run's newest checkpoint while training rotates its checkpoints
-IG_STEPS, MAX_IG_STEPS = 16, 32  # Integrated Gradients' steps for a typed sentence: default and bound
+IG_STEPS = 16  # Integrated Gradients' steps for a typed sentence; MAX_IG_STEPS bounds them
 
 
 class RequestError(Exception):
