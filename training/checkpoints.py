@@ -14,7 +14,13 @@ import torch
 from data.datamodule import TranslationDataModule
 from model import TransformerConfig
 from training.module import TranslationModule
-from training.run_checkpoints import CheckpointError, CheckpointMissing, checkpoint_step, first_line
+from training.run_checkpoints import (
+    CheckpointError,
+    CheckpointMissing,
+    checkpoint_step,
+    first_line,
+    open_checkpoint,
+)
 
 __all__ = ["CheckpointError", "CheckpointMissing", "LoadedRun", "load_run", "read_checkpoint"]
 
@@ -33,16 +39,9 @@ class LoadedRun:
 def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint's contents, loaded safely (``weights_only=True``) onto the CPU."""
     path = Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"{path}: a folder, not a checkpoint file")
     try:
         # Opened once: a checkpoint rotated away (deleted or replaced) after this still reads whole.
-        with open(path, "rb") as file:
-            if not zipfile.is_zipfile(file):
-                raise CheckpointError(
-                    f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
-                )
-            file.seek(0)
+        with open_checkpoint(path) as file:
             checkpoint = torch.load(file, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointMissing(f"{path}: no such checkpoint file") from None

@@ -20,8 +20,10 @@ Lightning.
 
 import os
 import pickle
+import stat
 import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 
@@ -60,6 +62,66 @@ def checkpoint_folder(path: str | os.PathLike[str]) -> Path:
     return nested if nested.is_dir() else path
 
 
+# A checkpoint's pickle holds its settings, the loops' state and the tokenizers as JSON: a few MiB even for
+# large vocabularies. Its tensors are stored as they are (torch.save never compresses), so an archive that
+# declares far more bytes than it holds is a zip bomb, not weights.
+MAX_PICKLE_BYTES = 64 * 2**20
+
+_NOT_REGULAR = {
+    stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket",
+}
+
+
+def open_checkpoint(path: Path) -> BinaryIO:
+    """``path`` opened for reading, at its start, once it is known to be a regular file holding a zip archive
+    that expands to no more than a checkpoint can: checked before anything is unpickled or inflated.
+
+    Raises FileNotFoundError if it is gone, CheckpointError (one line, naming ``path``) if it is refused.
+    """
+    # Checked before opening: opening a FIFO waits for a writer, and a device such as /dev/zero never ends.
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for is_kind, name in _NOT_REGULAR.items() if is_kind(mode)), "a special file")
+        raise CheckpointError(f"{path}: not a checkpoint file ({kind}, not a regular file)")
+    # Non-blocking, so that a file swapped for a FIFO since the check cannot block (it reads as empty).
+    file = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")
+    try:
+        _check_archive(path, file)
+    except BaseException:
+        file.close()
+        raise
+    file.seek(0)
+    return file
+
+
+def _check_archive(path: Path, file: BinaryIO) -> None:
+    """Refuse a file that is no zip archive (a legacy or truncated checkpoint), or whose entries declare
+    more than :data:`MAX_PICKLE_BYTES` of pickle or far more bytes than the file holds."""
+    if not zipfile.is_zipfile(file):
+        raise CheckpointError(
+            f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
+        )
+    file.seek(0)
+    with zipfile.ZipFile(file) as archive:
+        entries = archive.infolist()
+    pickled = sum(entry.file_size for entry in entries if entry.filename.rpartition("/")[2] == "data.pkl")
+    if pickled > MAX_PICKLE_BYTES:
+        raise CheckpointError(
+            f"{path}: refused: its pickle (data.pkl) would expand to {_mib(pickled)}; "
+            f"a checkpoint's holds at most {_mib(MAX_PICKLE_BYTES)}"
+        )
+    total, size = sum(entry.file_size for entry in entries), os.fstat(file.fileno()).st_size
+    if total > size + MAX_PICKLE_BYTES:
+        raise CheckpointError(
+            f"{path}: refused: it would expand to {_mib(total)} from a file of {_mib(size)} (a zip bomb?)"
+        )
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
 # (path, st_mtime_ns, st_size) -> global_step: /runs asks for every open tab every 30 s.
 _STEPS: dict[tuple[str, int, int], int] = {}
 
@@ -74,10 +136,9 @@ def checkpoint_step(path: Path) -> int:
         key = (str(path), stat.st_mtime_ns, stat.st_size)
         if key in _STEPS:
             return _STEPS[key]
-        if not zipfile.is_zipfile(path):
-            raise CheckpointError(
-                f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
-            )
+        with open_checkpoint(path):
+            pass
+        # By its path: mmap (tensors left unread) takes no open file. It was checked a moment ago.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except FileNotFoundError:
         raise CheckpointMissing(f"{path}: no such checkpoint file (removed while being read)") from None
