@@ -26,8 +26,9 @@ from tensorboard.plugins import base_plugin
 
 from analysis.heads import summarize
 from data.batching import collate
+from data.tokenizer import Tokenizer
 from evaluation.translate import translate
-from tests.conftest import REPO, tiny_config
+from tests.conftest import REPO, larger_tokenizer, tiny_config
 from training.checkpoints import load_run
 from viz.maps import sentence_attention
 from viz.tab.metadata import PLUGIN_NAME
@@ -435,3 +436,19 @@ def test_a_checkpoint_link_to_a_file_outside_the_log_folder_is_refused(tiny_run,
     error = get(client, "/translate?run=copy&text=a%20dog", status=403)["error"]
     link = last.parent.resolve() / "last.ckpt"
     assert error == f"{link} resolves to a file outside {logs.resolve()}; refused"
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_a_422_naming_both_sizes(tiny_run, tmp_path):
+    """It was a 500 (an IndexError inside the embedding)."""
+    logs, copy = copied_run(tiny_run, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    tokenizers = checkpoint["TranslationDataModule"]
+    tokenizers["src_tokenizer"] = larger_tokenizer(tokenizers["src_tokenizer"])
+    torch.save(checkpoint, last)
+    client, _ = serve(logs)
+    error = get(client, "/translate?run=copy&text=a%20dog", status=422)["error"]
+    size = Tokenizer.from_json(tokenizers["src_tokenizer"]).vocab_size
+    rows = checkpoint["hyper_parameters"]["src_vocab_size"]
+    assert error == (f"{last.resolve()}: tokenizers do not fit the model: the source tokenizer has {size} "
+                     f"ids, the model's embedding {rows} (src_vocab_size)")
