@@ -77,9 +77,22 @@ def test_no_checkpoint_and_unreadable_ones_are_named(run, tmp_path):
         newest_checkpoint(tmp_path / "empty")
     with pytest.raises(CheckpointMissing, match="no such run folder"):
         newest_checkpoint(tmp_path / "nowhere")
-    (run / "checkpoints" / "epoch0-step10.ckpt").write_bytes(b"half a file")
-    with pytest.raises(CheckpointError, match=r"epoch0-step10.ckpt: not a checkpoint"):
+    for path in (run / "checkpoints").iterdir():
+        path.write_bytes(b"half a file")
+    with pytest.raises(CheckpointError, match=r"no readable checkpoint in .*\(epoch0-step10.ckpt"):
         newest_checkpoint(run)
+
+
+def test_a_checkpoint_cut_short_is_skipped_with_a_one_line_warning(run, caplog):
+    """A full disk left a truncated best-*.ckpt, and --resume refused the whole run though last.ckpt was
+    whole."""
+    best = run / "checkpoints" / "best-epoch1-step20.ckpt"
+    torch.save({"global_step": 20}, best)
+    best.write_bytes(best.read_bytes()[:100])
+    assert newest_checkpoint(run) == run / "checkpoints" / "last.ckpt"
+    assert [record.getMessage() for record in caplog.records] == [
+        f"warning: skipping {best}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
+    ]
 
 
 def test_a_checkpoint_deleted_while_the_folder_is_read_is_left_out(run, monkeypatch):

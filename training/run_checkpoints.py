@@ -12,12 +12,14 @@ wins a tie of steps (a run stopped before the first batch of an epoch: the inter
 epoch stands), then ``last.ckpt``, then the epoch and best checkpoints. So ``interrupted.ckpt`` is chosen only
 when it is newer than ``last.ckpt`` and holds at least as many steps as any other checkpoint: a run stopped by
 Ctrl-C or SIGTERM continues where it stopped (as the command it printed says), any other run from
-``last.ckpt``.
+``last.ckpt``. A checkpoint cut short (a full disk or a crash while it was written) is passed over with a
+warning, so that the others still count.
 
 Only ``torch`` and the standard library are imported here, so that the tab applies the rule without loading
 Lightning.
 """
 
+import logging
 import os
 import pickle
 import stat
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import torch
+
+log = logging.getLogger(__name__)
 
 LAST_CHECKPOINT = "last.ckpt"
 INTERRUPTED_CHECKPOINT = "interrupted.ckpt"
@@ -38,6 +42,11 @@ class CheckpointError(Exception):
 
 class CheckpointMissing(CheckpointError):
     """A checkpoint file that does not exist (any more: checkpoints rotate while a run trains)."""
+
+
+class CheckpointDamaged(CheckpointError):
+    """A checkpoint file cut short or corrupt, as a full disk or a crash while writing leaves one; the newest-
+    weights rule passes over it (with a warning) rather than refuse the whole run."""
 
 
 class CheckpointRefused(CheckpointError):
@@ -99,7 +108,7 @@ def _check_archive(path: Path, file: BinaryIO) -> None:
     """Refuse a file that is no zip archive (a legacy or truncated checkpoint), or whose entries declare
     more than :data:`MAX_PICKLE_BYTES` of pickle or far more bytes than the file holds."""
     if not zipfile.is_zipfile(file):
-        raise CheckpointError(
+        raise CheckpointDamaged(
             f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
         )
     file.seek(0)
@@ -142,8 +151,10 @@ def checkpoint_step(path: Path) -> int:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except FileNotFoundError:
         raise CheckpointMissing(f"{path}: no such checkpoint file (removed while being read)") from None
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as error:
+    except pickle.UnpicklingError as error:  # a global weights_only refuses: not damage, a file to stop at
         raise CheckpointError(f"{path}: corrupt or unsafe checkpoint ({first_line(error)})") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as error:
+        raise CheckpointDamaged(f"{path}: corrupt or unsafe checkpoint ({first_line(error)})") from None
     step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
     if not isinstance(step, int) or isinstance(step, bool):
         raise CheckpointError(f"{path}: not a checkpoint of train.py (no integer global_step)")
@@ -170,12 +181,13 @@ def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None
     Raises:
         CheckpointMissing: the folder holds no checkpoint.
         CheckpointRefused: a checkpoint resolves outside ``inside``.
-        CheckpointError: a checkpoint is unreadable (it is named; pass a file to use another).
+        CheckpointError: a checkpoint is unsafe (it is named; pass a file to use another), or every one is
+            damaged (a damaged one beside readable ones is skipped with a warning).
     """
     folder = checkpoint_folder(run)
     if not folder.is_dir():
         raise CheckpointMissing(f"{folder}: no such run folder or checkpoint")
-    ranked = []
+    ranked, damaged = [], []
     for path in sorted(folder.glob("*.ckpt")):
         if inside is not None and not path.resolve().is_relative_to(inside):
             raise CheckpointRefused(f"{path} resolves to a file outside {inside}; refused")
@@ -185,9 +197,14 @@ def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None
             ranked.append((checkpoint_step(path), _preference(path), path.stat().st_mtime_ns, path))
         except (CheckpointMissing, FileNotFoundError):
             continue  # rotated away while we looked
+        except CheckpointDamaged as error:  # a full disk cut one short: the others still hold weights
+            log.warning("warning: skipping %s", error)
+            damaged.append(path.name)
     last = next((entry for entry in ranked if entry[3].name == LAST_CHECKPOINT), None)
     if last is not None:  # an interrupt saved before the latest last.ckpt is from before a resume
         ranked = [e for e in ranked if e[3].name != INTERRUPTED_CHECKPOINT or e[2] > last[2]]
+    if not ranked and damaged:
+        raise CheckpointDamaged(f"no readable checkpoint in {folder} ({', '.join(damaged)} damaged)")
     if not ranked:
         raise CheckpointMissing(f"no checkpoint yet in {folder}")
     return max(ranked, key=lambda entry: entry[:3])[3]
