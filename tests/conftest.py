@@ -102,3 +102,14 @@ def last_json(out):
     import json
 
     return json.loads(out.strip().splitlines()[-1])
+
+
+def larger_tokenizer(tokenizer_json: str, extra: int = 50) -> str:
+    """A word tokenizer (as JSON) of ``extra`` more words than ``tokenizer_json``'s, trained so that each of
+    its words takes an id past the old vocabulary: the tokenizer of another, larger run."""
+    from data.tokenizer import Tokenizer
+
+    old = Tokenizer.from_json(tokenizer_json)
+    words = old.tokens(range(len(SPECIALS.tokens), old.vocab_size))
+    frequent = " ".join(f"extra{i}" for i in range(extra))
+    return Tokenizer.train([frequent] * 3 + [" ".join(words)], kind="word").to_json()

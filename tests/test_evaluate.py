@@ -18,6 +18,7 @@ from model.decoding import beam_search
 from tests.conftest import (
     BOS,
     EOS,
+    larger_tokenizer,
     last_json,
     run_evaluate,
     short_tsv_corpus,
@@ -754,3 +755,29 @@ def test_a_reader_that_stops_early_ends_evaluate_quietly(tiny_run, task):
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+@pytest.mark.parametrize("side, name", [("src_tokenizer", "source"), ("tgt_tokenizer", "target")])
+def test_a_tokenizer_larger_than_the_embedding_is_a_one_line_error(tiny_run, tmp_path, capsys, side, name):
+    """It was an IndexError from deep inside the embedding."""
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    checkpoint["TranslationDataModule"][side] = larger_tokenizer(checkpoint["TranslationDataModule"][side])
+    size = Tokenizer.from_json(checkpoint["TranslationDataModule"][side]).vocab_size
+    setting = side.replace("tokenizer", "vocab_size")
+    embedding = checkpoint["hyper_parameters"][setting]
+    bad = tmp_path / "bad.ckpt"
+    torch.save(checkpoint, bad)
+    code, out, err = run_evaluate(capsys, bad, "--quiet")
+    assert (code, out) == (1, "")
+    assert err == (f"error: {bad}: tokenizers do not fit the model: the {name} tokenizer has {size} ids, "
+                   f"the model's embedding {embedding} ({setting})\n")
+
+
+def test_special_ids_other_than_the_tokenizers_are_a_one_line_error(tiny_run, tmp_path, capsys):
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    checkpoint["hyper_parameters"]["pad_id"] = 3
+    bad = tmp_path / "bad.ckpt"
+    torch.save(checkpoint, bad)
+    code, out, err = run_evaluate(capsys, bad, "--quiet")
+    assert (code, out) == (1, "")
+    assert err == f"error: {bad}: tokenizers do not fit the model: its pad_id is 3, the tokenizers' 0\n"

@@ -30,8 +30,9 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from analysis.heads import summarize
 from data.batching import collate
+from data.tokenizer import Tokenizer
 from evaluation.translate import translate
-from tests.conftest import REPO, tiny_config
+from tests.conftest import REPO, larger_tokenizer, tiny_config
 from training.checkpoints import load_run
 from viz.maps import sentence_attention
 from viz.tab.metadata import PLUGIN_NAME
@@ -569,3 +570,19 @@ def test_the_launcher_without_a_log_folder_is_a_one_line_usage_error(capsys):
     assert exit.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("python -m viz.tab: error: ") and "--logdir" in line
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_a_422_naming_both_sizes(tiny_run, tmp_path):
+    """It was a 500 (an IndexError inside the embedding)."""
+    logs, copy = copied_run(tiny_run, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    tokenizers = checkpoint["TranslationDataModule"]
+    tokenizers["src_tokenizer"] = larger_tokenizer(tokenizers["src_tokenizer"])
+    torch.save(checkpoint, last)
+    client, _ = serve(logs)
+    error = get(client, "/translate?run=copy&text=a%20dog", status=422)["error"]
+    size = Tokenizer.from_json(tokenizers["src_tokenizer"]).vocab_size
+    rows = checkpoint["hyper_parameters"]["src_vocab_size"]
+    assert error == (f"{last.resolve()}: tokenizers do not fit the model: the source tokenizer has {size} "
+                     f"ids, the model's embedding {rows} (src_vocab_size)")

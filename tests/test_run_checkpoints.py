@@ -1,7 +1,11 @@
 """The one rule for a run's newest weights, and train.py --resume, evaluate.py and the tab following it."""
 
+import contextlib
 import os
+import threading
+import zipfile
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,9 +77,22 @@ def test_no_checkpoint_and_unreadable_ones_are_named(run, tmp_path):
         newest_checkpoint(tmp_path / "empty")
     with pytest.raises(CheckpointMissing, match="no such run folder"):
         newest_checkpoint(tmp_path / "nowhere")
-    (run / "checkpoints" / "epoch0-step10.ckpt").write_bytes(b"half a file")
-    with pytest.raises(CheckpointError, match=r"epoch0-step10.ckpt: not a checkpoint"):
+    for path in (run / "checkpoints").iterdir():
+        path.write_bytes(b"half a file")
+    with pytest.raises(CheckpointError, match=r"no readable checkpoint in .*\(epoch0-step10.ckpt"):
         newest_checkpoint(run)
+
+
+def test_a_checkpoint_cut_short_is_skipped_with_a_one_line_warning(run, caplog):
+    """A full disk left a truncated best-*.ckpt, and --resume refused the whole run though last.ckpt was
+    whole."""
+    best = run / "checkpoints" / "best-epoch1-step20.ckpt"
+    torch.save({"global_step": 20}, best)
+    best.write_bytes(best.read_bytes()[:100])
+    assert newest_checkpoint(run) == run / "checkpoints" / "last.ckpt"
+    assert [record.getMessage() for record in caplog.records] == [
+        f"warning: skipping {best}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
+    ]
 
 
 def test_a_checkpoint_deleted_while_the_folder_is_read_is_left_out(run, monkeypatch):
@@ -143,3 +160,81 @@ def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, int
     assert args.checkpoint == str(chosen) and f"using {chosen}" in capsys.readouterr().err
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=str(run.parent), data_provider=None))
     assert plugin._checkpoint("run") == (chosen.resolve(), None, 200)
+
+
+def returned_within(call, seconds: float = 10.0):
+    """What ``call()`` returned or raised, run in a thread: a call that hangs fails the test instead of
+    hanging it."""
+    outcome = []
+
+    def target():
+        try:
+            outcome.append(call())
+        except BaseException as error:  # noqa: BLE001  # handed to the test to judge
+            outcome.append(error)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still reading after {seconds} s"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_is_refused_before_it_is_read(tmp_path, special):
+    """A FIFO hung every reader; /dev/zero was read until the process was killed (17.5 GB)."""
+    from training.checkpoints import read_checkpoint
+
+    path = Path(special) if special.startswith("/") else tmp_path / "last.ckpt"
+    kind = "a character device" if special.startswith("/") else "a FIFO"
+    if special == "fifo":
+        os.mkfifo(path)
+    try:
+        for read in (checkpoint_step, read_checkpoint):
+            error = returned_within(lambda read=read: read(path))
+            assert isinstance(error, CheckpointError), error
+            assert str(error) == f"{path}: not a checkpoint file ({kind}, not a regular file)"
+    finally:
+        if special == "fifo":  # a reader still blocked in open() gets its end of file
+            with contextlib.suppress(OSError):  # ENXIO: no reader waits
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def bomb(path, *, inflated: int, name: str = "archive/data.pkl"):
+    """A checkpoint-shaped zip of a few hundred KB whose entry ``name`` is deflated zeros declaring
+    ``inflated`` bytes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        with archive.open(name, "w", force_zip64=True) as entry:
+            for _ in range(inflated // 2**20):
+                entry.write(bytes(2**20))
+        archive.writestr("archive/version", "3\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("archive/data.pkl",
+         "its pickle (data.pkl) would expand to 80.0 MiB; a checkpoint's holds at most 64.0 MiB"),
+        ("archive/data/0", "it would expand to 80.0 MiB from a file of 0.3 MiB (a zip bomb?)"),
+    ],
+)
+def test_a_zip_bomb_is_refused_before_torch_load(tmp_path, monkeypatch, name, message):
+    """A 292 KB checkpoint with a deflated data.pkl raised the tab's memory by 0.9 GB on one request."""
+    from training.checkpoints import read_checkpoint
+
+    path = bomb(tmp_path / "last.ckpt", inflated=80 * 2**20, name=name)
+    loads = []
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: loads.append(args))
+    for read in (checkpoint_step, read_checkpoint):
+        with pytest.raises(CheckpointError) as refused:
+            read(path)
+        assert str(refused.value) == f"{path}: refused: {message}"
+    assert loads == []
+
+
+def test_a_legacy_checkpoint_that_is_no_zip_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "old.ckpt"
+    torch.save({"global_step": 3}, path, _use_new_zipfile_serialization=False)
+    with pytest.raises(CheckpointError, match=r"old.ckpt: not a checkpoint \(not a PyTorch zip archive"):
+        checkpoint_step(path)

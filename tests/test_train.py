@@ -1,9 +1,11 @@
 """train.py end to end with the tiny config: logs, attention images, checkpoints, resume, DDP, errors; and the
 attention logger and the command line's helpers on hand-made inputs."""
 
+import errno
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -794,3 +796,45 @@ def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(rec
     assert weights <= 4 * 3 * 4 * 3 * 16 * 16 * 2
     total = sum(len(value.SerializeToString()) for value in summaries.values())
     assert weights < total < 100_000
+
+
+def test_a_full_disk_keeps_every_checkpoint_whole_and_stops_in_one_line(tmp_path, tiny_run, monkeypatch):
+    """A full disk left a truncated best-*.ckpt, after which --resume refused the run."""
+    run = copy_run(tiny_run, tmp_path)
+    folder = run / "checkpoints"
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+
+    def full_disk(checkpoint, file):
+        file.write(b"PK\x03\x04" + bytes(4096))  # the first blocks reach the disk, then it is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, "--resume", str(run), "--trainer.max_epochs", "3")
+    message = str(stopped.value.code)
+    assert re.fullmatch(
+        rf"error: {re.escape(str(folder))}/[\w-]+-step18\.ckpt: cannot save the checkpoint "
+        r"\(No space left on device\); the checkpoints saved before are kept",
+        message,
+    ), message
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before  # no part-file left
+    assert find_resume_checkpoint(str(run)) == (folder / "last.ckpt", run)
+
+
+def test_a_read_only_save_folder_stops_the_run_before_it_starts(tmp_path, monkeypatch):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    logs.chmod(0o555)
+    if os.access(logs, os.W_OK):  # root writes anywhere: let os.access answer as the mode bits say
+        access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: access(path, mode) and Path(path) != logs)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            train_tiny(logs)
+    finally:
+        logs.chmod(0o755)
+    assert str(stopped.value.code) == (
+        f"error: cannot save checkpoints in {logs / 'tiny' / 'version_0' / 'checkpoints'}: "
+        f"{logs} is not writable"
+    )
+    assert list(logs.iterdir()) == []

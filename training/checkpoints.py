@@ -12,9 +12,16 @@ from pathlib import Path
 import torch
 
 from data.datamodule import TranslationDataModule
+from data.special import SPECIALS
 from model import TransformerConfig
 from training.module import TranslationModule
-from training.run_checkpoints import CheckpointError, CheckpointMissing, checkpoint_step, first_line
+from training.run_checkpoints import (
+    CheckpointError,
+    CheckpointMissing,
+    checkpoint_step,
+    first_line,
+    open_checkpoint,
+)
 
 __all__ = ["CheckpointError", "CheckpointMissing", "LoadedRun", "load_run", "read_checkpoint"]
 
@@ -33,16 +40,9 @@ class LoadedRun:
 def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint's contents, loaded safely (``weights_only=True``) onto the CPU."""
     path = Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"{path}: a folder, not a checkpoint file")
     try:
         # Opened once: a checkpoint rotated away (deleted or replaced) after this still reads whole.
-        with open(path, "rb") as file:
-            if not zipfile.is_zipfile(file):
-                raise CheckpointError(
-                    f"{path}: not a checkpoint (not a PyTorch zip archive; truncated or another format)"
-                )
-            file.seek(0)
+        with open_checkpoint(path) as file:
             checkpoint = torch.load(file, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointMissing(f"{path}: no such checkpoint file") from None
@@ -136,6 +136,28 @@ def _check_weights_fit(path: Path, model_args: dict, weights) -> None:
             )
 
 
+def _check_tokenizers_fit(path: Path, module: TranslationModule, datamodule: TranslationDataModule) -> None:
+    """Every id a tokenizer makes must have a row in the model's embedding, and the model must mean by pad,
+    bos and eos the ids the tokenizers give them; else a one-line error, not an IndexError (or wrong words)
+    at the first sentence."""
+    config = module.model.config
+    sides = (("source", datamodule.src_tokenizer, "src_vocab_size"),
+             ("target", datamodule.tgt_tokenizer, "tgt_vocab_size"))
+    for side, tokenizer, setting in sides:
+        size, rows = tokenizer.vocab_size, getattr(config, setting)
+        if size > rows:
+            raise CheckpointError(
+                f"{path}: tokenizers do not fit the model: the {side} tokenizer has {size} ids, "
+                f"the model's embedding {rows} ({setting})"
+            )
+    for name in ("pad_id", "bos_id", "eos_id"):
+        if getattr(config, name) != getattr(SPECIALS, name):
+            raise CheckpointError(
+                f"{path}: tokenizers do not fit the model: its {name} is {getattr(config, name)}, "
+                f"the tokenizers' {getattr(SPECIALS, name)}"
+            )
+
+
 # Not load_from_checkpoint: a torch.load per class, no averaged weights; here one checked read builds both.
 def load_run(
     path: str | Path,
@@ -173,6 +195,7 @@ def load_run(
         datamodule.load_state_dict(checkpoint[TranslationDataModule.__qualname__])
     except (ValueError, TypeError, KeyError) as error:
         raise CheckpointError(f"{path}: invalid data settings or tokenizers ({first_line(error)})") from None
+    _check_tokenizers_fit(path, module, datamodule)
     step = checkpoint.get("global_step", 0)
     return LoadedRun(module.to(device).eval(), datamodule, step if isinstance(step, int) else 0)
 

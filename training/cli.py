@@ -21,6 +21,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from training.callbacks import InterruptCheckpoint, SaveTokenizers
+from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
 from training.module import NonFiniteLossError, TranslationModule
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
@@ -115,6 +116,8 @@ def trainer_defaults() -> dict:
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
         "callbacks": [InterruptCheckpoint(), ExactResume(), SaveTokenizers()],
+        # Each checkpoint written whole or not at all: a full disk never truncates the last good one.
+        "plugins": [{"class_path": f"{AtomicCheckpointIO.__module__}.{AtomicCheckpointIO.__qualname__}"}],
     }
 
 
@@ -232,12 +235,13 @@ def _main(args: list[str]) -> TrainCLI:
     )
     # Checked here: fit writes the resumed config and opens an event file in the run's directory at once.
     start_step = 0 if checkpoint is None else check_resume_checkpoint(checkpoint, cli.model)
+    check_save_folders(cli.trainer)
     interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)
     try:
         cli.trainer.fit(
             cli.model, datamodule=cli.datamodule, ckpt_path=None if checkpoint is None else str(checkpoint)
         )
-    except (NonFiniteLossError, CorpusError) as error:
+    except (NonFiniteLossError, CorpusError, CheckpointError) as error:
         # Every rank of a distributed run raises together (see TranslationModule); rank 0 alone says why.
         raise SystemExit(f"error: {error}" if cli.trainer.is_global_zero else 1) from None
     except SystemExit:  # Lightning's after Ctrl-C (status 1) or SIGTERM (status 0)
