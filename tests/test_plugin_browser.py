@@ -7,6 +7,7 @@ Needs chromium, chromedriver and selenium; skipped without them (``apt-get insta
 ``viz/tab/static/index.js``.
 """
 
+import contextlib
 import importlib.util
 import json
 import shutil
@@ -134,6 +135,11 @@ def css(driver, selector: str):
 @pytest.fixture
 def tab(board, driver):
     """The ATTENTION tab opened inside TensorBoard's own page, the driver switched into its iframe."""
+    return open_tab(board, driver)
+
+
+def open_tab(board, driver):
+    """:func:`tab`, for a test that first changes what the page will be served (:func:`answers_rewritten`)."""
     base, api, run = board
     driver.switch_to.default_content()
     driver.get("about:blank")  # a fresh page for every test, not just a hash change
@@ -143,6 +149,41 @@ def tab(board, driver):
     wait(driver, lambda: css(driver, "#grid .head-cell") and css(driver, "#detail .matrix"),
          "the grid never drew")
     return driver, api, run
+
+
+@contextlib.contextmanager
+def answers_rewritten(driver, transform: str):
+    """Pages opened inside pass every answer of the tab's data routes through ``transform``, a JavaScript
+    function ``(route, answer) => answer``, before the page reads it; the page's uncaught errors are kept in
+    ``window.pageErrors``. The way to show the page data a trained run does not have (a diverged run's
+    nulls, a best head that is not the first)."""
+    script = """
+      if (new URLSearchParams(location.search).get("name") === "attention") {  // the tab's iframe
+        window.pageErrors = [];
+        addEventListener("error", (e) => window.pageErrors.push(String(e.message)));
+        addEventListener("unhandledrejection", (e) => window.pageErrors.push(String(e.reason)));
+        const transform = (TRANSFORM);
+        const original = window.fetch.bind(window);
+        window.fetch = async (url, init) => {
+          const response = await original(url, init);
+          const route = new URL(url, location.href).pathname.split("/").pop();
+          if (!response.ok || route === "runs") return response;
+          // JSON.stringify writes NaN as null, as the backend does.
+          return new Response(JSON.stringify(transform(route, await response.json())),
+            {status: response.status, headers: {"Content-Type": "application/json"}});
+        };
+      }
+    """.replace("TRANSFORM", transform)
+    added = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": script})
+    try:
+        yield
+    finally:
+        driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                               {"identifier": added["identifier"]})
+
+
+def page_errors(driver) -> list[str]:
+    return driver.execute_script("return window.pageErrors")
 
 
 def tokens(driver, axis: str) -> list[str]:
@@ -580,3 +621,175 @@ def test_signed_scores_are_drawn_on_a_diverging_scale(tab):
     assert positive == [103, 0, 31]
     assert answer["weights"] == {"scale": 1, "signed": False}
     assert answer["scores"] == {"scale": 0.5, "signed": False}
+
+
+# -- what the page makes of awkward answers ------------------------------------------------------------------
+
+# Every cross statistic of the head of highest agreement trades places with the last head's: the best-aligned
+# head is then not the first one, whatever the tiny run learnt.
+BEST_HEAD_LAST = """(route, answer) => {
+  if (route !== "statistics") return answer;
+  const cross = answer.kinds.cross;
+  const agreement = cross.agreement;
+  let [l, h] = [0, 0];
+  agreement.forEach((row, i) => row.forEach((v, j) => { if (v > agreement[l][h]) [l, h] = [i, j]; }));
+  const [L, H] = [agreement.length - 1, agreement[0].length - 1];
+  for (const values of Object.values(cross)) [values[l][h], values[L][H]] = [values[L][H], values[l][h]];
+  return answer;
+}"""
+
+
+def shown_map(driver) -> tuple[str, str]:
+    detail = css(driver, "#detail")[0]
+    return detail.get_attribute("data-layer"), detail.get_attribute("data-head")
+
+
+def test_the_open_map_is_the_best_aligned_head_until_one_is_chosen(board, driver):
+    from selenium.webdriver.common.keys import Keys
+
+    with answers_rewritten(driver, BEST_HEAD_LAST):
+        driver, _, run = open_tab(board, driver)
+        best = cells(driver, ".best")
+        assert len(best) == 1 and best != {(0, 0)}
+        ((layer, head),) = best
+        assert shown_map(driver) == (str(layer), str(head))
+        assert cells(driver, ".selected") == best
+        assert css(driver, "#best-head")[0].text == f"L{layer + 1} H{head + 1}"
+        # A map the user opens stays open at another step.
+        css(driver, '#grid .head-cell[data-layer="0"][data-head="0"]')[0].click()
+        wait(driver, lambda: shown_map(driver) == ("0", "0"), "clicking a head did not open it")
+        css(driver, "#step-slider")[0].send_keys(Keys.HOME)
+        wait(driver, lambda: css(driver, "#detail")[0].get_attribute("data-step") == str(run["steps"][0]),
+             "the slider did not change the shown step")
+        assert shown_map(driver) == ("0", "0")
+        assert page_errors(driver) == []
+
+
+def test_grid_captions_fit_under_their_maps(tab):
+    """The default run's shape (3 layers × 4 heads, and each layer's map) drawn by the page's own grid module:
+    each caption stays on one line inside its map's cell, whole or shortened, with the statistic's full name
+    and value in its tooltip; in a wide and in a narrow window."""
+    driver, api, run = tab
+    stats = api.get("statistics", run=run["run"], step=run["statistics_steps"][-1])
+    agreement = [[0.8312, 0.0417, 0.5, 0.125], [0.9, 0.25, 0.3333, 0.0612], [0.75, 0.1, 0.2, 0.05]]
+    stats["kinds"]["cross"] = {"agreement": agreement}
+    try:
+        for width in (800, 1400):  # each a change of size: the page redraws
+            driver.execute_script("document.querySelector('#grid .head-cell').dataset.old = 'yes'")
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+            # The page redraws after a resize: draw the test's grid after that.
+            wait(driver, lambda: not css(driver, "#grid .head-cell[data-old]"), "no redraw after resizing")
+            answer = driver.execute_async_script("""
+              const [url, stats, done] = arguments;
+              import(url).then(({drawGrid}) => {
+                const [L, H, T] = [3, 4, 9];
+                const map = () => Array.from({length: T}, () => Array(T).fill(1 / T));
+                const set = {kind: "cross", method: "attention", label: "cross-attention", signed: false,
+                  rows: Array(T).fill("w"), cols: Array(T).fill("w"),
+                  layers: ["layer 1", "layer 2", "layer 3"],
+                  heads: H, perHead: Array.from({length: L}, () => Array.from({length: H}, map)),
+                  perLayer: Array.from({length: L}, map), aer: null, gold: null};
+                drawGrid({step: stats.step}, set, stats, null);
+                const grid = document.getElementById("grid");
+                done({grid: [grid.scrollWidth, grid.clientWidth],
+                  caps: [...grid.querySelectorAll(".head-cell")].map((cell) => {
+                    const cap = cell.querySelector(".cap");
+                    return {text: cap.textContent, title: cap.title,
+                      fits: cap.scrollWidth <= cap.clientWidth && cap.scrollHeight <= cap.clientHeight,
+                      inside: cap.getBoundingClientRect().right <= cell.getBoundingClientRect().right};
+                  })});
+              }, (error) => done({error: String(error)}));
+            """, f"{api.base}/data/plugin/attention/static/grid.js", stats)
+            assert "error" not in answer, answer
+            scroll_width, client_width = answer["grid"]
+            assert scroll_width <= client_width
+            values = [f"{v:.3f}" for row in agreement for v in row]
+            assert [cap["text"].split()[-1] for cap in answer["caps"]] == values
+            for cap, value in zip(answer["caps"], values):
+                assert cap["fits"] and cap["inside"], (width, cap)
+                assert cap["title"].startswith(f"agreement {value}")
+    finally:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+
+def test_missing_values_are_drawn_blank_by_the_heatmap_and_lines_modules(tab):
+    """A diverged run's maps hold NaN, which the routes answer as null: such a cell is left white (not the
+    colour of 0, not the previous cell's colour), no number is written in it and no line drawn for it."""
+    driver, api, _ = tab
+    static = f"{api.base}/data/plugin/attention/static"
+    answer = driver.execute_async_script("""
+      const [heatmapUrl, linesUrl, done] = arguments;
+      Promise.all([import(heatmapUrl), import(linesUrl)]).then(([{drawMatrix, scaleOf}, {linesView}]) => {
+        const matrix = [[0.9, null, NaN]];
+        const canvas = document.createElement("canvas");
+        drawMatrix(canvas, matrix, 90, 30, {numbers: true, ...scaleOf(matrix)});
+        const ctx = canvas.getContext("2d");
+        const pixel = (x) => Array.from(ctx.getImageData(x * devicePixelRatio, 3, 1, 1).data.slice(0, 3));
+        const lines = linesView({rows: ["a"], cols: ["x", "y", "z"],
+          heads: [{label: "h", colour: "#000", matrix: [[0.5, null, NaN]]}]}).node;
+        done({pixels: [15, 45, 75].map(pixel), weights: scaleOf(matrix),
+              signed: scaleOf([[null, -2, NaN]], true),
+              lines: lines.querySelectorAll("line").length, nan: lines.outerHTML.includes("NaN")});
+      }, (error) => done({error: String(error)}));
+    """, f"{static}/heatmap.js", f"{static}/lines.js")
+    assert "error" not in answer, answer
+    filled, empty, nan = answer["pixels"]
+    assert filled != [255, 255, 255]
+    assert empty == nan == [255, 255, 255]
+    assert answer["weights"] == {"scale": 1, "signed": False}
+    assert answer["signed"] == {"scale": 2, "signed": True}
+    assert answer["lines"] == 1 and not answer["nan"]
+
+
+# The last number of every row of numbers in every answer becomes null, as the routes answer a diverged run's
+# NaN: the last key of every attention row, the last head of every statistic, the last layer's AER, the value
+# of the newest point of every method's history, the last of the logit lens's top probabilities.
+NULL_LAST = """(route, answer) => {
+  const blank = (x, key) => {
+    if (key === "gold") return x;
+    if (Array.isArray(x)) {
+      if (x.length && x.every((v) => typeof v === "number")) {
+        return x.map((v, k) => (k === x.length - 1 ? null : v));
+      }
+      return x.map((v) => blank(v, key));
+    }
+    if (x && typeof x === "object") {
+      return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, blank(v, k)]));
+    }
+    return x;
+  };
+  return blank(answer, null);
+}"""
+
+
+def test_a_diverged_runs_null_values_are_drawn_blank_and_tabled_as_dashes(board, driver):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    with answers_rewritten(driver, NULL_LAST):
+        driver, api, run = open_tab(board, driver)
+        last = run["num_heads"] - 1
+        wait(driver, lambda: css(driver, f'#stats-table tr[data-head="{last}"] td[data-key="entropy"]'),
+             "the statistics table never drew")
+        for cell in css(driver, f'#stats-table tr[data-head="{last}"] td[data-key="entropy"]'):
+            assert cell.get_attribute("textContent") == "–"
+        # The open map's last column holds nulls: its tooltip says so.
+        weights = api.get("attention", run=run["run"], step=run["steps"][-1], sentence=0)["kinds"]["cross"]
+        shown = [[None if j == len(row) - 1 else v for j, v in enumerate(row)]
+                 for row in weights["weights"][int(shown_map(driver)[0])][int(shown_map(driver)[1])]]
+        assert value_under_mouse(driver, shown, 1, len(shown[0]) - 1) == "–"
+        # Every other view of the same answers: a method's maps, the logit lens, the other kinds.
+        choose_method(driver, "shift_att")
+        token = css(driver, '#detail .token[data-axis="row"][data-index="1"]')[0]
+        ActionChains(driver).move_to_element(token).perform()
+        wait(driver, lambda: css(driver, '#lens-panel[data-row="1"]'), "the lens did not show row 1")
+        for kind in ("decoder", "encoder"):
+            css(driver, f"#kind-{kind}")[0].click()
+            wait(driver, lambda k=kind: css(driver, f'#detail[data-kind="{k}"]'),
+                 f"the {kind} maps never showed")
+        assert page_errors(driver) == []
+        assert driver.execute_script("""
+          return [...document.querySelectorAll("*")].some((n) => n.childElementCount === 0
+            && n.textContent.includes("NaN") || [...n.attributes].some((a) => a.value.includes("NaN")));
+        """) is False

@@ -238,7 +238,7 @@ async function drawTrend(node, {steps, url, pick, label, shown}) {
     all.push(...(await Promise.all(chunk)));
     if (!node.isConnected) return; // redrawn meanwhile; the next drawing starts again from the cache
   }
-  const points = steps.map((s, k) => [s, pick(all[k])]).filter(([, v]) => typeof v === "number");
+  const points = steps.map((s, k) => [s, pick(all[k])]).filter(([, v]) => Number.isFinite(v));
   if (points.length < 2) return;
   const [W, H, pad] = [150, 30, 3];
   const xs = points.map(([s]) => s);
@@ -298,8 +298,7 @@ function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
     soft = [node.querySelector(`.token[data-axis="row"][data-index="${i}"]`),
       node.querySelector(`.token[data-axis="col"][data-index="${j}"]`)].filter(Boolean);
     soft.forEach((n) => n.classList.add("hl-soft"));
-    showTooltip(e, h("b", {}, causal && j > i ? "masked"
-      : matrix[i][j] === null ? "not finite" : matrix[i][j].toFixed(4)), "  ",
+    showTooltip(e, h("b", {}, causal && j > i ? "masked" : valueText(matrix[i][j])), "  ",
       `${set.rows[i]} → ${set.cols[j]}`, h("span", {style: "color:#adb5bd"}, `  (row ${i}, col ${j})`),
       goldSet.has(`${i},${j}`) ? h("span", {style: `color:${GOLD_COLOUR}`}, "  gold link") : "");
   });
@@ -309,3 +308,6 @@ function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
   });
   return h("div", {class: "matrix-panel"}, caption, node);
 }
+
+// A cell's value in the tooltip: four decimals, or "–" where there is none (a diverged run's NaN, served as null).
+const valueText = (v) => (Number.isFinite(v) ? v.toFixed(4) : "–");

@@ -19,7 +19,7 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 export function fmt(v) {
-  if (v === null || v === undefined || Number.isNaN(v)) return "–";
+  if (!Number.isFinite(v)) return "–"; // null, undefined, NaN: no value
   return Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(3);
 }
 
@@ -75,8 +75,10 @@ export function showMessage(text) {
 }
 
 // A small line of `points` ([step, value] pairs) drawn in an SVG of the given size; the axes span `steps` and
-// `values` ([first, last], [lowest, highest]), lower values drawn lower; a dot marks the step `shown`.
+// `values` ([first, last], [lowest, highest]), lower values drawn lower; a dot marks the step `shown`. Points
+// without a value are left out.
 export function sparkline(points, shown, {steps: [s0, s1], values: [lo, hi], width, height, pad, dot, className}) {
+  points = points.filter(([, v]) => Number.isFinite(v)); // a step without a value (NaN, null) is left out
   const X = (s) => pad + ((s - s0) / (s1 - s0 || 1)) * (width - 2 * pad);
   const Y = (v) => height - pad - ((v - lo) / (hi - lo || 1)) * (height - 2 * pad);
   const NS = "http://www.w3.org/2000/svg";

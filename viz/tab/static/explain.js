@@ -37,13 +37,13 @@ export function drawExplanations(explanations) {
   const leaderLine = leader
     ? h("div", {id: "leader", class: "leader", "data-method": leader.method, "data-since": String(leader.since_step)},
       "★ ", h("b", {}, labelOf(leader.method)), ` aligns best: AER ${fmt(leader.aer)} at `,
-      methods[leader.method]?.best.layer ?? "?",
+      methods[leader.method]?.best?.layer ?? "?",
       leader.since_step === explanations.step ? ` · leading at step ${explanations.step}`
         : ` · the leader since step ${leader.since_step}`)
     : null;
   const steps = Object.values(explanations.history).flat().map(([s]) => s);
   const [s0, s1] = [Math.min(...steps), Math.max(...steps)];
-  const values = Object.values(explanations.history).flat().map(([, v]) => v);
+  const values = Object.values(explanations.history).flat().map(([, v]) => v).filter(Number.isFinite);
   const [lo, hi] = [Math.min(...values), Math.max(...values)];
   const rows = (state.run.methods || []).filter((m) => methods[m.name]).map((m) => {
     const scores = methods[m.name];
@@ -51,8 +51,8 @@ export function drawExplanations(explanations) {
     return h("tr", {"data-method": m.name, class: [on ? "shown" : "", leader?.method === m.name ? "lead" : ""]
       .join(" ").trim() || null, title: `show the maps of ${m.label}`, onclick: () => selectMethod(m.name)},
     h("td", {class: "method-name"}, m.label),
-    h("td", {class: "best-layer"}, scores.best.layer),
-    h("td", {class: "best-aer"}, fmt(scores.best.aer)),
+    h("td", {class: "best-layer"}, scores.best?.layer ?? "–"), // no best: every layer's AER was NaN
+    h("td", {class: "best-aer"}, fmt(scores.best?.aer)),
     h("td", {}, sparkline(explanations.history[m.name] || [], explanations.step,
         {steps: [s0, s1], values: [lo, hi], width: 90, height: 20, pad: 2, dot: 2.5, className: "spark"})));
   });

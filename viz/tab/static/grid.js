@@ -3,7 +3,7 @@
 // the detail view, Shift/Ctrl-click overlays it in the lines view. Each map of a sentence with gold links
 // carries its AER badge; the best-aligned map is starred.
 
-import {fmt, h, sameHead} from "./dom.js";
+import {fmt, h, sameHead, textWidth} from "./dom.js";
 import {drawMatrix} from "./heatmap.js";
 import {HEAD_COLOURS} from "./lines.js";
 import {KIND_TITLE} from "./controls.js";
@@ -37,7 +37,7 @@ export function headColour(index) {
 /** The best map of the shown maps, or null: for attention weights the head of highest agreement on the
  * validation set (statistics); for an explanation method its lowest AER over the explanation sentences
  * (./explanations): its best head, or its best layer when it has no heads. */
-function bestMap(set, stats, explanations) {
+export function bestMap(set, stats, explanations) {
   if (set.method === null || set.method === "attention") {
     const best = bestHead(stats);
     if (!best) return null;
@@ -48,14 +48,13 @@ function bestMap(set, stats, explanations) {
   const scores = explanations && explanations.methods ? explanations.methods[set.method] : null;
   if (!scores) return null;
   let best = null;
+  const consider = (map, aer) => {
+    if (Number.isFinite(aer) && (!best || aer < best.aer)) best = {map, aer}; // null: no AER, no candidate
+  };
   if (scores.head_aer) {
-    scores.head_aer.forEach((row, layer) => row.forEach((aer, head) => {
-      if (!best || aer < best.aer) best = {map: {layer, head}, aer};
-    }));
+    scores.head_aer.forEach((row, layer) => row.forEach((aer, head) => consider({layer, head}, aer)));
   } else {
-    scores.aer.forEach((aer, layer) => {
-      if (!best || aer < best.aer) best = {map: {layer, head: null}, aer};
-    });
+    scores.aer.forEach((aer, layer) => consider({layer, head: null}, aer));
   }
   return best && {map: best.map, text: `AER ${fmt(best.aer)} on the explanation sentences`,
     step: explanations.step, title: "the map of this method with the lowest AER against the gold alignment"};
@@ -86,7 +85,8 @@ export function drawGrid(data, set, stats, explanations) {
     ui.best.style.display = "none";
   }
   const columns = H + (layerMaps ? 1 : 0);
-  const avail = 456 - 28 - columns * 10;
+  // The left column's 456 px less the 24 px axis; each map's cell adds 10 px (padding, border), 4 px of gap.
+  const avail = 456 - 24 - columns * 14;
   const box = Math.max(34, Math.min(100, Math.floor(avail / Math.max(columns, 2))));
   const scale = box / Math.max(rows, cols);
   const w = Math.max(8, Math.round(cols * scale));
@@ -115,9 +115,8 @@ export function drawGrid(data, set, stats, explanations) {
       "data-head": isHead ? String(me.head) : null,
       title: `${mapName(set, me)}: click to open, Shift/Ctrl-click to overlay in the lines view`,
       onclick: (e) => (e.shiftKey || e.ctrlKey || e.metaKey ? toggleOverlay(me) : openHead(me)),
-    }, canvas, h("span", {class: "cap"},
-      caption && isHead ? `${shortName(stats, caption)} ${fmt(kindStats[caption][me.layer][me.head])}`
-        : H ? "" : set.layers[me.layer]),
+    }, canvas, caption && isHead ? statCaption(shortName(stats, caption), kindStats[caption][me.layer][me.head], box)
+      : captionLine(H ? "" : set.layers[me.layer], box),
     aer === null ? null : h("span", {class: "aer-badge", "data-aer": String(aer),
       title: "alignment error rate of this map on this sentence against its gold links (lower is better)"},
     aerText(aer)));
@@ -139,4 +138,18 @@ export function drawGrid(data, set, stats, explanations) {
     if (layerMaps) nodes.push(cell({layer, head: null}));
   }
   ui.grid.replaceChildren(...nodes);
+}
+
+const CAPTION_PX = 10; // the captions' font size (style.js, .cap)
+
+// A caption under a map, on one line at most `width` px wide: `text`, or `short` where `text` would not fit
+// (an ellipsis ends what still does not); the tooltip holds the whole text.
+function captionLine(text, width, short = text) {
+  const shown = textWidth(text, CAPTION_PX) + 4 <= width ? text : short; // 4 px: tabular digits are wider
+  return h("span", {class: "cap", style: `max-width:${width}px`, title: text || null}, shown);
+}
+
+// A statistic's caption: "agreement 0.831", or "agr 0.831" under a narrow map.
+function statCaption(name, value, width) {
+  return captionLine(`${name} ${fmt(value)}`, width, `${name.slice(0, 3)} ${fmt(value)}`);
 }

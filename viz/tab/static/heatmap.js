@@ -53,6 +53,7 @@ export function scaleOf(matrix, signed = false, {weights = true} = {}) {
   let low = 0;
   for (const row of matrix) {
     for (const v of row) {
+      if (!Number.isFinite(v)) continue; // no value (see drawMatrix)
       top = Math.max(top, Math.abs(v));
       low = Math.min(low, v);
     }
@@ -80,7 +81,7 @@ function sized(canvas, width, height) {
 }
 
 /**
- * Draw `matrix` (rows x cols of weights in [0, 1]) into `canvas` at `width` x `height` CSS pixels.
+ * Draw `matrix` (rows x cols of weights in [0, 1]; null or NaN: no value, a blank cell) into `canvas` at `width` x `height` CSS pixels.
  * Options: gold (list of [row, col] cells to outline), numbers (write values >= 0.1 when cells are big enough),
  * causal (grey out the cells above the diagonal, which a causal mask hides: "cannot attend", not "weight 0"),
  * scale (values are divided by it before colouring: a score map drawn on its own largest magnitude, see
@@ -98,8 +99,11 @@ export function drawMatrix(canvas, matrix, width, height,
   const ys = Array.from({length: rows + 1}, (_, i) => Math.round((i * height) / rows));
   for (let i = 0; i < rows; i++) {
     for (let j = 0; j < cols; j++) {
+      const masked = causal && j > i;
+      // A diverged run's NaN (served as null) is no value: its cell is left blank, not drawn as 0.
+      if (!masked && !Number.isFinite(matrix[i][j])) continue;
       const x = matrix[i][j] / scale;
-      ctx.fillStyle = causal && j > i ? MASKED_COLOUR : signed ? divergingColourOf(x) : colourOf(x);
+      ctx.fillStyle = masked ? MASKED_COLOUR : signed ? divergingColourOf(x) : colourOf(x);
       ctx.fillRect(xs[j], ys[i], xs[j + 1] - xs[j], ys[i + 1] - ys[i]);
     }
   }
@@ -112,7 +116,7 @@ export function drawMatrix(canvas, matrix, width, height,
       for (let j = 0; j < cols; j++) {
         const w = matrix[i][j];
         const x = w / scale;
-        if (Math.abs(x) < 0.1 || (!signed && x < 0)) continue;
+        if (!Number.isFinite(x) || Math.abs(x) < 0.1 || (!signed && x < 0)) continue;
         ctx.fillStyle = Math.abs(x) > 0.55 ? "#fff" : "#08306b";
         ctx.fillText(cellText(w, scale), (xs[j] + xs[j + 1]) / 2, (ys[i] + ys[i + 1]) / 2);
       }

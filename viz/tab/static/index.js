@@ -42,7 +42,7 @@ import {listRuns, loading, onKey, syncControls, toolbars} from "./static/control
 import {compareTarget, detailSection, drawDetail} from "./static/detail.js";
 import {debounce, h, messageLine, showMessage, tooltip} from "./static/dom.js";
 import {drawExplanations, explainSection} from "./static/explain.js";
-import {drawGrid, gridSection} from "./static/grid.js";
+import {bestMap, drawGrid, gridSection} from "./static/grid.js";
 import {explained, mapOf, mapSet} from "./static/maps.js";
 import {bannerSection, drawBanner, explainCustom, syncTranslate, translateControls} from "./static/sentence.js";
 import {
@@ -192,6 +192,7 @@ async function draw() {
     }
     return;
   }
+  if (!state.headChosen) openBest(set, good(stats), good(explanations));
   // The open map may not exist in this set (a method without heads, layer maps not loaded): open the nearest.
   if (!mapOf(set, state.head)) {
     state.head = {layer: Math.min(state.head.layer, set.layers.length - 1), head: set.heads ? 0 : null};
@@ -203,4 +204,12 @@ async function draw() {
   drawStats(good(stats), good(explanations));
   drawDetail(data, set, good(stats), good(explanations), otherSet ? {data: other, set: otherSet} : null,
     lens && lens.error ? lens : good(lens));
+}
+
+// The first drawing opens the map the grid stars as best-aligned (cross maps with gold links), not simply the
+// first head; from then on the open map is the user's.
+function openBest(set, stats, explanations) {
+  const best = bestMap(set, stats, explanations);
+  if (best) state.head = {...best.map};
+  state.headChosen = true;
 }

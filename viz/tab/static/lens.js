@@ -31,8 +31,8 @@ export function lensPanel(lens) {
       lens.rows.map((t, i) => {
         const p = lens.produced_prob[l][i];
         const cell = h("span", {class: "lens-cell", "data-layer": String(l), "data-row": String(i),
-          style: `background:${colourOf(p)}`,
-          title: `${label}, position ${i}: p(${t}) = ${fmt(p)}, rank ${lens.produced_rank[l][i] + 1}`,
+          style: `background:${Number.isFinite(p) ? colourOf(p) : "#fff"}`, // no value: blank
+          title: `${label}, position ${i}: p(${t}) = ${fmt(p)}, rank ${rankText(lens.produced_rank[l][i])}`,
           onmouseenter: () => showRow(i)});
         cells.push(cell);
         return cell;
@@ -47,16 +47,17 @@ export function lensPanel(lens) {
     const rows = [];
     for (let l = 0; l < L; l++) {
       const p = lens.produced_prob[l][i];
+      const rank = rankText(lens.produced_rank[l][i]);
       rows.push(h("tr", {class: "lens-layer", "data-layer": String(l)},
         h("td", {class: "lens-name"}, lens.layers[l]),
         h("td", {}, lens.top_tokens[l][i].map((t, k) => h("span", {
           class: t === produced ? "lens-top produced" : "lens-top", "data-token": t,
           "data-prob": String(lens.top_probs[l][i][k]),
           title: `probability ${fmt(lens.top_probs[l][i][k])}`}, t, h("small", {}, fmt(lens.top_probs[l][i][k]))))),
-        h("td", {class: "lens-prob", title: `p(${produced}) at ${lens.layers[l]}, rank ${lens.produced_rank[l][i] + 1}`},
+        h("td", {class: "lens-prob", title: `p(${produced}) at ${lens.layers[l]}, rank ${rank}`},
           h("span", {class: "lens-bar", "data-prob": String(p)},
-            h("span", {style: `width:${Math.round(100 * Math.max(0, Math.min(1, p)))}%`})),
-          h("small", {}, `${fmt(p)} · #${lens.produced_rank[l][i] + 1}`))));
+            h("span", {style: `width:${Number.isFinite(p) ? Math.round(100 * Math.max(0, Math.min(1, p))) : 0}%`})),
+          h("small", {}, `${fmt(p)} · ${rank}`))));
     }
     detail.replaceChildren(
       h("div", {class: "lens-where"}, `position ${i}: produced `, h("b", {class: "produced"}, produced)),
@@ -76,3 +77,6 @@ export function lensPanel(lens) {
 export function lensNote(text) {
   return h("div", {id: "lens-panel", "data-row": ""}, h("h3", {}, "Logit lens"), h("div", {class: "note"}, text));
 }
+
+// A rank as shown, counted from 1 ("#1" = the most probable); "–" where there is none (a diverged run's NaN).
+const rankText = (rank) => (Number.isFinite(rank) ? `#${rank + 1}` : "–");

@@ -74,6 +74,7 @@ export function linesView({rows, cols, heads, top = 26, step = 20, width = 300})
       const scale = head.scale || 1;
       head.matrix.forEach((row, i) => {
         row.forEach((value, j) => {
+          if (!Number.isFinite(value)) return; // no value (a diverged run's NaN, served as null): no line
           const negative = value < 0;
           const w = head.signed ? Math.abs(value) / scale : value / scale;
           if (w < MIN_WEIGHT) return;

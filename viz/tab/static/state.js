@@ -17,6 +17,7 @@ export const state = {
   mode: "probe", // "probe": logged probe sentences; "custom": the user's translated sentence
   custom: null, // the ./translate response
   head: {layer: 0, head: 0}, // the map open in the detail view (head null: the layer's own map)
+  headChosen: false, // whether the open map was chosen (by the user, or by the first drawing: the best-aligned)
   overlay: [], // further maps drawn in the lines view: [{layer, head}]
   focus: null, // {axis, index, source: "matrix"|"lines"}
   pinned: null,
@@ -160,6 +161,7 @@ function clampHeads() {
 /** Open a head in the detail view (it leaves the overlay if it was there). */
 export function openHead(head) {
   state.head = {layer: head.layer, head: head.head};
+  state.headChosen = true;
   state.overlay = state.overlay.filter((o) => !sameHead(o, head));
   state.pinned = null;
   state.focus = null;

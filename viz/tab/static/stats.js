@@ -23,7 +23,9 @@ export function bestHead(stats) {
   if (!kindStats || !kindStats.agreement) return null;
   let best = null;
   kindStats.agreement.forEach((row, layer) => row.forEach((v, head) => {
-    const aer = kindStats.aer ? kindStats.aer[layer][head] : 0;
+    if (!Number.isFinite(v)) return; // a head without a value is no candidate
+    const known = kindStats.aer?.[layer]?.[head];
+    const aer = Number.isFinite(known) ? known : Infinity;
     if (!best || v > best.value || (v === best.value && aer < best.aer)) best = {layer, head, value: v, aer};
   }));
   return best;
@@ -110,9 +112,12 @@ export function drawStats(stats, explanations) {
   for (let layer = 0; layer < L; layer++) for (let head = 0; head < H; head++) items.push({layer, head});
   const value = (it, key) => (key === "layer" ? it.layer * 1000 + it.head : key === "head" ? it.head * 1000 + it.layer
     : byKey[key].values[it.layer]?.[it.head] ?? NaN);
-  items.sort((a, b) => sort.dir * (value(a, sort.key) - value(b, sort.key)) || a.layer - b.layer || a.head - b.head);
+  // Heads without a value (NaN, served as null) go last in either direction.
+  const missing = (it) => !Number.isFinite(value(it, sort.key));
+  items.sort((a, b) => missing(a) - missing(b) || sort.dir * (value(a, sort.key) - value(b, sort.key))
+    || a.layer - b.layer || a.head - b.head);
   const ranges = Object.fromEntries(columns.map((c) => {
-    const flat = c.values.flat();
+    const flat = c.values.flat().filter(Number.isFinite);
     return [c.key, c.bounded ? [0, 1] : [Math.min(...flat, 0), Math.max(...flat)]];
   }));
   const best = bestHead(stats);
@@ -141,7 +146,7 @@ export function drawStats(stats, explanations) {
     columns.map((c) => {
       const v = c.values[it.layer]?.[it.head];
       const [lo, hi] = ranges[c.key];
-      const share = hi > lo ? Math.round((100 * (v - lo)) / (hi - lo)) : 0;
+      const share = hi > lo && Number.isFinite(v) ? Math.round((100 * (v - lo)) / (hi - lo)) : 0;
       const bar = `linear-gradient(90deg,rgba(28,126,214,.13) ${share}%,transparent ${share}%)`;
       return h("td", {"data-key": c.key, class: c.method ? "method" : null, style: `background:${bar}`}, fmt(v));
     }));

@@ -59,7 +59,7 @@ h2 .sub { font-weight: 400; color: var(--muted); margin-left: 6px; }
 .head-cell canvas, .layer-cell canvas { display: block; box-shadow: 0 0 0 1px #e9ecef; }
 .layer-cell { background: #f8f9fa; }
 .head-cell .cap, .layer-cell .cap { font-size: 10px; color: var(--muted); height: 13px; line-height: 13px;
-                  font-variant-numeric: tabular-nums; }
+                  font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .aer-badge { display: inline-block; font-size: 10px; line-height: 14px; padding: 0 5px; border-radius: 7px;
              background: #fff4e6; color: #a34a00; border: 1px solid #ffd8a8; font-variant-numeric: tabular-nums;
              white-space: nowrap; }
