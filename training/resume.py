@@ -10,12 +10,16 @@ The rest of an exact resume lives where it belongs: the data loader's place in i
 
 import pickle
 import random
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+
+from model import TransformerConfig
 
 
 def rng_states() -> dict[str, Any]:
@@ -105,11 +109,39 @@ def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
         # As Lightning will load it (through the same renaming hooks for old checkpoints), only sooner.
         module.load_state_dict(state)
     except RuntimeError as error:
+        saved = checkpoint.get("hyper_parameters") or {}
+        # What differs, where the two runs' hyperparameters tell; else the first mismatch torch names.
+        differences = architecture_differences(saved, getattr(module, "hparams", {}))
+        why = "; ".join(differences) or f"it belongs to another run: {_reason(error)}"
         raise SystemExit(
-            f"error: --resume {path}: its weights do not fit the model of the run's config, so it belongs to "
-            f"another run: {_reason(error)}"
+            f"error: --resume {path}: its weights do not fit the model of the run's config: {why}"
         ) from None
     return int(checkpoint.get("global_step", 0))
+
+
+# Architecture options that change no weight's shape or name: never why a checkpoint does not fit.
+NOT_IN_THE_WEIGHTS = ("dropout", "attention_dropout")
+
+
+def architecture_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What makes a checkpoint's weights not fit the model now, from the two runs' hyperparameters: a
+    vocabulary of other sizes (the data's, linked into the model), then each architecture option given another
+    value (``TransformerConfig``'s fields); empty if they agree on all of these."""
+    vocab = ("src_vocab_size", "tgt_vocab_size")
+    differences = []
+    (src, tgt), (old_src, old_tgt) = ([hparams.get(name) for name in vocab] for hparams in (now, saved))
+    if (src, tgt) != (old_src, old_tgt):
+        differences.append(
+            f"the vocabulary has {src} source and {tgt} target tokens now, {old_src} and {old_tgt} in the "
+            "checkpoint: the corpus or the tokenizer settings changed since it was saved"
+        )
+    for field in fields(TransformerConfig):
+        named = field.name not in vocab and field.name not in NOT_IN_THE_WEIGHTS and field.name in saved
+        if named and saved[field.name] != now.get(field.name):
+            differences.append(
+                f"--model.{field.name} is {now.get(field.name)} now, {saved[field.name]} in the checkpoint"
+            )
+    return differences
 
 
 def _reason(error: BaseException, limit: int = 300) -> str:
