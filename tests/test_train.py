@@ -421,7 +421,7 @@ def test_a_run_resumed_mid_epoch_shows_the_epoch_length_and_no_argument_warning(
     cli = main()  # as `python train.py --resume RUN ...` runs it
     # Lightning skips on_train_epoch_start in an epoch it restarts mid-way: the bar showed "Training: 3/?".
     bar = cli.trainer.progress_bar_callback.train_progress_bar
-    assert (bar.desc, bar.total, bar.n) == ("Epoch 1", 6, 6)
+    assert (bar.desc, bar.total, bar.n) == ("Epoch 1: ", 6, 6)
     assert [str(w.message) for w in recwarn if "sys.argv" in str(w.message)] == []
 
 

@@ -71,6 +71,11 @@ class TrainCLI(LightningCLI):
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
         accept_auto_precision(parser)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: list[str]) -> None:
+        # main() always hands over the command line itself (sys.argv less --resume, plus the run's config):
+        # Lightning's warning about args given beside a command line is for callers who give both by mistake.
+        self.config = parser.parse_args(args)
+
     def before_instantiate_classes(self) -> None:
         config = self.config
         decoded = ("val/bleu", "val/chrf", "val/exact_match")
@@ -243,7 +248,7 @@ def _main(args: list[str]) -> TrainCLI:
     cli = TrainCLI(
         TranslationModule,
         TranslationDataModule,
-        args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv itself
+        args=args,
         run=False,
         trainer_defaults=trainer_defaults(),
         seed_everything_default=1234,

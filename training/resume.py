@@ -56,7 +56,9 @@ class ExactResume(L.Callback):
       while training draws what an uninterrupted run would. Dropout does not depend on them: the module seeds
       it from the run's seed and the step, which it reads at ``on_train_start`` (so not restored there);
     * the step that logged values are labelled with: the optimiser step, which Lightning's restart can count
-      one too many (resuming zero batches into an epoch, it takes the place for one right after validation).
+      one too many (resuming zero batches into an epoch, it takes the place for one right after validation);
+    * the progress bar's start of the epoch: Lightning calls no ``on_train_epoch_start`` in an epoch it
+      restarts in the middle, so the bar would count that epoch's batches without a total ("Training: 3/?").
     """
 
     def __init__(self) -> None:
@@ -83,6 +85,8 @@ class ExactResume(L.Callback):
         if self._rng is not None:
             set_rng_states(self._rng)
             self._rng = None
+        if trainer.fit_loop.restarted_mid_epoch and trainer.progress_bar_callback is not None:
+            trainer.progress_bar_callback.on_train_epoch_start(trainer, pl_module)
         # One optimiser step per stepping batch: the two counts are equal in an uninterrupted run.
         trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
 
