@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 from jsonargparse import Namespace
+from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from data.corpora import CorpusError
@@ -202,6 +203,21 @@ def write_into(config: Namespace, run_dir: Path) -> None:
     config.trainer.default_root_dir = str(run_dir)
 
 
+@rank_zero_only  # the other processes of a distributed run start when rank 0 has begun writing there
+def refuse_a_folder_that_holds_a_run(trainer: Trainer) -> None:
+    """Stop with one line if a new run would write into the folder of another (``--trainer.logger.init_args
+    .version`` given one that exists): Lightning's config saving would stop it with a traceback, and a run
+    folder without a config would have its checkpoints overwritten."""
+    if trainer.logger is None or trainer.logger.log_dir is None:
+        return
+    run_dir = Path(trainer.logger.log_dir)
+    if (run_dir / "config.yaml").exists() or any((run_dir / CHECKPOINT_FOLDER).glob("*.ckpt")):
+        raise SystemExit(
+            f"error: {run_dir} already holds a run; pick another --trainer.logger.init_args.version "
+            f"or resume it with --resume {run_dir}"
+        )
+
+
 def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
     rest, resume, i = [], None, 0
     while i < len(args):
@@ -257,8 +273,12 @@ def _main(args: list[str]) -> TrainCLI:
         auto_configure_optimizers=False,
         parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
     )
-    # Checked here: fit writes the resumed config and opens an event file in the run's directory at once.
-    start_step = 0 if checkpoint is None else check_resume_checkpoint(checkpoint, cli.model)
+    # Checked here: fit writes the (resumed) config and opens an event file in the run's directory at once.
+    if checkpoint is None:
+        refuse_a_folder_that_holds_a_run(cli.trainer)
+        start_step = 0
+    else:
+        start_step = check_resume_checkpoint(checkpoint, cli.model)
     interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)
     try:
         cli.trainer.fit(
