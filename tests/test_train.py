@@ -398,8 +398,13 @@ def test_a_moved_run_resumes_in_its_own_folder_whatever_the_cwd(tmp_path, monkey
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     main(["--resume", str(moved), "--trainer.max_epochs", "2"])
-    assert (moved / "checkpoints" / "epoch1-step12.ckpt").is_file()
-    assert (moved / "config.resumed-1.yaml").is_file()
+    names = sorted(p.name for p in (moved / "checkpoints").iterdir())
+    # The top-k and last bookkeeping followed the folder: one best, last.ckpt rewritten (not last-v1.ckpt).
+    assert [n for n in names if not n.startswith("best-")] == ["epoch0-step6.ckpt", "epoch1-step12.ckpt",
+                                                                "last.ckpt"]  # fmt: skip
+    assert len(names) == 4
+    last = torch.load(moved / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["global_step"] == 12 and (moved / "config.resumed-1.yaml").is_file()
     assert len(list(moved.glob("events.out.tfevents.*"))) == 2
     assert sorted(loss_curve(moved)) == list(range(12))  # both epochs' steps, read from the moved folder
     assert listing(cwd) == [] and listing(tmp_path / "A") == ["tiny"]

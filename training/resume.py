@@ -8,6 +8,7 @@ The rest of an exact resume lives where it belongs: the data loader's place in i
 ``training.callbacks.InterruptCheckpoint``.
 """
 
+import os
 import pickle
 import random
 from collections.abc import Mapping
@@ -58,7 +59,9 @@ class ExactResume(L.Callback):
     * the step that logged values are labelled with: the optimiser step, which Lightning's restart can count
       one too many (resuming zero batches into an epoch, it takes the place for one right after validation);
     * the progress bar's start of the epoch: Lightning calls no ``on_train_epoch_start`` in an epoch it
-      restarts in the middle, so the bar would count that epoch's batches without a total ("Training: 3/?").
+      restarts in the middle, so the bar would count that epoch's batches without a total ("Training: 3/?");
+    * the checkpoint callbacks' record of their files (best, top k, last) in the run's folder as it is named
+      now (:func:`rebase_checkpoint_paths`).
     """
 
     def __init__(self) -> None:
@@ -75,6 +78,12 @@ class ExactResume(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         self._resuming = True
+        # Every callback's on_load_checkpoint runs before any callback's load_state_dict reads its state.
+        states = checkpoint.get("callbacks") or {}
+        for callback in trainer.checkpoint_callbacks:
+            state = states.get(callback.state_key)
+            if state is not None and callback.dirpath is not None:
+                rebase_checkpoint_paths(state, callback.dirpath)
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -89,6 +98,26 @@ class ExactResume(L.Callback):
             trainer.progress_bar_callback.on_train_epoch_start(trainer, pl_module)
         # One optimiser step per stepping batch: the two counts are equal in an uninterrupted run.
         trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
+
+
+def rebase_checkpoint_paths(state: dict[str, Any], dirpath: str) -> None:
+    """Move the files that a ``ModelCheckpoint``'s saved ``state`` keeps track of (its best, its top k,
+    its last) into ``dirpath``, its folder now. A resumed run writes into the folder it was resumed from,
+    which may have been moved or be named another way (absolute, or from another working directory);
+    Lightning drops this record when the folder's name differs, and then saves ``last-v1.ckpt`` beside
+    ``last.ckpt``, keeps a second best and names the best at the old place."""
+    old = state.get("dirpath")
+    if old is None or old == dirpath:
+        return
+
+    def moved(path: str | None) -> str | None:
+        return os.path.join(dirpath, os.path.basename(path)) if path else path
+
+    state["best_k_models"] = {moved(path): score for path, score in state.get("best_k_models", {}).items()}
+    for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+        if key in state:
+            state[key] = moved(state[key])
+    state["dirpath"] = dirpath
 
 
 def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
