@@ -362,12 +362,89 @@ def test_resume_refuses_a_checkpoint_of_another_run_and_writes_nothing(tmp_path,
     before = listing(run)
     with pytest.raises(SystemExit) as stopped:  # the run's model, but twice as wide as its last.ckpt's
         train_tiny(tmp_path, "--resume", str(run), "--model.d_model", "64", "--model.d_ff", "128")
-    message = str(stopped.value.code)
-    assert message.startswith(
-        f"error: --resume {run / 'checkpoints' / 'last.ckpt'}: its weights do not fit the model"
+    assert str(stopped.value.code) == (
+        f"error: --resume {run / 'checkpoints' / 'last.ckpt'}: its weights do not fit the model of the run's "
+        "config: --model.d_model is 64 now, 32 in the checkpoint; "
+        "--model.d_ff is 128 now, 64 in the checkpoint"
     )
-    assert "size mismatch for model." in message and "\n" not in message
     assert listing(run) == before  # no config.resumed-1.yaml, no event file
+
+
+def test_resume_after_the_corpus_grew_names_the_vocabulary_and_writes_nothing(tmp_path):
+    from training.cli import main
+
+    data = short_tsv_corpus(tmp_path / "data")
+    run = train_tiny(tmp_path, "--data.dataset", "tsv", "--data.path", str(data), "--data.tokenizer", "word",
+                     "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")  # fmt: skip
+    with (data / "train.tsv").open("a", encoding="utf-8") as train:
+        train.write("new1 new2\tneu1 neu2 neu3\n")  # 2 new source words, 3 new target words
+    saved = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    src, tgt = saved["hyper_parameters"]["src_vocab_size"], saved["hyper_parameters"]["tgt_vocab_size"]
+    before = listing(run)
+    with pytest.raises(SystemExit) as stopped:
+        main(["--resume", str(run)])
+    assert str(stopped.value.code) == (
+        f"error: --resume {run / 'checkpoints' / 'last.ckpt'}: its weights do not fit the model of the run's "
+        f"config: the vocabulary has {src + 2} source and {tgt + 3} target tokens now, "
+        f"{src} and {tgt} in the checkpoint: the corpus or the tokenizer settings changed since it was saved"
+    )
+    assert listing(run) == before
+
+
+def test_a_moved_run_resumes_in_its_own_folder_whatever_the_cwd(tmp_path, monkeypatch):
+    from training.cli import main
+
+    first = train_tiny(tmp_path / "A", *RESUME_ARGS, "--trainer.max_epochs", "1")
+    moved = Path(shutil.move(first, tmp_path / "B" / "elsewhere"))  # B/elsewhere: no save_dir/name/version
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    main(["--resume", str(moved), "--trainer.max_epochs", "2"])
+    names = sorted(p.name for p in (moved / "checkpoints").iterdir())
+    # The top-k and last bookkeeping followed the folder: one best, last.ckpt rewritten (not last-v1.ckpt).
+    assert [n for n in names if not n.startswith("best-")] == ["epoch0-step6.ckpt", "epoch1-step12.ckpt",
+                                                                "last.ckpt"]  # fmt: skip
+    assert len(names) == 4
+    last = torch.load(moved / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["global_step"] == 12 and (moved / "config.resumed-1.yaml").is_file()
+    assert len(list(moved.glob("events.out.tfevents.*"))) == 2
+    assert sorted(loss_curve(moved)) == list(range(12))  # both epochs' steps, read from the moved folder
+    assert listing(cwd) == [] and listing(tmp_path / "A") == ["tiny"]
+
+
+def test_a_run_resumed_mid_epoch_shows_the_epoch_length_and_no_argument_warning(
+    tmp_path, monkeypatch, recwarn
+):
+    from training.cli import main
+
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 8, "sigint")  # the third batch of the second epoch in flight
+        with pytest.raises(SystemExit):
+            train_tiny(tmp_path, *RESUME_ARGS)
+    run = next((tmp_path / "tiny").iterdir())
+    argv = ["train.py", "--resume", str(run), "--trainer.enable_progress_bar", "true"]
+    monkeypatch.setattr(sys, "argv", argv)
+    recwarn.clear()
+    cli = main()  # as `python train.py --resume RUN ...` runs it
+    # Lightning skips on_train_epoch_start in an epoch it restarts mid-way: the bar showed "Training: 3/?".
+    bar = cli.trainer.progress_bar_callback.train_progress_bar
+    assert (bar.desc, bar.total, bar.n) == ("Epoch 1: ", 6, 6)
+    assert [str(w.message) for w in recwarn if "sys.argv" in str(w.message)] == []
+
+
+@pytest.mark.parametrize("folder, version", [("version_0", "0"), ("myrun", "myrun")])
+def test_training_into_a_folder_that_holds_a_run_stops_with_one_line_and_writes_nothing(
+    tmp_path, tiny_run, folder, version
+):
+    run = Path(shutil.copytree(tiny_run, tmp_path / "tiny" / folder))
+    before = listing(run)
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, "--trainer.logger.init_args.version", version)
+    assert str(stopped.value.code) == (
+        f"error: {run} already holds a run; pick another --trainer.logger.init_args.version "
+        f"or resume it with --resume {run}"
+    )
+    assert listing(run) == before
 
 
 def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothing(tmp_path, tiny_run):

@@ -7,15 +7,18 @@ the model, so they are never typed twice. One extra option, ``--resume RUN``, co
 checkpoint.
 """
 
+import os
 import signal
 import sys
 import warnings
 from pathlib import Path
 from typing import Literal
 
+from jsonargparse import Namespace
+from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from data.corpora import CorpusError
@@ -36,6 +39,10 @@ LINKED_FROM_DATA = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos
 
 
 class TrainCLI(LightningCLI):
+    def __init__(self, *args, resume_dir: Path | None = None, **kwargs) -> None:
+        self.resume_dir = resume_dir  # the run --resume continues: it writes there, whatever its config says
+        super().__init__(*args, **kwargs)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(
@@ -66,6 +73,11 @@ class TrainCLI(LightningCLI):
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
         accept_auto_precision(parser)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: list[str]) -> None:
+        # main() always hands over the command line itself (sys.argv less --resume, plus the run's config):
+        # Lightning's warning about args given beside a command line is for callers who give both by mistake.
+        self.config = parser.parse_args(args)
+
     def before_instantiate_classes(self) -> None:
         config = self.config
         decoded = ("val/bleu", "val/chrf", "val/exact_match")
@@ -83,6 +95,8 @@ class TrainCLI(LightningCLI):
         problem = trainer_setting_problem(config.trainer)
         if problem is not None:
             self.parser.error(problem)
+        if self.resume_dir is not None:
+            write_into(config, self.resume_dir)
         # Resolved here, in the launching process, and handed to the Trainer alone: the saved config keeps
         # "auto" (or null), so that --resume on another machine chooses again for that machine's hardware.
         self.precision_choice = resolve_precision(
@@ -178,6 +192,35 @@ def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
         raise SystemExit(f"error: --resume {target}: {error}") from None
 
 
+def write_into(config: Namespace, run_dir: Path) -> None:
+    """Point the logger, the checkpoint callbacks and the root folder of a parsed ``config`` at ``run_dir``: a
+    resumed run goes on in the folder it was resumed from, even one moved since or named from another working
+    directory, not in the ``save_dir/name/version`` its config.yaml recorded."""
+    run_dir = Path(os.path.abspath(run_dir))  # a relative path may have no parent to be save_dir/name
+    logger = config.trainer.logger
+    if isinstance(logger, Namespace) and "save_dir" in logger.get("init_args", {}):
+        logger.init_args.save_dir, logger.init_args.name = str(run_dir.parent.parent), run_dir.parent.name
+        logger.init_args.version = run_dir.name  # a string: the folder's own name, not version_{int}
+    for callback in ("checkpoint", "recent"):
+        config[callback].dirpath = str(run_dir / CHECKPOINT_FOLDER)
+    config.trainer.default_root_dir = str(run_dir)
+
+
+@rank_zero_only  # the other processes of a distributed run start when rank 0 has begun writing there
+def refuse_a_folder_that_holds_a_run(trainer: Trainer) -> None:
+    """Stop with one line if a new run would write into the folder of another (``--trainer.logger.init_args
+    .version`` given one that exists): Lightning's config saving would stop it with a traceback, and a run
+    folder without a config would have its checkpoints overwritten."""
+    if trainer.logger is None or trainer.logger.log_dir is None:
+        return
+    run_dir = Path(trainer.logger.log_dir)
+    if (run_dir / "config.yaml").exists() or any((run_dir / CHECKPOINT_FOLDER).glob("*.ckpt")):
+        raise SystemExit(
+            f"error: {run_dir} already holds a run; pick another --trainer.logger.init_args.version "
+            f"or resume it with --resume {run_dir}"
+        )
+
+
 def _pop_resume(args: list[str]) -> tuple[list[str], str | None]:
     rest, resume, i = [], None, 0
     while i < len(args):
@@ -209,32 +252,36 @@ def main(args: list[str] | None = None) -> TrainCLI:
 
 def _main(args: list[str]) -> TrainCLI:
     args, resume = _pop_resume(args)
-    checkpoint, save_config_kwargs = None, {}
+    checkpoint, run_dir, save_config_kwargs = None, None, {}
     # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.
     if resume is not None:
         checkpoint, run_dir = find_resume_checkpoint(resume)
         config = run_dir / "config.yaml"
         if not config.is_file():
             raise SystemExit(f"error: --resume {resume}: {config} is missing")
-        version = run_dir.name.removeprefix("version_")
-        # The run's own config first, so that options given now override it; logs go to the same directory.
-        args = ["--config", str(config), "--trainer.logger.init_args.version", version, *args]
+        # The run's own config first, so that options given now override it; logs go to run_dir (write_into).
+        args = ["--config", str(config), *args]
         resumed = sorted(run_dir.glob("config.resumed-*.yaml"))
         save_config_kwargs = {"config_filename": f"config.resumed-{len(resumed) + 1}.yaml"}
 
     cli = TrainCLI(
         TranslationModule,
         TranslationDataModule,
-        args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv itself
+        args=args,
         run=False,
         trainer_defaults=trainer_defaults(),
         seed_everything_default=1234,
         save_config_kwargs=save_config_kwargs,
+        resume_dir=run_dir,
         auto_configure_optimizers=False,
         parser_kwargs={"description": "Train an encoder-decoder Transformer for translation."},
     )
-    # Checked here: fit writes the resumed config and opens an event file in the run's directory at once.
-    start_step = 0 if checkpoint is None else check_resume_checkpoint(checkpoint, cli.model)
+    # Checked here: fit writes the (resumed) config and opens an event file in the run's directory at once.
+    if checkpoint is None:
+        refuse_a_folder_that_holds_a_run(cli.trainer)
+        start_step = 0
+    else:
+        start_step = check_resume_checkpoint(checkpoint, cli.model)
     check_save_folders(cli.trainer)
     interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)
     try:

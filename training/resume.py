@@ -8,14 +8,19 @@ The rest of an exact resume lives where it belongs: the data loader's place in i
 ``training.callbacks.InterruptCheckpoint``.
 """
 
+import os
 import pickle
 import random
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+
+from model import TransformerConfig
 
 
 def rng_states() -> dict[str, Any]:
@@ -52,7 +57,11 @@ class ExactResume(L.Callback):
       while training draws what an uninterrupted run would. Dropout does not depend on them: the module seeds
       it from the run's seed and the step, which it reads at ``on_train_start`` (so not restored there);
     * the step that logged values are labelled with: the optimiser step, which Lightning's restart can count
-      one too many (resuming zero batches into an epoch, it takes the place for one right after validation).
+      one too many (resuming zero batches into an epoch, it takes the place for one right after validation);
+    * the progress bar's start of the epoch: Lightning calls no ``on_train_epoch_start`` in an epoch it
+      restarts in the middle, so the bar would count that epoch's batches without a total ("Training: 3/?");
+    * the checkpoint callbacks' record of their files (best, top k, last) in the run's folder as it is named
+      now (:func:`rebase_checkpoint_paths`).
     """
 
     def __init__(self) -> None:
@@ -69,6 +78,12 @@ class ExactResume(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         self._resuming = True
+        # Every callback's on_load_checkpoint runs before any callback's load_state_dict reads its state.
+        states = checkpoint.get("callbacks") or {}
+        for callback in trainer.checkpoint_callbacks:
+            state = states.get(callback.state_key)
+            if state is not None and callback.dirpath is not None:
+                rebase_checkpoint_paths(state, callback.dirpath)
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -79,8 +94,30 @@ class ExactResume(L.Callback):
         if self._rng is not None:
             set_rng_states(self._rng)
             self._rng = None
+        if trainer.fit_loop.restarted_mid_epoch and trainer.progress_bar_callback is not None:
+            trainer.progress_bar_callback.on_train_epoch_start(trainer, pl_module)
         # One optimiser step per stepping batch: the two counts are equal in an uninterrupted run.
         trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
+
+
+def rebase_checkpoint_paths(state: dict[str, Any], dirpath: str) -> None:
+    """Move the files that a ``ModelCheckpoint``'s saved ``state`` keeps track of (its best, its top k,
+    its last) into ``dirpath``, its folder now. A resumed run writes into the folder it was resumed from,
+    which may have been moved or be named another way (absolute, or from another working directory);
+    Lightning drops this record when the folder's name differs, and then saves ``last-v1.ckpt`` beside
+    ``last.ckpt``, keeps a second best and names the best at the old place."""
+    old = state.get("dirpath")
+    if old is None or old == dirpath:
+        return
+
+    def moved(path: str | None) -> str | None:
+        return os.path.join(dirpath, os.path.basename(path)) if path else path
+
+    state["best_k_models"] = {moved(path): score for path, score in state.get("best_k_models", {}).items()}
+    for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+        if key in state:
+            state[key] = moved(state[key])
+    state["dirpath"] = dirpath
 
 
 def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
@@ -105,11 +142,39 @@ def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
         # As Lightning will load it (through the same renaming hooks for old checkpoints), only sooner.
         module.load_state_dict(state)
     except RuntimeError as error:
+        saved = checkpoint.get("hyper_parameters") or {}
+        # What differs, where the two runs' hyperparameters tell; else the first mismatch torch names.
+        differences = architecture_differences(saved, getattr(module, "hparams", {}))
+        why = "; ".join(differences) or f"it belongs to another run: {_reason(error)}"
         raise SystemExit(
-            f"error: --resume {path}: its weights do not fit the model of the run's config, so it belongs to "
-            f"another run: {_reason(error)}"
+            f"error: --resume {path}: its weights do not fit the model of the run's config: {why}"
         ) from None
     return int(checkpoint.get("global_step", 0))
+
+
+# Architecture options that change no weight's shape or name: never why a checkpoint does not fit.
+NOT_IN_THE_WEIGHTS = ("dropout", "attention_dropout")
+
+
+def architecture_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What makes a checkpoint's weights not fit the model now, from the two runs' hyperparameters: a
+    vocabulary of other sizes (the data's, linked into the model), then each architecture option given another
+    value (``TransformerConfig``'s fields); empty if they agree on all of these."""
+    vocab = ("src_vocab_size", "tgt_vocab_size")
+    differences = []
+    (src, tgt), (old_src, old_tgt) = ([hparams.get(name) for name in vocab] for hparams in (now, saved))
+    if (src, tgt) != (old_src, old_tgt):
+        differences.append(
+            f"the vocabulary has {src} source and {tgt} target tokens now, {old_src} and {old_tgt} in the "
+            "checkpoint: the corpus or the tokenizer settings changed since it was saved"
+        )
+    for field in fields(TransformerConfig):
+        named = field.name not in vocab and field.name not in NOT_IN_THE_WEIGHTS and field.name in saved
+        if named and saved[field.name] != now.get(field.name):
+            differences.append(
+                f"--model.{field.name} is {now.get(field.name)} now, {saved[field.name]} in the checkpoint"
+            )
+    return differences
 
 
 def _reason(error: BaseException, limit: int = 300) -> str:
