@@ -222,7 +222,7 @@ def config_file_problem(path: Path, sections: Iterable[str]) -> str | None:
         return f"{CONFIG_SHAPE}, got {_yaml_kind(root)}"
     for key, value in root.value:
         # A string is the path of the section's own config file, which the parser reads.
-        if key.value in sections and not _is_section(value):
+        if isinstance(key, yaml.ScalarNode) and key.value in sections and not _is_section(value):
             return f"line {key.start_mark.line + 1}: {key.value} must be a mapping of its options, got " + (
                 _yaml_kind(value)
             )
