@@ -58,6 +58,7 @@ from evaluation.result import print_summary, scored_result, write_sentences
 from evaluation.translate import translate, translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import engine_option_error, export_run, translate_with_engine
+from model.decoding import MAX_BEAM_SIZE
 from training.checkpoints import (
     CheckpointError,
     UnknownSettingsWarning,
@@ -66,9 +67,6 @@ from training.checkpoints import (
     load_run,
 )
 from training.run_checkpoints import newest_checkpoint
-
-# Beams beyond a few dozen do not improve translations, and the search holds batch x beam hypotheses at once.
-MAX_BEAM_SIZE = 256
 
 
 class OutputExistsError(Exception):

@@ -17,6 +17,10 @@ from model.types import EncoderOutput, HeadMask
 if TYPE_CHECKING:  # only for annotations: model.transformer imports this module for Transformer.generate
     from model.transformer import Transformer
 
+# The largest beam that train.py and evaluate.py accept. Beams beyond a few dozen do not improve translations,
+# and the search holds batch x beam hypotheses (and their key/value caches) at once: a beam of 100000 on a
+# validation batch asks for tens of gigabytes.
+MAX_BEAM_SIZE = 256
 
 def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
     """Logits of the next token, (N, V) → a new (N, V) float32 tensor with padding and BOS ruled out: never

@@ -38,14 +38,20 @@ from viz.maps import sentence_attention
 LAYERS, HEADS, EPOCHS = 2, 2, 2
 
 
-def test_fast_dev_run(tmp_path):
+def test_fast_dev_run_says_it_saved_nothing_and_saves_nothing(tmp_path, capsys):
     from training.cli import main
 
     main([
         "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
         "--trainer.default_root_dir", str(tmp_path), "--trainer.fast_dev_run", "true",
     ])
-    assert not (REPO / "checkpoints").exists()  # everything it wrote went under tmp_path
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == (
+        "Fast dev run (--trainer.fast_dev_run 1): a training and a validation step ran once each; "
+        "nothing was saved."
+    )  # it used to end "Run saved in None"
+    assert not (REPO / "checkpoints").exists()
+    assert list(tmp_path.rglob("*.ckpt")) == []  # Lightning wrote checkpoints/last.ckpt in the working folder
 
 
 def test_run_directory_holds_config_tokenizers_and_checkpoints(tiny_run):
@@ -336,6 +342,11 @@ def test_invalid_options_give_a_clear_error(tmp_path, args, message):
         (["--trainer.check_val_every_n_epoch", "0"], "--trainer.check_val_every_n_epoch must be at least 1"),
         (["--trainer.val_check_interval", "0"], "--trainer.val_check_interval must be positive"),
         (["--trainer.gradient_clip_val", "-1"], "--trainer.gradient_clip_val must be a number >= 0"),
+        (["--model.decode_beam_size", "100000"], "decode_beam_size must be at most 256, got 100000"),
+        (["--trainer.max_time", "00:00:00:00"],
+         "--trainer.max_time 00:00:00:00 is a time limit of 0 seconds: nothing would be trained"),
+        (["--seed_everything", "-1"],
+         "--seed_everything must be an integer from 0 to 4294967295, true (a random seed) or false, got -1"),
     ],
 )
 def test_bad_settings_stop_the_run_before_its_first_step(tmp_path, capsys, args, message):
@@ -346,6 +357,38 @@ def test_bad_settings_stop_the_run_before_its_first_step(tmp_path, capsys, args,
     err = capsys.readouterr().err
     assert f"error: {message}" in err and "Traceback" not in err
     assert not (tmp_path / "tiny").exists()  # nothing ran: no run directory
+
+
+BINARY = bytes(range(256))  # not UTF-8 text: 0x80 cannot start a character
+SHAPE = "a config is a YAML mapping of sections (model:, data:, trainer:, ...)"
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (BINARY, "not a UTF-8 text file (byte 0x80 at position 128)"),
+        (b"", f"the file is empty; {SHAPE}"),
+        (b"# only a comment\n", f"the file is empty; {SHAPE}"),
+        (b"model: [\n",
+         "not valid YAML at line 2, column 1: expected the node content, but found '<stream end>'"),
+        (b"- 1\n- 2\n", f"{SHAPE}, got a list"),
+        (b"model: 5\n", "line 1: model must be a mapping of its options, got 5"),
+        (b"trainer:\n  max_epochs: 1\nattention:\n",
+         "line 3: attention must be a mapping of its options, got nothing"),
+    ],
+    ids=["binary", "empty", "comments only", "bad yaml", "a list", "model: 5", "empty section"],
+)
+def test_a_bad_config_file_is_named_in_one_line(tmp_path, capsys, content, problem):
+    """Each of these used to end in a traceback from deep inside the parser, or in "Unexpected config:"."""
+    config = tmp_path / "bad.yaml"
+    config.write_bytes(content)
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, "--config", str(config))
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == f"error: --config {config}: {problem}"
+    assert "Traceback" not in err
+    assert not (tmp_path / "tiny").exists()
 
 
 def copy_run(run, save_dir):
@@ -516,6 +559,40 @@ def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
     assert last["epoch"] == 0  # saved after the first, healthy epoch
     assert all(torch.isfinite(v).all() for v in last["state_dict"].values())
     assert not (run / "checkpoints" / "interrupted.ckpt").exists()
+
+
+def test_a_run_that_diverges_on_the_last_step_of_an_epoch_stops_before_logging_nan(tmp_path, monkeypatch):
+    """An update that ruins the weights on an epoch's last step (not a log step) leaves a finite training loss
+    behind it: the run used to reach validation and die in the attention logger, writing NaN into JSON."""
+
+    def diverge(self, outputs, batch, batch_idx):
+        if self.current_epoch == 1 and self.trainer.is_last_batch:
+            with torch.no_grad():
+                for parameter in self.parameters():
+                    parameter.fill_(float("nan"))
+
+    monkeypatch.setattr(TranslationModule, "on_train_batch_end", diverge)
+    diverged = "attention logging: the attention weights at step 12 are not finite"
+    with pytest.warns(UserWarning, match=diverged), pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path)
+    assert str(stopped.value.code) == (
+        "error: validation loss is nan at step 12: the weights diverged; stopping. "
+        "The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
+    )
+    run = next((tmp_path / "tiny").iterdir())
+    last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["epoch"] == 0 and all(torch.isfinite(v).all() for v in last["state_dict"].values())
+    logged = read_events(run)
+    tab = [tag for tag in logged.Tags()["tensors"] if tag.startswith("attention/sentence_")]
+    assert tab and all({e.step for e in logged.Tensors(tag)} == {6} for tag in tab)  # nothing of step 12
+
+
+def test_json_summaries_hold_non_finite_numbers_as_null():
+    from viz.tab.summary import json_summary
+
+    summary = json_summary("lens", {"top_probs": [[float("nan"), 0.5]], "produced_prob": float("-inf")})
+    text = summary.value[0].tensor.string_val[0].decode("utf-8")
+    assert json.loads(text) == {"top_probs": [[None, 0.5]], "produced_prob": None}  # as JSON.stringify writes
 
 
 @pytest.mark.slow

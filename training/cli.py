@@ -11,12 +11,15 @@ import os
 import signal
 import sys
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from jsonargparse import Namespace
+from lightning.fabric.utilities.seed import max_seed_value, min_seed_value
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
@@ -74,9 +77,18 @@ class TrainCLI(LightningCLI):
         accept_auto_precision(parser)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: list[str]) -> None:
+        # The files first: the parser would stop on a broken one with a traceback, or without naming it.
+        for path in config_paths(args):
+            problem = config_file_problem(Path(path), sections=parser.groups)
+            if problem is not None:
+                parser.error(f"--config {path}: {problem}")
         # main() always hands over the command line itself (sys.argv less --resume, plus the run's config):
         # Lightning's warning about args given beside a command line is for callers who give both by mistake.
         self.config = parser.parse_args(args)
+        # Here: LightningCLI seeds before before_instantiate_classes, and numpy refuses with a traceback.
+        problem = seed_problem(self.config.get("seed_everything"))
+        if problem is not None:
+            parser.error(problem)
 
     def before_instantiate_classes(self) -> None:
         config = self.config
@@ -97,6 +109,10 @@ class TrainCLI(LightningCLI):
             self.parser.error(problem)
         if self.resume_dir is not None:
             write_into(config, self.resume_dir)
+        if config.trainer.fast_dev_run:
+            # A fast dev run saves nothing, but Lightning's save_last writes last.ckpt at its end all the
+            # same, under the working folder (the run has no log folder).
+            config.checkpoint.save_last = config.recent.save_last = False
         # Resolved here, in the launching process, and handed to the Trainer alone: the saved config keeps
         # "auto" (or null), so that --resume on another machine chooses again for that machine's hardware.
         self.precision_choice = resolve_precision(
@@ -157,7 +173,86 @@ def trainer_setting_problem(trainer: object) -> str | None:
     clip = get("gradient_clip_val")
     if is_number(clip) and not 0 <= clip < float("inf"):
         return f"--trainer.gradient_clip_val must be a number >= 0 (0 or null: no clipping), got {clip}"
+    seconds = time_limit_seconds(get("max_time"))
+    if seconds is not None and seconds <= 0:
+        return (
+            f"--trainer.max_time {get('max_time')} is a time limit of {seconds:g} seconds: nothing would be "
+            "trained (00:01:00:00 is one hour; null: no limit)"
+        )
     return None
+
+
+def time_limit_seconds(max_time: object) -> float | None:
+    """``--trainer.max_time`` in seconds, read as Lightning's ``Timer`` reads it; None if it is not set, or
+    not readable (the Trainer names a bad one when it is built)."""
+    try:
+        return Timer(duration=max_time).time_remaining()
+    except (MisconfigurationException, TypeError):
+        return None
+
+
+def seed_problem(seed: object) -> str | None:
+    """What is wrong with ``--seed_everything``, which numpy takes only from 0 to 2**32 - 1; None if
+    nothing."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or min_seed_value <= seed <= max_seed_value:
+        return None
+    return (
+        f"--seed_everything must be an integer from {min_seed_value} to {max_seed_value}, "
+        f"true (a random seed) or false, got {seed}"
+    )
+
+
+CONFIG_SHAPE = "a config is a YAML mapping of sections (model:, data:, trainer:, ...)"
+
+
+def config_paths(args: Sequence[str]) -> list[str]:
+    """The existing files named by ``--config`` / ``-c`` in ``args`` (others are the parser's business:
+    it reads a value that is no file as YAML text, and names a missing file)."""
+    values = [args[i + 1] for i in range(len(args) - 1) if args[i] in ("-c", "--config")]
+    values += [arg.split("=", 1)[1] for arg in args if arg.startswith("--config=")]
+    return [value for value in values if Path(value).is_file()]
+
+
+def config_file_problem(path: Path, sections: Iterable[str]) -> str | None:
+    """What is wrong with a config file that the parser would report with a traceback or without naming the
+    file: not text, not YAML, not a mapping, or a ``sections`` entry (``model``, ``trainer``, ...) that is not
+    a mapping; None if nothing (the parser checks the options themselves)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"not a UTF-8 text file (byte 0x{error.object[error.start]:02x} at position {error.start})"
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        return f"not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    except yaml.YAMLError as error:  # e.g. a control character, found before any YAML structure
+        return "not valid YAML: " + " ".join(str(error).split())
+    if root is None:
+        return f"the file is empty; {CONFIG_SHAPE}"
+    if not isinstance(root, yaml.MappingNode):
+        return f"{CONFIG_SHAPE}, got {_yaml_kind(root)}"
+    for key, value in root.value:
+        # A string is the path of the section's own config file, which the parser reads.
+        if isinstance(key, yaml.ScalarNode) and key.value in sections and not _is_section(value):
+            return f"line {key.start_mark.line + 1}: {key.value} must be a mapping of its options, got " + (
+                _yaml_kind(value)
+            )
+    return None
+
+
+def _is_section(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.MappingNode) or node.tag == "tag:yaml.org,2002:str"
+
+
+def _yaml_kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if node.tag == "tag:yaml.org,2002:null":
+        return "nothing"
+    return node.value
 
 
 def resolve_precision(precision: object, accelerator: object, devices: object = "auto") -> PrecisionChoice:
@@ -302,6 +397,13 @@ def _main(args: list[str]) -> TrainCLI:
 
 def _outcome(trainer, start_step: int) -> str:
     """The line a finished run ends with: where it was saved, or that nothing was trained and why."""
+    if trainer.fast_dev_run:
+        runs = int(trainer.fast_dev_run)
+        times = "once" if runs == 1 else f"{runs} times"
+        return (
+            f"Fast dev run (--trainer.fast_dev_run {runs}): a training and a validation step ran {times} "
+            "each; nothing was saved."
+        )
     if trainer.global_step == start_step:
         limits = f"--trainer.max_epochs {trainer.max_epochs}, --trainer.max_steps {trainer.max_steps}"
         if start_step == 0:

@@ -18,6 +18,7 @@ from torch import Tensor
 from analysis.metrics import score_translations
 from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
+from model.decoding import MAX_BEAM_SIZE
 from model.packing import TokenIndex, token_index
 
 
@@ -43,7 +44,11 @@ def sum_dtype(device: torch.device) -> torch.dtype:
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The training loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
+    """The training or validation loss became NaN or infinite; the run stops and keeps its last good
+    checkpoint."""
+
+
+STOPPING = "stopping. The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
 
 
 def host_scalar(value: float) -> Tensor:
@@ -88,6 +93,8 @@ def check_training_settings(settings) -> None:
     beam = settings["decode_beam_size"]
     if beam < 1:
         raise ValueError(f"decode_beam_size must be at least 1 (1: greedy), got {beam}")
+    if beam > MAX_BEAM_SIZE:
+        raise ValueError(f"decode_beam_size must be at most {MAX_BEAM_SIZE}, got {beam}")
     for name in ("decode_max_sentences", "decode_max_len"):
         if settings[name] is not None and settings[name] < 1:
             raise ValueError(f"{name} must be at least 1, or null, got {settings[name]}")
@@ -263,10 +270,7 @@ class TranslationModule(L.LightningModule):
             return
         step, rank, loss = min(bad)
         where = f" on rank {rank}" if len(every) > 1 else ""
-        raise NonFiniteLossError(
-            f"training loss is {loss} at step {int(step)}{where}; stopping. "
-            "The last good checkpoint is kept; try a lower --model.lr or more --model.warmup_steps"
-        )
+        raise NonFiniteLossError(f"training loss is {loss} at step {int(step)}{where}; {STOPPING}")
 
     def on_validation_start(self) -> None:
         self._stop_if_loss_was_not_finite()
@@ -462,6 +466,13 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         totals = self._validation_totals()
         nll = (totals[0] / totals[1].clamp(min=1)).item()
+        if not math.isfinite(nll):
+            # The training losses were finite, but the last updates ruined the weights (an epoch's last step
+            # is checked by the training loss only at the next one). Stopped here, before a checkpoint keeps
+            # them; every rank holds the same totals, so every rank raises together.
+            raise NonFiniteLossError(
+                f"validation loss is {nll} at step {self.global_step}: the weights diverged; {STOPPING}"
+            )
         # Every rank holds the same totals (and below, the same decoded sentences): syncing averages equal
         # values.
         self.log("val/loss", nll, sync_dist=True)

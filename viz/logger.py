@@ -159,6 +159,14 @@ class AttentionLogger(L.Callback):
                 attention = sentence_attention(
                     model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
                 )
+                if not _finite(attention):
+                    # A diverged model: its maps, lens and scores would be NaN; the module stops the run
+                    # when it finds its validation loss is NaN too, after the callbacks' epoch end.
+                    warnings.warn(
+                        f"attention logging: the attention weights at step {step} are not finite (the "
+                        "training diverged); nothing more is logged at this validation"
+                    )
+                    return
                 if number < self.num_sentences and logging:
                     explained = None
                     if self.explain_probes:
@@ -389,6 +397,11 @@ def statistics_batches(items: list, config, max_bytes: int) -> list[list]:
         current.append(item)
         src_len, tgt_len = longer
     return batches + [current] if current else batches
+
+
+def _finite(attention: SentenceAttention) -> bool:
+    """Whether every attention weight of a sentence is a finite number."""
+    return all(bool(torch.isfinite(layer).all()) for layers in attention.maps.values() for layer in layers)
 
 
 def _half(scores: torch.Tensor) -> np.ndarray:
