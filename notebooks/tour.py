@@ -450,7 +450,7 @@ display(attention_grid([layer[longest] for layer in maps.cross], *batch_axes(lon
 # %%
 import warnings
 
-from training.cli import main as train
+from train import main as train
 
 # Inside a notebook, the kernel's own command line is in sys.argv; LightningCLI warns that it is not used.
 warnings.filterwarnings("ignore", message="LightningCLI's args parameter")

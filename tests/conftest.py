@@ -54,7 +54,7 @@ TINY_CONFIG = str(REPO / "configs" / "tiny.yaml")
 def train_tiny(save_dir, *extra: str):
     """Run ``train.py --config configs/tiny.yaml`` in this process, logging under ``save_dir``; the run
     dir."""
-    from training.cli import main
+    from train import main
 
     main([
         "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(save_dir),

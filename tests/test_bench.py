@@ -740,7 +740,7 @@ def test_levers_skip_without_the_corpus_and_refuse_bad_options(tmp_path, capsys)
 
 def test_every_lever_makes_a_config_that_train_py_accepts_and_changes_what_it_names(capsys):
     from bench.multi30k_levers import LEVERS
-    from training.cli import main
+    from train import main
 
     recipe_file = JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml"
 

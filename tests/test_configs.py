@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from data.datamodule import TranslationDataModule
-from training.cli import trainer_defaults
+from train import trainer_defaults
 from training.module import TranslationModule
 from viz.logger import AttentionLogger
 

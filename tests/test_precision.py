@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import REPO, TINY_CONFIG, train_tiny
+from train import resolve_precision
 from training import precision as precision_module
-from training.cli import resolve_precision
 from training.precision import (
     Hardware,
     PrecisionChoice,
@@ -186,7 +186,7 @@ def test_the_probe_leaves_cuda_uninitialised_in_a_fresh_process():
     """The real probe, in a process of its own: whatever the machine has, CUDA is not initialised after it."""
     code = (
         "import torch\n"
-        "from training.cli import resolve_precision\n"
+        "from train import resolve_precision\n"
         "print(resolve_precision(None, 'auto', 'auto').precision)\n"
         "assert not torch.cuda.is_initialized(), 'CUDA initialised'\n"
     )
@@ -220,7 +220,7 @@ def logged():
 
 
 def run_fast(tmp_path, *extra):
-    from training.cli import main
+    from train import main
 
     return main([
         "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
@@ -261,7 +261,7 @@ def test_auto_in_a_yaml_config_means_the_hardware_choice(tmp_path):
 def test_resume_chooses_again_on_the_new_machine(tmp_path, monkeypatch):
     """A run whose precision was chosen automatically on a CPU with bf16, resumed on one without: the resumed
     run trains in fp32, and its config still says "chosen by the hardware"."""
-    import training.cli as cli_module
+    import train as cli_module
 
     bf16_cpu = Hardware("cpu", cpu_flags=AVX2_ONLY | {"avx512_bf16"})
     monkeypatch.setattr(cli_module, "probe_hardware", lambda *args, **kwargs: bf16_cpu)
@@ -273,7 +273,7 @@ def test_resume_chooses_again_on_the_new_machine(tmp_path, monkeypatch):
     assert state["global_step"] == 2
 
     monkeypatch.setattr(cli_module, "probe_hardware", lambda *args, **kwargs: Hardware("cpu", AVX2_ONLY))
-    from training.cli import main
+    from train import main
 
     resumed = main(["--resume", str(run), "--trainer.max_epochs", "2"])
     assert resumed.trainer.precision == "32-true"

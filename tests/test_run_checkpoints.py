@@ -148,7 +148,7 @@ def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
 def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, interrupt, expected):
     """Before, --resume took the newer file by time, and the tab last.ckpt whenever it existed."""
     import evaluate
-    from training.cli import find_resume_checkpoint
+    from train import find_resume_checkpoint
     from viz.tab.plugin import AttentionPlugin
 
     if interrupt is not None:

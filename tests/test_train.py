@@ -25,8 +25,8 @@ from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
+from train import _pop_resume, find_resume_checkpoint
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
-from training.cli import _pop_resume, find_resume_checkpoint
 from training.module import NonFiniteLossError, TranslationModule
 from training.resume import rng_states, set_rng_states
 from viz import logger as attention_logging
@@ -39,7 +39,7 @@ LAYERS, HEADS, EPOCHS = 2, 2, 2
 
 
 def test_fast_dev_run_says_it_saved_nothing_and_saves_nothing(tmp_path, capsys):
-    from training.cli import main
+    from train import main
 
     main([
         "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
@@ -414,7 +414,7 @@ def test_resume_refuses_a_checkpoint_of_another_run_and_writes_nothing(tmp_path,
 
 
 def test_resume_after_the_corpus_grew_names_the_vocabulary_and_writes_nothing(tmp_path):
-    from training.cli import main
+    from train import main
 
     data = short_tsv_corpus(tmp_path / "data")
     run = train_tiny(tmp_path, "--data.dataset", "tsv", "--data.path", str(data), "--data.tokenizer", "word",
@@ -435,7 +435,7 @@ def test_resume_after_the_corpus_grew_names_the_vocabulary_and_writes_nothing(tm
 
 
 def test_a_moved_run_resumes_in_its_own_folder_whatever_the_cwd(tmp_path, monkeypatch):
-    from training.cli import main
+    from train import main
 
     first = train_tiny(tmp_path / "A", *RESUME_ARGS, "--trainer.max_epochs", "1")
     moved = Path(shutil.move(first, tmp_path / "B" / "elsewhere"))  # B/elsewhere: no save_dir/name/version
@@ -458,7 +458,7 @@ def test_a_moved_run_resumes_in_its_own_folder_whatever_the_cwd(tmp_path, monkey
 def test_a_run_resumed_mid_epoch_shows_the_epoch_length_and_no_argument_warning(
     tmp_path, monkeypatch, recwarn
 ):
-    from training.cli import main
+    from train import main
 
     with monkeypatch.context() as patch:
         interrupt_at(patch, 8, "sigint")  # the third batch of the second epoch in flight
@@ -885,7 +885,7 @@ def test_a_sentence_longer_than_max_len_stops_the_run_before_training(tmp_path):
 
 @pytest.mark.slow
 def test_compile_trains_through_the_compiled_forward_and_matches_eager(tmp_path):
-    from training.cli import main
+    from train import main
 
     def run(*extra):
         return main([

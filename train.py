@@ -1,10 +1,18 @@
-"""The command line of ``train.py``: LightningCLI over ``TranslationModule`` and ``TranslationDataModule``.
+"""Train the Transformer. With no options: the default model on the built-in toy translation data.
 
+    python train.py                                   # toy data, default model
+    python train.py --config configs/multi30k.yaml    # a real corpus
+    python train.py --model.num_heads 8 --trainer.max_epochs 3
+    python train.py --resume runs/toy/version_0       # continue a run from its newest checkpoint
+    python train.py --help                            # every option
+
+The run is assembled here, at the top of the import graph: LightningCLI over ``TranslationModule``
+(training/) and ``TranslationDataModule`` (data/), with viz/'s ``AttentionLogger`` among the callbacks.
 Every option comes from a typed ``__init__`` argument (``--model.*``, ``--data.*``, ``--trainer.*``,
 ``--checkpoint.*`` (the best), ``--recent.*`` (the latest epochs and last.ckpt), ``--attention.*``);
 ``--config FILE.yaml`` reads them from a file. Vocabulary sizes and special ids are linked from the data to
 the model, so they are never typed twice. One extra option, ``--resume RUN``, continues a run from its newest
-checkpoint.
+checkpoint. ``main(args)`` runs the same in-process (the tests and the tour notebook call it).
 """
 
 import os
@@ -418,3 +426,7 @@ def _outcome(trainer, start_step: int) -> str:
     best = by_metric[0].best_model_path if by_metric else ""
     where = trainer.logger.log_dir if trainer.logger is not None else trainer.default_root_dir
     return f"Run saved in {where}" + (f"; best checkpoint {best}" if best else "")
+
+
+if __name__ == "__main__":
+    main()
