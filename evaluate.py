@@ -389,9 +389,12 @@ def run_head_analysis(args, run, pairs) -> tuple[dict, list]:
     bar.close()
     added: dict = {}
     if paths is not None:
+        from viz.reports import draw_head_importance  # matplotlib only when needed
+
         about = {"checkpoint": args.checkpoint, "data": args.tsv or args.split,
                  "global_step": run.global_step, "seconds": time.perf_counter() - start}
         write_importance(importance, paths, about=about)
+        draw_head_importance(importance, paths)
         print(importance.table())
         print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
         added["head_importance"] = str(paths["json"])
@@ -451,9 +454,15 @@ def run_evaluation(args, run, device) -> tuple[dict, list[dict]]:
 
 def run_explanations(args, run) -> dict:
     """--alignment-methods: every explanation method scored against the gold alignments of the data."""
+    from viz.reports import draw_alignment_methods  # matplotlib only when needed
+
     pairs = read_tsv(args.tsv) if args.tsv else run.datamodule.pairs(args.split)
     check_lengths(args, run, pairs, targets=True)
-    return run_alignment_methods(args, run, pairs, analysis_directory(args), check_new)
+    directory = analysis_directory(args)
+    report = run_alignment_methods(args, run, pairs, directory, check_new)
+    others = [*report.lens_files, *draw_alignment_methods(report)]
+    print(f"wrote {report.path('.json')} and {len(others)} other files to {directory}", file=sys.stderr)
+    return report.result
 
 
 def choose_checkpoint(args) -> None:

@@ -1,4 +1,4 @@
-"""Head importance: how much each attention head is worth, measured by silencing it alone, and its files.
+"""Head importance: how much each attention head is worth, measured by silencing it alone, and its JSON file.
 
 A head's importance is the increase of the teacher-forced loss when it alone is silenced, the measure of
 Michel et al. 2019 ("Are Sixteen Heads Really Better than One?", §3); the change in BLEU and exact match of
@@ -184,7 +184,8 @@ def measure_head_importance(
 
 
 def importance_paths(directory: Path, name: str) -> dict[str, Path]:
-    """Where :func:`write_importance` writes: "json" and one heatmap per kind."""
+    """Where the report's files go: "json" (:func:`write_importance`) and one heatmap per kind
+    (``viz.reports.draw_head_importance``)."""
     return {
         "json": directory / f"head_importance_{name}.json",
         **{kind: directory / f"head_importance_{name}_{kind}.png" for kind in KINDS},
@@ -194,23 +195,9 @@ def importance_paths(directory: Path, name: str) -> dict[str, Path]:
 def write_importance(
     importance: HeadImportance, paths: dict[str, Path], *, about: dict | None = None
 ) -> None:
-    """Write the JSON (with ``about``: what was measured on what) and the layers × heads Δloss heatmaps.
-
-    The three heatmaps share one colour scale, centred on 0 (red: the loss grows without the head), so that
-    heads of different kinds compare at a glance.
-    """
-    from viz.plots import layer_head_matrix  # matplotlib only when needed
-
+    """Write the JSON (with ``about``: what was measured on what) to ``paths["json"]``; the heatmaps at the
+    other paths are ``viz.reports.draw_head_importance``'s to draw."""
     paths["json"].parent.mkdir(parents=True, exist_ok=True)
     paths["json"].write_text(
         json.dumps({**(about or {}), **importance.as_dict()}, indent=1) + "\n", encoding="utf-8"
     )
-    deltas = importance.delta_loss()
-    limit = max(max(abs(d) for d in deltas), 1e-6)
-    fmt = ".3f" if limit < 10 else ".1f"
-    for kind in KINDS:
-        title = f"{KIND_LABELS[kind]}: Δloss"  # the figure may be narrow: 2 heads make it 3 inches wide
-        figure = layer_head_matrix(
-            importance.matrix(kind, deltas), title, vmin=-limit, vmax=limit, fmt=fmt, cmap="RdBu_r"
-        )
-        figure.savefig(paths[kind], dpi=120)

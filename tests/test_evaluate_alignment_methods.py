@@ -39,6 +39,7 @@ def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny
                      "alignment_methods_val_heads_attention.png", "alignment_methods_val_sentence1.png",
                      "alignment_methods_val_sentence1_lens.png", "alignment_methods_val_sentence1_lens.json"):
         assert expected in names
+    assert f"wrote {out_dir / 'alignment_methods_val.json'} and {len(names) - 1} other files" in err
     # Written once; a second run without --overwrite refuses to replace it.
     code, _, err = run_evaluate(capsys, checkpoint, "--split", "val", "--alignment-methods", "attention",
                                 "--alignment-sentences", "2", "--analysis-out", out_dir)

@@ -10,6 +10,8 @@ One module per picture, from the plainest (tensors in, a figure out) to the ATTE
     maps.py             every attention map of one sentence pair, run through the model and labelled with its
                         tokens: what the logger, the tab's "your sentence" and evaluate.py draw
     export.py           evaluate.py --attention-out: a sentence's maps as PNG files and a head view
+    reports.py          evaluate.py's report figures, from the numbers evaluation/ computed: head
+                        importance heatmaps, the explanation methods' scores, sentences and logit lenses
     logger.py           AttentionLogger, the training callback that writes the tab's summaries and the
                         IMAGES pictures at every N-th validation
     tab/                TensorBoard's ATTENTION tab: the summaries' format (metadata.py, summary.py), the
@@ -19,9 +21,8 @@ One module per picture, from the plainest (tensors in, a figure out) to the ATTE
 How rows and columns are labelled (``analysis.axes``) and the head statistics (``analysis.heads``) are
 computed below, on plain tensors; this package draws them.
 
-Layering: ``plots``, ``explain_figures`` and ``headview`` draw what they are given and import nothing of the
-project but ``analysis`` and each other, so that evaluation's reports may draw with them; the other modules
-run the model or a training run and sit on top of ``model``, ``data``, ``analysis``, ``training`` and
-``evaluation``; nothing below imports them (tests/test_layers.py). This package imports nothing itself, so
-that light users (the tab's HTTP routes) do not pay for matplotlib or Lightning.
+Layering: this package sits on top of ``model``, ``data``, ``analysis``, ``training`` and ``evaluation``, and
+nothing of theirs imports it (tests/test_imports.py): they compute, and this package draws what they return.
+``plots``, ``explain_figures`` and ``headview`` draw what they are given and run nothing. This package
+imports nothing itself, so that light users (the tab's HTTP routes) do not pay for matplotlib or Lightning.
 """

@@ -1,0 +1,85 @@
+"""The figures of evaluate.py's reports, drawn from the numbers ``evaluation/`` computed, beside the JSON it
+wrote: head importance's layers × heads heatmaps; --alignment-methods' scores, sentences and logit lenses.
+
+Built on ``viz.plots`` and ``viz.explain_figures`` (Agg canvas, no pyplot). Shape legend: L layers, H heads.
+"""
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from analysis.axes import KIND_LABELS, KINDS
+from evaluation.explanation_report import AlignmentMethodsReport, ExplainedSentence
+from evaluation.importance import HeadImportance
+from viz.explain_figures import logit_lens_figure, methods_figure, scores_figure
+from viz.plots import layer_head_matrix
+
+
+def draw_head_importance(importance: HeadImportance, paths: dict[str, Path]) -> list[Path]:
+    """One layers × heads Δloss heatmap per kind, at ``paths[kind]`` (``importance_paths`` names them).
+
+    The three heatmaps share one colour scale, centred on 0 (red: the loss grows without the head), so that
+    heads of different kinds compare at a glance.
+    """
+    deltas = importance.delta_loss()
+    limit = max(max(abs(d) for d in deltas), 1e-6)
+    fmt = ".3f" if limit < 10 else ".1f"
+    for kind in KINDS:
+        title = f"{KIND_LABELS[kind]}: Δloss"  # the figure may be narrow: 2 heads make it 3 inches wide
+        figure = layer_head_matrix(
+            importance.matrix(kind, deltas), title, vmin=-limit, vmax=limit, fmt=fmt, cmap="RdBu_r"
+        )
+        figure.savefig(paths[kind], dpi=120)
+    return [paths[kind] for kind in KINDS]
+
+
+def draw_alignment_methods(report: AlignmentMethodsReport) -> list[Path]:
+    """Every figure of an --alignment-methods report (the files listed in ``evaluation.explanation_report``):
+    the methods × layers AER and agreement, each method's AER per head, and each pictured sentence under every
+    method and through the logit lens."""
+    scores = report.scores
+    methods = list(scores)
+    layers = sorted({row["layer"] for m in scores.values() for row in m["layers"]}, key=_layer_order)
+    written = []
+    for score in ("aer", "agreement"):
+        values = np.full((len(methods), len(layers)), np.nan)  # (methods, layers)
+        for i, name in enumerate(methods):
+            for row in scores[name]["layers"]:
+                values[i, layers.index(row["layer"])] = row[score]
+        title = f"{'AER' if score == 'aer' else 'agreement'} by method and layer"
+        written.append(_save(scores_figure(values, methods, layers, title), report.path(f"_{score}.png")))
+    for name, method in scores.items():
+        if method["heads"] is not None:
+            figure = layer_head_matrix(method["heads"]["aer"], f"{name}: AER per head", vmin=0.0, vmax=1.0,
+                                       cmap="viridis_r")
+            written.append(_save(figure, report.path(f"_heads_{name}.png")))
+    for number, sentence in enumerate(report.sentences, start=1):
+        written.append(_save(sentence_methods_figure(sentence), report.path(f"_sentence{number}.png")))
+        written.append(_save(sentence_lens_figure(sentence), report.path(f"_sentence{number}_lens.png")))
+    return written
+
+
+def sentence_methods_figure(sentence: ExplainedSentence) -> Figure:
+    """The sentence under every method, its gold links circled."""
+    labels = {name: name for name in sentence.explanations}
+    return methods_figure(sentence.explanations, labels, sentence.source, sentence.target,
+                          gold=set(sentence.pair.alignment or ()), title=sentence.pair.source)
+
+
+def sentence_lens_figure(sentence: ExplainedSentence) -> Figure:
+    """The sentence's logit lens: each layer's top reading over the probability of the token produced."""
+    top_1 = [[readings[0] for readings in layer] for layer in sentence.top_tokens]  # (L, T)
+    return logit_lens_figure(sentence.lens.produced_prob[0].numpy(), top_1, sentence.target,
+                             sentence.layer_labels, f"logit lens: {sentence.pair.target}")
+
+
+def _layer_order(label: str) -> tuple[int, str]:
+    """"embeddings" first, then layers by number."""
+    number = label.rsplit(" ", 1)[-1]
+    return (int(number) if number.isdigit() else 0, label)
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    figure.savefig(path)
+    return path
