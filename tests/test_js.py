@@ -23,7 +23,7 @@ def run(*command: str) -> subprocess.CompletedProcess:
 def test_the_tabs_javascript_passes_its_unit_tests():
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "js").glob("*.test.mjs"))
     assert files, "no tests/js/*.test.mjs"
-    done = run(NODE, "--test", *files)
+    done = run(NODE, "--test", "--test-reporter=tap", *files)
     assert done.returncode == 0, done.stdout + done.stderr
     passed = [line for line in done.stdout.splitlines() if line.startswith("# pass ")]
     assert passed and int(passed[0].split()[-1]) > 0, done.stdout  # it ran tests, not nothing
