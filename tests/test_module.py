@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from analysis.metrics import score_translations
 from data.batching import collate
 from data.datamodule import TranslationDataModule
-from training.module import NonFiniteLossError, TranslationModule, dropout_seed, sum_dtype
+from training.module import NonFiniteLossError, TranslationModule, dropout_seed
 
 
 def module(**overrides):
@@ -387,8 +387,20 @@ def test_the_models_default_special_ids_are_the_data_ones():
     assert config == (SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id)
 
 
-def test_validation_sums_are_float64_except_on_apple_gpus():
-    # MPS has no float64: a float64 tensor there fails at creation.
-    assert sum_dtype(torch.device("cpu")) == torch.float64
-    assert sum_dtype(torch.device("cuda", 0)) == torch.float64
-    assert sum_dtype(torch.device("mps")) == torch.float32
+def test_validation_sums_keep_the_token_losses_float32_would_round_away():
+    """Summed over a whole split, the NLL reaches magnitudes where float32 rounds away whole token losses
+    (2**24 + 1 == 2**24 in float32): the per-sentence and split sums are float64."""
+    m = attach(module(decode_every_n_epochs=0))
+    batch = padded_batch()
+    keep = batch.tgt_out != 0
+    assert keep.sum(dim=1).tolist() == [4, 2]  # the targets and their EOS
+    big = float(2**24)
+    token_nll = torch.tensor([big, 1.0, 1.0, 1.0, 1.0, 1.0])  # float32, exact; row 0 first, then row 1
+    m.loss = lambda logits, targets, reduction: token_nll
+    m.on_validation_epoch_start()
+    with torch.no_grad():
+        m.validation_step(batch, 0)
+    m.on_validation_epoch_end()
+    assert m._validation_totals().tolist() == [big + 5, 6]
+    assert m.logged["val/loss"] == (big + 5) / 6
+    assert torch.tensor([big, 1.0]).sum().item() == big  # what float32 sums would have kept

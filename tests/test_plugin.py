@@ -127,11 +127,22 @@ def test_a_map_equals_the_models_return_attention_for_that_sentence(board):
     assert one["gold"] == answer["gold"]
 
 
-def test_steps_differ_as_the_model_learns(board):
-    client, _, run, _ = board
-    early = get(client, f"/attention?run={run}&step=6&sentence=0&kind=cross&layer=1&head=1")
-    late = get(client, f"/attention?run={run}&step=12&sentence=0&kind=cross&layer=1&head=1")
-    assert early["rows"] == late["rows"] and early["weights"] != late["weights"]
+def test_each_step_serves_the_maps_of_the_weights_at_that_step(board, tiny_run):
+    """Step 6 (the first validation) serves the maps of the first epoch's checkpoint, step 12 those of the
+    last, and the two differ: the model learned between them."""
+    client, _, run, last = board
+    first = load_run(tiny_run / "checkpoints" / "epoch0-step6.ckpt")
+    sentence = describe(board)["sentences"][0]
+    served = {}
+    for step, loaded in ((6, first), (12, last)):
+        src_tok, tgt_tok = loaded.datamodule.src_tokenizer, loaded.datamodule.tgt_tokenizer
+        batch = collate([(0, src_tok.encode(sentence["source"]), tgt_tok.encode(sentence["target"]))])
+        with torch.no_grad():
+            _, maps = loaded.module.model(batch.src, batch.tgt_in, return_attention=True)
+        answer = get(client, f"/attention?run={run}&step={step}&sentence=0&kind=cross&layer=1&head=1")
+        served[step] = torch.tensor(answer["weights"])  # (T, S)
+        torch.testing.assert_close(served[step], maps.cross[1][0, 1], atol=1e-3, rtol=0)  # float16
+    assert (served[6] - served[12]).abs().max() > 1e-2
 
 
 def test_statistics_equal_the_head_statistics_of_the_checkpoint(board):
@@ -258,13 +269,35 @@ def test_pyproject_registers_the_plugin_where_it_lives():
     assert getattr(importlib.import_module(module), attribute) is AttentionPlugin
 
 
-def test_installed_project_registers_the_plugin_with_tensorboard():
+def test_the_project_as_pip_installs_it_registers_the_plugin_with_tensorboards_loader(tmp_path, monkeypatch):
+    """The metadata ``pip install -e .`` writes (the build backend's, from pyproject.toml), first on the path,
+    is what TensorBoard's own loader of dynamic plugins reads: it loads this tab. Built here, whatever is
+    installed in the environment."""
+    from setuptools import build_meta
+    from tensorboard.default import get_dynamic_plugins
+
+    monkeypatch.chdir(REPO)
+    built = tmp_path / build_meta.prepare_metadata_for_build_editable(str(tmp_path))
+    for other in tmp_path.iterdir():  # the egg-info the dist-info was made from
+        if other != built:
+            shutil.rmtree(other)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert (built / "entry_points.txt").read_text().split() == [
+        "[tensorboard_plugins]", PLUGIN_NAME, "=", declared_entry_point()
+    ]
+    assert AttentionPlugin in get_dynamic_plugins()
+
+
+def test_the_installed_project_registers_the_plugin_with_tensorboard():
+    """The environment's install (CI's, from requirements.txt) is the source's: an install older than a move
+    of the plugin stops plain ``tensorboard`` at start-up."""
     found = [ep for ep in entry_points(group="tensorboard_plugins") if ep.name == PLUGIN_NAME]
     if not found:
         pytest.skip("the project is not installed (pip install -r requirements.txt installs it)")
-    if found[0].value != declared_entry_point():
-        pytest.skip(f"the installed entry point {found[0].value} is older than pyproject.toml's "
-                    f"{declared_entry_point()}; run pip install -e . again")
+    assert found[0].value == declared_entry_point(), (
+        f"the installed entry point {found[0].value} is older than pyproject.toml's "
+        f"{declared_entry_point()}; run pip install -e . again"
+    )
     assert found[0].load() is AttentionPlugin
 
 

@@ -38,20 +38,25 @@ from viz.maps import sentence_attention
 LAYERS, HEADS, EPOCHS = 2, 2, 2
 
 
-def test_fast_dev_run_says_it_saved_nothing_and_saves_nothing(tmp_path, capsys):
+def test_fast_dev_run_says_it_saved_nothing_and_saves_nothing(tmp_path, capsys, monkeypatch):
     from train import main
 
-    main([
-        "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(tmp_path),
-        "--trainer.default_root_dir", str(tmp_path), "--trainer.fast_dev_run", "true",
+    monkeypatch.chdir(tmp_path)  # Lightning wrote checkpoints/last.ckpt in the working folder
+    runs = tmp_path / "runs"
+    cli = main([
+        "--config", TINY_CONFIG, "--trainer.logger.init_args.save_dir", str(runs),
+        "--trainer.default_root_dir", str(runs), "--trainer.fast_dev_run", "true",
     ])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == (
         "Fast dev run (--trainer.fast_dev_run 1): a training and a validation step ran once each; "
         "nothing was saved."
     )  # it used to end "Run saved in None"
-    assert not (REPO / "checkpoints").exists()
-    assert list(tmp_path.rglob("*.ckpt")) == []  # Lightning wrote checkpoints/last.ckpt in the working folder
+    # What the line says ran, ran: one optimiser step and one validation batch.
+    validated = cli.trainer.fit_loop.epoch_loop.val_loop.batch_progress.total.completed
+    assert (cli.trainer.global_step, validated) == (1, 1)
+    # No run folder, config, event file or checkpoint: neither under the run's folder nor the working one.
+    assert list(tmp_path.rglob("*")) == []
 
 
 def test_run_directory_holds_config_tokenizers_and_checkpoints(tiny_run):

@@ -34,9 +34,22 @@ def test_config_errors_name_the_values(overrides, message):
         tiny_config(**overrides)
 
 
-def test_config_is_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        tiny_config().d_model = 8
+def test_a_built_models_config_cannot_drift_from_its_weights():
+    """The model reads its config at every call (the embedding scale sqrt(d_model), the pad id of its masks):
+    a config changes only into a new object, checked again, and the built model computes what it did."""
+    model = Transformer(tiny_config()).eval()
+    src, tgt_in = batch()
+    src[0, 4:] = PAD
+    with torch.no_grad():
+        before = model(src, tgt_in)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            model.config.d_model = 64  # would scale the embeddings by 8 instead of 4
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            model.config.pad_id = 5  # would mask real tokens and attend to padding
+        with pytest.raises(ValueError, match=r"d_model \(30\) must be divisible by num_heads \(4\)"):
+            dataclasses.replace(model.config, d_model=30)
+        assert model.config == tiny_config()
+        torch.testing.assert_close(model(src, tgt_in), before, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

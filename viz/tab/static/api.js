@@ -8,7 +8,7 @@ export async function fetchJSON(url) {
   let body = null;
   try {
     body = await response.json();
-  } catch (e) {
+  } catch {
     body = null;
   }
   if (!response.ok) {

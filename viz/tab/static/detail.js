@@ -310,4 +310,4 @@ function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
 }
 
 // A cell's value in the tooltip: four decimals, or "–" where there is none (a diverged run's NaN, served as null).
-const valueText = (v) => (Number.isFinite(v) ? v.toFixed(4) : "–");
+export const valueText = (v) => (Number.isFinite(v) ? v.toFixed(4) : "–");

@@ -15,6 +15,11 @@ export function explainSection() {
   return ui.node;
 }
 
+/** Since when `leader` (the ./explanations answer's, {method, aer, since_step}) has led, as read at `step`. */
+export function leadSince(leader, step) {
+  return leader.since_step === step ? `leading at step ${step}` : `the leader since step ${leader.since_step}`;
+}
+
 /** Draw the summary of `explanations` (the ./explanations answer, {error} when it failed, or null when the
  * run has no scored steps). */
 export function drawExplanations(explanations) {
@@ -37,9 +42,7 @@ export function drawExplanations(explanations) {
   const leaderLine = leader
     ? h("div", {id: "leader", class: "leader", "data-method": leader.method, "data-since": String(leader.since_step)},
       "★ ", h("b", {}, labelOf(leader.method)), ` aligns best: AER ${fmt(leader.aer)} at `,
-      methods[leader.method]?.best?.layer ?? "?",
-      leader.since_step === explanations.step ? ` · leading at step ${explanations.step}`
-        : ` · the leader since step ${leader.since_step}`)
+      methods[leader.method]?.best?.layer ?? "?", ` · ${leadSince(leader, explanations.step)}`)
     : null;
   const steps = Object.values(explanations.history).flat().map(([s]) => s);
   const [s0, s1] = [Math.min(...steps), Math.max(...steps)];

@@ -63,7 +63,7 @@ export function scaleOf(matrix, signed = false, {weights = true} = {}) {
 }
 
 // A value as written in a cell: weights as ".42", other scores with two significant digits.
-function cellText(w, scale) {
+export function cellText(w, scale) {
   if (scale === 1 && w >= 0) return w >= 0.995 ? "1" : w.toFixed(2).slice(1);
   return Number(w.toPrecision(2)).toString().replace(/^(-?)0\./, "$1.");
 }

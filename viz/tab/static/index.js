@@ -105,7 +105,7 @@ async function pollRuns() {
   let runs;
   try {
     runs = (await fetchJSON(runsUrl())).runs || [];
-  } catch (e) {
+  } catch {
     return; // the next look may work; a failing backend shows its errors on the next draw
   }
   if (!runs.length || JSON.stringify(runs) === JSON.stringify(state.runs)) return;

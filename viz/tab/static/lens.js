@@ -79,4 +79,4 @@ export function lensNote(text) {
 }
 
 // A rank as shown, counted from 1 ("#1" = the most probable); "–" where there is none (a diverged run's NaN).
-const rankText = (rank) => (Number.isFinite(rank) ? `#${rank + 1}` : "–");
+export const rankText = (rank) => (Number.isFinite(rank) ? `#${rank + 1}` : "–");

@@ -193,7 +193,7 @@ export async function prefetchSteps() {
     try {
       await cached(attentionUrl(run.run, step, sentence));
       if (method !== null && state.method === method) await cached(explanationUrl(run.run, step, sentence, method));
-    } catch (e) {
+    } catch {
       return; // the error shows when that step is drawn
     }
   }
