@@ -65,10 +65,6 @@ def option_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def method_options(args: argparse.Namespace) -> dict[str, dict]:
-    return {"integrated_gradients": {"steps": args.ig_steps}}
-
-
 def flat_table(scores: dict[str, dict]) -> list[dict]:
     """method -> scores (``evaluation.explanations.explanation_alignment``) as rows {method, layer, aer,
     agreement}."""
@@ -119,16 +115,16 @@ def _save(figure, path: Path) -> Path:
     return path
 
 
-def write_sentence(model, dm, pair, methods, options, stem: Path, number: int) -> list[Path]:
+def write_sentence(model, dm, pair, methods, ig_steps: int, stem: Path, number: int) -> list[Path]:
     """Sentence ``number``'s methods figure, logit-lens figure and logit-lens JSON."""
-    from evaluation.explanations import sentence_explanations
+    from evaluation.explanations import explain_pass, lens_of
+    from evaluation.forced import sentence_pass
     from viz.explain_figures import logit_lens_figure, methods_figure
 
     src_ids, tgt_ids = dm.src_tokenizer.encode(pair.source), dm.tgt_tokenizer.encode(pair.target)
-    explanations, lens = sentence_explanations(model, src_ids, tgt_ids, methods=methods, options=options)
-    c = model.config
-    source = dm.src_tokenizer.tokens(src_ids + [c.eos_id])
-    target = dm.tgt_tokenizer.tokens(tgt_ids + [c.eos_id])
+    seen = sentence_pass(model, src_ids, tgt_ids, where="--alignment-methods")
+    explanations, lens = explain_pass(seen, methods, ig_steps=ig_steps), lens_of(model, seen)
+    source, _, target = seen.tokens(dm.src_tokenizer, dm.tgt_tokenizer)
     labels = {name: name for name in methods}
     figure = methods_figure(explanations, labels, source, target, gold=set(pair.alignment or ()),
                             title=pair.source)
@@ -166,7 +162,7 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> dict:
     from evaluation.explanations import explanation_alignment
 
     dm, model = run.datamodule, run.module.model
-    methods = check_methods(args.alignment_methods or list(METHODS))
+    methods = args.alignment_methods or list(METHODS)  # checked by option_error
     pairs = pairs[: args.alignment_sentences]
     check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer, "--alignment-methods")
     name = Path(args.tsv).stem if args.tsv else args.split
@@ -174,20 +170,19 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> dict:
     json_path = stem.with_name(f"{stem.name}.json")
     check_new(json_path, args.overwrite)
     directory.mkdir(parents=True, exist_ok=True)
-    options = method_options(args)
     start = time.perf_counter()
     scores = explanation_alignment(
-        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=methods, options=options,
+        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=methods, ig_steps=args.ig_steps,
         batch_size=min(args.batch_size, 32), option="--alignment-methods",
     )
     seconds = time.perf_counter() - start
     rows = flat_table(scores)
     written = write_figures(scores, stem)
     for number, pair in enumerate(pairs[:PICTURED_SENTENCES], start=1):
-        written += write_sentence(model, dm, pair, methods, options, stem, number)
+        written += write_sentence(model, dm, pair, methods, args.ig_steps, stem, number)
     result = {
         "checkpoint": args.checkpoint, "data": args.tsv or args.split, "global_step": run.global_step,
-        "sentences": len(pairs), "options": options, "seconds": seconds,
+        "sentences": len(pairs), "options": {"ig_steps": args.ig_steps}, "seconds": seconds,
         "table": rows,
         "best": {name: method["best"] for name, method in scores.items()},
         "heads": {name: method["heads"] for name, method in scores.items() if method["heads"] is not None},
