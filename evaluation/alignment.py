@@ -15,6 +15,7 @@ from analysis.heads import alignment_agreement, alignment_error_rate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from evaluation.ablation import AnalysisError
+from evaluation.forced import forced_pass
 from evaluation.head_masks import Head, head_mask
 from evaluation.translate import pair_batches
 from model import Transformer
@@ -100,11 +101,9 @@ def cross_attention_alignment(
     src_valid = torch.zeros(n, s_max, dtype=torch.bool)
     tgt_valid = torch.zeros(n, t_max, dtype=torch.bool)
     for batch in batches:
-        _, attention = model(
-            batch.src.to(device), batch.tgt_in.to(device), return_attention=True, head_mask=mask
-        )
+        cross = forced_pass(model, batch, head_mask=mask).maps["cross"]
         t, s = batch.tgt_in.shape[1], batch.src.shape[1]
-        maps[batch.index, :, :, :t, :s] = torch.stack(attention.cross, dim=1).float().cpu()  # (B, L, H, T, S)
+        maps[batch.index, :, :, :t, :s] = torch.stack(cross, dim=1).cpu()  # (B, L, H, T, S)
         src_valid[batch.index, :s] = batch.src != c.pad_id
         tgt_valid[batch.index, :t] = batch.tgt_out != c.pad_id
     gold = [set(p.alignment) for p in pairs]

@@ -69,10 +69,6 @@ def option_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def method_options(args: argparse.Namespace) -> dict[str, dict]:
-    return {"integrated_gradients": {"steps": args.ig_steps}}
-
-
 def flat_table(scores: dict[str, dict]) -> list[dict]:
     """method -> scores (``evaluation.explanations.explanation_alignment``) as rows {method, layer, aer,
     agreement}."""
@@ -119,18 +115,18 @@ class AlignmentMethodsReport:
         return self.stem.with_name(f"{self.stem.name}{suffix}")
 
 
-def explain_sentence(model, dm, pair: Pair, methods, options) -> ExplainedSentence:
+def explain_sentence(model, dm, pair: Pair, methods, ig_steps: int) -> ExplainedSentence:
     """``pair`` under every method in ``methods``, and its logit lens."""
-    from evaluation.explanations import sentence_explanations
+    from evaluation.explanations import explain_pass, lens_of
+    from evaluation.forced import sentence_pass
 
     src_ids, tgt_ids = dm.src_tokenizer.encode(pair.source), dm.tgt_tokenizer.encode(pair.target)
-    explanations, lens = sentence_explanations(model, src_ids, tgt_ids, methods=methods, options=options)
-    c = model.config
-    target = dm.tgt_tokenizer.tokens(tgt_ids + [c.eos_id])
+    seen = sentence_pass(model, src_ids, tgt_ids, where="--alignment-methods")
+    explanations, lens = explain_pass(seen, methods, ig_steps=ig_steps), lens_of(model, seen)
+    source, _, target = seen.tokens(dm.src_tokenizer, dm.tgt_tokenizer)
     top = [[dm.tgt_tokenizer.tokens(lens.top_ids[0, layer, t].tolist()) for t in range(len(target))]
            for layer in range(lens.produced_prob.size(1))]  # (L, T, k) token strings
-    return ExplainedSentence(pair, dm.src_tokenizer.tokens(src_ids + [c.eos_id]), target, explanations, lens,
-                             top)
+    return ExplainedSentence(pair, source, target, explanations, lens, top)
 
 
 def write_lens(sentence: ExplainedSentence, path: Path) -> Path:
@@ -163,7 +159,7 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> Align
     from evaluation.explanations import explanation_alignment
 
     dm, model = run.datamodule, run.module.model
-    methods = check_methods(args.alignment_methods or list(METHODS))
+    methods = args.alignment_methods or list(METHODS)  # checked by option_error
     pairs = pairs[: args.alignment_sentences]
     check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer, "--alignment-methods")
     name = Path(args.tsv).stem if args.tsv else args.split
@@ -171,18 +167,18 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> Align
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
     check_new(json_path, args.overwrite)
     directory.mkdir(parents=True, exist_ok=True)
-    options = method_options(args)
     start = time.perf_counter()
     scores = explanation_alignment(
-        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=methods, options=options,
+        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=methods, ig_steps=args.ig_steps,
         batch_size=min(args.batch_size, 32), option="--alignment-methods",
     )
     seconds = time.perf_counter() - start
     rows = flat_table(scores)
-    sentences = [explain_sentence(model, dm, pair, methods, options) for pair in pairs[:PICTURED_SENTENCES]]
+    pictured = pairs[:PICTURED_SENTENCES]
+    sentences = [explain_sentence(model, dm, pair, methods, args.ig_steps) for pair in pictured]
     result = {
         "checkpoint": args.checkpoint, "data": args.tsv or args.split, "global_step": run.global_step,
-        "sentences": len(pairs), "options": options, "seconds": seconds,
+        "sentences": len(pairs), "options": {"ig_steps": args.ig_steps}, "seconds": seconds,
         "table": rows,
         "best": {name: method["best"] for name, method in scores.items()},
         "heads": {name: method["heads"] for name, method in scores.items() if method["heads"] is not None},

@@ -503,21 +503,23 @@ assert val_loss[-1].value < start_loss
 # ### The trained heads
 #
 # `training/checkpoints.py` loads a run back from its checkpoint, with its tokenizers (this is how
-# `evaluate.py` starts). `viz/maps.py` runs one sentence pair through the weight-returning
-# path and labels every map with its tokens. Each small map is one head; rows are queries, columns keys.
+# `evaluate.py` starts). `evaluation/forced.py` runs one sentence pair teacher-forced through the
+# weight-returning path, the one pass that the logger, the tab and `evaluate.py` all take their maps from, and
+# labels every map with its tokens. Each small map is one head; rows are queries, columns keys.
 
 # %%
+from evaluation.forced import sentence_pass
 from training.checkpoints import load_run
-from viz.maps import sentence_attention
 
 run = load_run(run_dir / "checkpoints" / "last.ckpt")
 model, src_tok, tgt_tok = run.module.model, run.datamodule.src_tokenizer, run.datamodule.tgt_tokenizer
 pair = chosen[-1]
-seen = sentence_attention(model, src_tok, tgt_tok, src_tok.encode(pair.source), tgt_tok.encode(pair.target))
+seen = sentence_pass(model, src_tok.encode(pair.source), tgt_tok.encode(pair.target))
+maps, axes = seen.sentence_maps(), seen.tokens(src_tok, tgt_tok).axes
 print(f"{pair.source}  →  {pair.target}")
 for kind in KINDS:
-    display(attention_grid(seen.maps[kind], *seen.axes[kind], title=f"trained: {KIND_LABELS[kind]}"))
-    assert len(seen.maps[kind]) == 2 and seen.maps[kind][0].shape[0] == 2  # 2 layers of 2 heads
+    display(attention_grid(maps[kind], *axes[kind], title=f"trained: {KIND_LABELS[kind]}"))
+    assert len(maps[kind]) == 2 and maps[kind][0].shape[0] == 2  # 2 layers of 2 heads
 
 # %% [markdown]
 # ### The best-aligned head
@@ -546,8 +548,8 @@ assert ((0 <= report.agreement) & (report.agreement <= 1)).all()
 # square, the head looks at the word being translated, even where the word order differs.
 
 # %%
-best_map = seen.maps["cross"][best.layer][best.head]  # (T, S)
-figure = attention_heatmap(best_map, *seen.axes["cross"], title=f"{best}, with the gold alignment")
+best_map = maps["cross"][best.layer][best.head]  # (T, S)
+figure = attention_heatmap(best_map, *axes["cross"], title=f"{best}, with the gold alignment")
 gold_source, gold_target = zip(*pair.alignment)
 figure.axes[0].scatter(gold_source, gold_target, marker="s", s=160, facecolors="none", edgecolors="red")
 display(figure)

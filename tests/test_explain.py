@@ -11,13 +11,15 @@ from analysis.explain.attributions import (
     integrated_gradients,
     integrated_gradients_rows,
 )
-from analysis.explain.registry import METHODS, explain
+from analysis.explain.registry import METHODS, check_methods, explain
 from analysis.explain.rollout import rollout, with_residual
 from analysis.explain.scores import alignment_scores
 from analysis.explain.shift_att import shift_rows
 from analysis.explain.trace import Explanation, Trace
 from analysis.explain.value_norms import transformed_values, value_weighted
-from evaluation.explanations import lens_of, trace_batch
+from data.batching import Batch
+from evaluation.explanations import explain_pass, lens_of
+from evaluation.forced import forced_pass, sentence_pass
 from model import Transformer
 from model.attention import MultiHeadAttention
 from tests.conftest import BOS, EOS, PAD, tiny_config
@@ -134,8 +136,8 @@ def traced():
     # GELU: a smooth model, so that 64 quadrature points integrate its gradient closely (ReLU's kinks do not).
     model = Transformer(tiny_config(activation="gelu")).eval()
     src, tgt_in, tgt_out = pair_batch()
-    trace, hidden = trace_batch(model, src, tgt_in, tgt_out)
-    return model, trace, hidden, (src, tgt_in, tgt_out)
+    seen = forced_pass(model, Batch(src, tgt_in, tgt_out, torch.arange(2)))
+    return model, seen.trace, seen.hidden, (src, tgt_in, tgt_out)
 
 
 def test_gradient_x_input_matches_autograd(traced):
@@ -159,7 +161,9 @@ def test_integrated_gradients_are_complete(traced):
     _, trace, _, _ = traced
     sentences, targets = torch.tensor([0, 0, 0, 0, 1, 1]), torch.tensor([0, 1, 2, 3, 0, 1])
     inputs, words = trace.embeddings[sentences].detach(), trace.words[sentences]
-    attributions, _ = integrated_gradients_rows(trace.log_probs, inputs, sentences, targets, words, steps=64)
+    attributions, _ = integrated_gradients_rows(
+        trace.log_probs, inputs, sentences, targets, words, ig_steps=64
+    )
     baselines = torch.where(words[:, :, None], torch.zeros_like(inputs), inputs)  # EOS stays itself
     with torch.no_grad():
         f_x = trace.log_probs(inputs, sentences)[torch.arange(6), targets]  # (N,)
@@ -169,7 +173,7 @@ def test_integrated_gradients_are_complete(traced):
     assert difference.abs().min() > 1e-3  # a case where completeness says something
     assert torch.allclose(total, difference, rtol=0.01, atol=0.0)
     # The signed Explanation keeps completeness: each row sums to f(x) - f(baseline).
-    explanation = integrated_gradients(trace, reduction="sum", steps=64)
+    explanation = integrated_gradients(trace, reduction="sum", ig_steps=64)
     assert torch.allclose(explanation.per_layer[sentences, 0, targets].sum(dim=-1), difference, rtol=0.01)
     assert explanation.signed
 
@@ -178,7 +182,7 @@ def test_every_method_returns_the_same_kind_of_matrix(traced):
     model, trace, _, _ = traced
     L, H = model.config.num_decoder_layers, model.config.num_heads
     for name in METHODS:
-        explanation = explain(name, trace, **({"steps": 4} if name == "integrated_gradients" else {}))
+        explanation = explain(name, trace, ig_steps=4)  # the other methods take no steps
         B, layers, T, S = explanation.per_layer.shape
         assert (B, T, S) == (2, 4, 5), name
         assert layers == (1 if METHODS[name].gradients else L), name
@@ -189,9 +193,10 @@ def test_every_method_returns_the_same_kind_of_matrix(traced):
         assert explanation.per_layer[1, :, 2:].abs().sum() == 0, name
 
 
-def test_unknown_method_is_named(traced):
+def test_unknown_method_is_named():
+    assert check_methods(("rollout", "attention")) == ["rollout", "attention"]
     with pytest.raises(ValueError, match="unknown explanation method 'saliency'; expected one of attention"):
-        explain("saliency", traced[1])
+        check_methods(["attention", "saliency"])
 
 
 # -- logit lens ---------------------------------------------------------------------------------------------
@@ -202,8 +207,7 @@ def test_logit_lens_of_the_last_layer_is_the_models_output(norm_first):
     torch.manual_seed(0)
     model = Transformer(tiny_config(norm_first=norm_first, tie_output_embedding=norm_first)).eval()
     src, tgt_in, tgt_out = pair_batch()
-    _, hidden = trace_batch(model, src, tgt_in, tgt_out, gradients=False)
-    lens = lens_of(model, hidden, tgt_out, top_k=3)
+    lens = lens_of(model, forced_pass(model, Batch(src, tgt_in, tgt_out, torch.arange(2))), top_k=3)
     with torch.no_grad():
         probs = model(src, tgt_in).softmax(dim=-1)  # (B, T, V)
     assert lens.top_ids.shape == (2, 2, 4, 3)
@@ -265,19 +269,17 @@ def test_signed_scores_never_align_to_a_padded_position():
 
 def test_a_hypothesis_cut_without_eos_is_explained_on_the_tokens_it_generated(tiny_model):
     """``finished=False``: rows are the generated tokens, the last one read after the one before it, as
-    ``sentence_attention`` shows such a hypothesis; not a row for an EOS never produced."""
-    from evaluation.explanations import sentence_explanations
-    from viz.maps import sentence_attention
-
+    the maps show such a hypothesis; not a row for an EOS never produced."""
     src_ids, hypothesis = [3, 4, 5], [6, 7, 8, 9]
-    explained, lens = sentence_explanations(tiny_model, src_ids, hypothesis, methods=["attention"],
-                                            finished=False)
-    per_head = explained["attention"].per_head[0]  # (L, H, T, S)
+    seen = sentence_pass(tiny_model, src_ids, hypothesis, finished=False)
+    per_head = explain_pass(seen, ["attention"])["attention"].per_head[0]  # (L, H, T, S)
+    lens = lens_of(tiny_model, seen)
     assert per_head.shape[2:] == (len(hypothesis), len(src_ids) + 1)
     tokens = SimpleNamespace(tokens=lambda ids: [str(i) for i in ids])
-    attention = sentence_attention(tiny_model, tokens, tokens, src_ids, hypothesis, finished=False)
-    assert attention.target_out == [str(i) for i in hypothesis]
-    torch.testing.assert_close(per_head, torch.stack(attention.maps["cross"]))
+    shown = seen.tokens(tokens, tokens)
+    assert shown.target_in == [str(i) for i in [BOS] + hypothesis[:-1]]
+    assert shown.target_out == [str(i) for i in hypothesis]
+    torch.testing.assert_close(per_head, torch.stack(seen.sentence_maps()["cross"]))
     # The lens follows the generated tokens: the last row's produced token is the last generated one.
     with torch.no_grad():
         logits = tiny_model(torch.tensor([src_ids + [EOS]]), torch.tensor([[BOS] + hypothesis[:-1]]))

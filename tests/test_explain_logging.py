@@ -10,11 +10,11 @@ from tensorboard.util import tensor_util
 
 from analysis.explain.registry import METHODS
 from evaluation.explanations import explanation_alignment
+from evaluation.forced import sentence_pass
 from tests import test_train
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from training.checkpoints import load_run
 from viz.logger import AttentionLogger
-from viz.maps import sentence_attention
 
 # The hand-made pairs, untrained module and recording writer of the attention-logging tests.
 hand_made, recorded = test_train.hand_made, test_train.recorded
@@ -105,10 +105,10 @@ def test_every_probe_has_every_methods_map_and_its_lens_and_the_scores_are_tenso
 def _probe_bytes(logger, module, datamodule, probe) -> int:
     """What one probe takes of the budget: its weights, its explanation maps and its lens."""
     _, src_ids, tgt_ids = probe
-    attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer,
-                                   src_ids, tgt_ids)
-    weights = sum(torch.stack(layers).to(torch.float16).numpy().nbytes for layers in attention.maps.values())
-    return weights + logger._explain_probe(module.model, datamodule.tgt_tokenizer, src_ids, tgt_ids).nbytes
+    seen = sentence_pass(module.model, src_ids, tgt_ids)
+    maps = seen.sentence_maps()
+    weights = sum(torch.stack(layers).to(torch.float16).numpy().nbytes for layers in maps.values())
+    return weights + logger._explain_probe(module.model, datamodule.tgt_tokenizer, seen).nbytes
 
 
 def _validate(logger, module, datamodule, experiment, monkeypatch):

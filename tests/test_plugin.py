@@ -31,10 +31,10 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from analysis.heads import summarize
 from data.batching import collate
 from data.tokenizer import Tokenizer
+from evaluation.forced import sentence_pass
 from evaluation.translate import translate
 from tests.conftest import REPO, larger_tokenizer, tiny_config
 from training.checkpoints import load_run
-from viz.maps import sentence_attention
 from viz.tab.metadata import PLUGIN_NAME
 from viz.tab.plugin import AttentionPlugin
 from viz.tab.summary import json_summary
@@ -176,10 +176,10 @@ def test_translate_your_sentence_gives_the_translation_and_every_head(board):
         ids = translate(model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, [text], beam_size=beam)[0]
         assert answer["translation"] == datamodule.tgt_tokenizer.decode(ids)
         assert (answer["checkpoint"], answer["step"], answer["beam"]) == ("last.ckpt", 12, beam)
-        expected = sentence_attention(model, datamodule.src_tokenizer, datamodule.tgt_tokenizer,
-                                      datamodule.src_tokenizer.encode(text), ids)
-        for kind, layers in expected.maps.items():
-            assert (answer["kinds"][kind]["rows"], answer["kinds"][kind]["cols"]) == expected.axes[kind]
+        expected = sentence_pass(model, datamodule.src_tokenizer.encode(text), ids)
+        axes = expected.tokens(datamodule.src_tokenizer, datamodule.tgt_tokenizer).axes
+        for kind, layers in expected.sentence_maps().items():
+            assert (answer["kinds"][kind]["rows"], answer["kinds"][kind]["cols"]) == axes[kind]
             torch.testing.assert_close(torch.tensor(answer["kinds"][kind]["weights"]), torch.stack(layers),
                                        atol=1e-4, rtol=0)
 

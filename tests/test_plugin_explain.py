@@ -12,7 +12,8 @@ import torch
 from analysis.explain.registry import METHODS
 from analysis.explain.scores import alignment_scores, best_layer
 from analysis.heads import STATISTICS
-from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
+from evaluation.explanations import explain_pass, explanation_alignment, lens_of, lens_record
+from evaluation.forced import sentence_pass
 from evaluation.translate import translate_hypotheses
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from tests.test_plugin import get, rewritten, serve
@@ -41,13 +42,18 @@ def probe(lab, sentence: int):
     return text, dm.src_tokenizer.encode(text["source"]), dm.tgt_tokenizer.encode(text["target"])
 
 
+def explained_sentence(model, src_ids, tgt_ids, methods=tuple(METHODS), *, finished=True, ig_steps=IG_STEPS):
+    """Every method's explanation and the logit lens of one sentence, through the one teacher-forced pass."""
+    seen = sentence_pass(model, src_ids, tgt_ids, finished=finished)
+    return explain_pass(seen, methods, ig_steps=ig_steps), lens_of(model, seen)
+
+
 def test_runs_lists_every_method_with_its_layers_the_lens_and_the_scored_steps(lab):
     client, _, loaded = lab
     (described,) = get(client, "/runs")["runs"]
     assert [m["name"] for m in described["methods"]] == list(METHODS)  # attention first, in registry order
     _, src_ids, tgt_ids = probe(lab, 0)
-    explained, _ = sentence_explanations(loaded.module.model, src_ids, tgt_ids,
-                                         options={"integrated_gradients": {"steps": IG_STEPS}})
+    explained, _ = explained_sentence(loaded.module.model, src_ids, tgt_ids)
     for entry in described["methods"]:
         e = explained[entry["name"]]
         assert entry == {"name": e.method, "label": METHODS[e.method].label,
@@ -60,8 +66,7 @@ def test_a_methods_map_equals_sentence_explanations_of_the_checkpoint(lab, metho
     client, run, loaded = lab
     text, src_ids, tgt_ids = probe(lab, 1)
     answer = get(client, f"/explanation?run={run}&step={LAST}&sentence=1&method={method}")
-    explained, _ = sentence_explanations(loaded.module.model, src_ids, tgt_ids, methods=[method],
-                                         options={"integrated_gradients": {"steps": IG_STEPS}})
+    explained, _ = explained_sentence(loaded.module.model, src_ids, tgt_ids, [method])
     e = explained[method]
     dm = loaded.datamodule
     assert answer["rows"] == dm.tgt_tokenizer.tokens(tgt_ids) + ["</s>"]
@@ -116,7 +121,7 @@ def test_the_last_layer_of_the_lens_is_the_models_own_output(lab):
     torch.testing.assert_close(torch.tensor(answer["top_probs"][-1]), top.values, atol=1e-4, rtol=0)
     assert answer["produced_rank"][-1] == (probs > own[:, None]).sum(dim=-1).tolist()
     # Every layer as the lens function reads it.
-    _, lens = sentence_explanations(model, src_ids, tgt_ids, methods=[])
+    _, lens = explained_sentence(model, src_ids, tgt_ids, [])
     expected = lens_record(lens, tgt_tok)
     assert answer["top_tokens"] == expected["top_tokens"]
     assert answer["produced_rank"] == expected["produced_rank"]
@@ -186,8 +191,8 @@ def test_translate_with_a_method_explains_the_models_own_translation(lab, method
     ((ids, finished),) = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, [text])
     assert answer["translation"] == dm.tgt_tokenizer.decode(ids)
     src_ids = dm.src_tokenizer.encode(text)
-    explained, lens = sentence_explanations(model, src_ids, ids, methods=[method], finished=finished,
-                                            options={"integrated_gradients": {"steps": ig_steps or 16}})
+    explained, lens = explained_sentence(model, src_ids, ids, [method], finished=finished,
+                                         ig_steps=ig_steps or 16)
     e, shown = explained[method], answer["explanation"]
     cross = answer["kinds"]["cross"]
     assert (shown["rows"], shown["cols"]) == (cross["rows"], cross["cols"])

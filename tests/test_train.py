@@ -24,6 +24,7 @@ from analysis.heads import summarize
 from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
+from evaluation.forced import sentence_pass
 from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from train import _pop_resume, find_resume_checkpoint
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
@@ -31,7 +32,6 @@ from training.module import NonFiniteLossError, TranslationModule
 from training.resume import rng_states, set_rng_states
 from viz import logger as attention_logging
 from viz.logger import AttentionLogger
-from viz.maps import sentence_attention
 
 # The tiny config: 2 layers x 2 heads in encoder and decoder, 1 probe sentence,
 # 2 epochs with a validation each.
@@ -723,10 +723,9 @@ def test_attention_images_per_layer_and_head_have_generated_tokens_on_the_rows(h
     logger = AttentionLogger(num_sentences=1, max_tokens=4, per_head=True)
     logger._prepare(datamodule)  # the probe: "c d e" -> "z w"
     _, src_ids, tgt_ids = logger._probes[0]
-    attention = sentence_attention(
-        module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
-    )
-    logger._log_images(experiment, attention, 1, 0)
+    seen = sentence_pass(module.model, src_ids, tgt_ids)
+    tokens = seen.tokens(datamodule.src_tokenizer, datamodule.tgt_tokenizer)
+    logger._log_images(experiment, tokens, seen.sentence_maps(), 1, 0)
     batch = collate([logger._probes[0]])
     _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
     source, target_in, target_out = ["c", "d", "e", "</s>"], ["<s>", "z", "w"], ["z", "w", "</s>"]
@@ -776,10 +775,9 @@ def test_attention_tensors_hold_every_head_in_float16_with_tokens_and_gold_cells
     logger = AttentionLogger(num_sentences=2, num_images=0, max_tokens=6)
     logger._prepare(datamodule)
     for number, (index, src_ids, tgt_ids) in enumerate(logger._probes):
-        attention = sentence_attention(
-            module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
-        )
-        logger._log_tensors(experiment, attention, PAIRS[index], number, 7, 10**6)
+        seen = sentence_pass(module.model, src_ids, tgt_ids)
+        tokens = seen.tokens(datamodule.src_tokenizer, datamodule.tgt_tokenizer)
+        logger._log_tensors(experiment, tokens, seen.sentence_maps(), PAIRS[index], number, 7, 10**6)
     summaries = experiment.summaries
     assert sorted(summaries) == sorted(
         f"attention/sentence_{n}/{part}" for n in (0, 1) for part in ("text", "encoder", "decoder", "cross")
@@ -806,13 +804,12 @@ def test_attention_tensors_stay_within_the_byte_budget(hand_made, recorded):
     logger = AttentionLogger(num_sentences=3, max_tokens=10)
     logger._prepare(datamodule)
     index, src_ids, tgt_ids = logger._probes[0]  # "a b c d e" -> "x y z": S = 6, T = 4
-    attention = sentence_attention(
-        module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
-    )
+    seen = sentence_pass(module.model, src_ids, tgt_ids)
+    tokens, maps = seen.tokens(datamodule.src_tokenizer, datamodule.tgt_tokenizer), seen.sentence_maps()
     size = 2 * 2 * (6 * 6 + 4 * 4 + 4 * 6) * 2  # L * H * (encoder + decoder + cross cells) * 2 bytes
-    assert logger._log_tensors(experiment, attention, PAIRS[index], 0, 0, size) == size
+    assert logger._log_tensors(experiment, tokens, maps, PAIRS[index], 0, 0, size) == size
     with pytest.warns(UserWarning, match=r"probe sentence 1 would take 608 bytes, more than the 607 left"):
-        assert logger._log_tensors(experiment, attention, PAIRS[index], 1, 0, size - 1) is None
+        assert logger._log_tensors(experiment, tokens, maps, PAIRS[index], 1, 0, size - 1) is None
     assert not any(tag.startswith("attention/sentence_1/") for tag in experiment.summaries)
 
 
@@ -943,9 +940,10 @@ def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(rec
     logger._prepare(datamodule)
     with torch.no_grad():
         for number, (index, src_ids, tgt_ids) in enumerate(logger._probes[: logger.num_sentences]):
-            attention = sentence_attention(module.model, datamodule.src_tokenizer, datamodule.tgt_tokenizer,
-                                           src_ids, tgt_ids)
-            logger._log_tensors(experiment, attention, logger._pairs[index], number, 0, logger.max_bytes)
+            seen = sentence_pass(module.model, src_ids, tgt_ids)
+            tokens = seen.tokens(datamodule.src_tokenizer, datamodule.tgt_tokenizer)
+            logger._log_tensors(experiment, tokens, seen.sentence_maps(), logger._pairs[index], number, 0,
+                                logger.max_bytes)
         logger._log_head_statistics(experiment, module.model, module.config, 0, module)
     summaries = experiment.summaries
     assert sum(tag.startswith("attention/sentence_") for tag in summaries) == 4 * 4  # 4 probes logged whole

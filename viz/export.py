@@ -5,9 +5,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from data.tokenizer import Tokenizer
+from evaluation.forced import sentence_pass
 from model import Transformer
 from viz.headview import write_head_view
-from viz.maps import sentence_attention
 from viz.plots import attention_heatmap
 
 
@@ -31,14 +31,14 @@ def export_attention(
     source or hypothesis the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``
     before anything is written.
     """
-    attention = sentence_attention(
-        model, src_tokenizer, tgt_tokenizer, src_tokenizer.encode(source), hypothesis, finished=finished,
-        where="attention export",
+    seen = sentence_pass(
+        model, src_tokenizer.encode(source), hypothesis, finished=finished, where="attention export"
     )
-    axes = attention.axes
+    tokens, maps = seen.tokens(src_tokenizer, tgt_tokenizer), seen.sentence_maps()
+    axes = tokens.axes
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for kind, layers in attention.maps.items():
+    for kind, layers in maps.items():
         rows, cols = axes[kind]
         for layer, heads in enumerate(layers, start=1):
             for head, weights in enumerate(heads, start=1):
@@ -49,8 +49,8 @@ def export_attention(
                 written.append(path)
     html = directory / "head_view.html"
     write_head_view(
-        html, source_tokens=attention.source, target_in_tokens=attention.target_in,
-        target_out_tokens=attention.target_out, title=source, overwrite=overwrite, **attention.maps,
+        html, source_tokens=tokens.source, target_in_tokens=tokens.target_in,
+        target_out_tokens=tokens.target_out, title=source, overwrite=overwrite, **maps,
     )
     written.append(html)
     return written

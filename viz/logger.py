@@ -35,14 +35,13 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from analysis.axes import KINDS
 from analysis.explain.registry import METHODS, check_methods
 from analysis.heads import STATISTIC, add_totals, summary_totals, totals_summary
 from data.batching import collate
 from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable
-from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
-from viz.maps import SentenceAttention, sentence_attention
+from evaluation.explanations import explain_pass, explanation_alignment, lens_of, lens_record
+from evaluation.forced import ForcedPass, SentenceTokens, forced_pass, sentence_pass
 from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
 from viz.tab.metadata import explain_tag, sentence_tag, statistic_tag
 from viz.tab.summary import json_summary, tensor_summary
@@ -153,13 +152,14 @@ class AttentionLogger(L.Callback):
             self._prepare(datamodule)
         step = trainer.global_step
         model = pl_module.model
-        with torch.no_grad():
+        src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
+        # Validation runs under inference mode; the gradient methods need a pass made outside it.
+        with torch.no_grad(), torch.inference_mode(False):
             budget, logging, explaining = self.max_bytes, True, 0.0
             for number, (index, src_ids, tgt_ids) in enumerate(self._probes):
-                attention = sentence_attention(
-                    model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, src_ids, tgt_ids
-                )
-                if not _finite(attention):
+                seen = sentence_pass(model, src_ids, tgt_ids)
+                tokens, maps = seen.tokens(src_tok, tgt_tok), seen.sentence_maps()
+                if not seen.finite():
                     # A diverged model: its maps, lens and scores would be NaN; the module stops the run
                     # when it finds its validation loss is NaN too, after the callbacks' epoch end.
                     warnings.warn(
@@ -171,15 +171,15 @@ class AttentionLogger(L.Callback):
                     explained = None
                     if self.explain_probes:
                         start = time.perf_counter()
-                        explained = self._explain_probe(model, datamodule.tgt_tokenizer, src_ids, tgt_ids)
+                        explained = self._explain_probe(model, tgt_tok, seen)
                         explaining += time.perf_counter() - start
                     written = self._log_tensors(
-                        experiment, attention, self._pairs[index], number, step, budget, explained
+                        experiment, tokens, maps, self._pairs[index], number, step, budget, explained
                     )
                     logging = written is not None  # past the budget: no later probe, so no gap in the ids
                     budget -= written or 0
                 if number < self.num_images:
-                    self._log_images(experiment, attention, number + 1, step)
+                    self._log_images(experiment, tokens, maps, number + 1, step)
             if self._stats_items:
                 self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
         if self.explain_probes and self.num_sentences:
@@ -187,15 +187,12 @@ class AttentionLogger(L.Callback):
         if self._explain_pairs:
             self._log_explanations(model, datamodule, pl_module, experiment, step, budget)
 
-    def _explain_probe(self, model, tgt_tokenizer, src_ids: list[int], tgt_ids: list[int]):
-        """Every method's map and the logit lens of one probe, under forced decoding of its reference: a
-        ``ProbeExplanation``."""
-        # Validation runs under inference mode; the gradient methods need autograd.
-        with torch.inference_mode(False), torch.enable_grad():
-            explanations, lens = sentence_explanations(
-                model, src_ids, tgt_ids, methods=list(METHODS),
-                options={"integrated_gradients": {"steps": self.ig_steps}},
-            )
+    def _explain_probe(self, model, tgt_tokenizer, seen: ForcedPass) -> "ProbeExplanation":
+        """Every method's map and the logit lens of one probe, from its pass under forced decoding of its
+        reference."""
+        with torch.enable_grad():  # the gradient methods need autograd
+            explanations = explain_pass(seen, list(METHODS), ig_steps=self.ig_steps)
+        lens = lens_of(model, seen)
         maps, described = {}, []
         for name, explanation in explanations.items():
             per_head = explanation.per_head is not None
@@ -209,14 +206,12 @@ class AttentionLogger(L.Callback):
         return ProbeExplanation(maps, described, lens_record(lens, tgt_tokenizer))
 
     def _log_tensors(
-        self, experiment, attention: SentenceAttention, pair, number: int, step: int, budget: int,
+        self, experiment, tokens: SentenceTokens, maps: dict, pair, number: int, step: int, budget: int,
         explained: "ProbeExplanation | None" = None,
     ) -> int | None:
-        """Write one probe's weights (and its explanations, when given) for the ATTENTION tab if they fit in
-        the budget: the bytes written, or None when they do not fit."""
-        arrays = {
-            kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in attention.maps.items()
-        }
+        """Write one probe's weights (``ForcedPass.sentence_maps``; and its explanations, when given) for the
+        ATTENTION tab if they fit in the budget: the bytes written, or None when they do not fit."""
+        arrays = {kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in maps.items()}
         size = sum(array.nbytes for array in arrays.values())  # (L, H, Tq, Tk) each
         if explained is not None:
             size += explained.nbytes
@@ -237,10 +232,10 @@ class AttentionLogger(L.Callback):
         text = {
             "source": pair.source,
             "target": pair.target,
-            "source_tokens": attention.source,
-            "target_in": attention.target_in,
-            "target_out": attention.target_out,
-            "gold": _gold_cells(pair, attention),
+            "source_tokens": tokens.source,
+            "target_in": tokens.target_in,
+            "target_out": tokens.target_out,
+            "gold": _gold_cells(pair, tokens),
         }
         if explained is not None:
             text["methods"] = explained.methods
@@ -253,9 +248,9 @@ class AttentionLogger(L.Callback):
             writer.add_summary(json_summary(sentence_tag(number, "lens"), explained.lens), step)
         return size
 
-    def _log_images(self, experiment, attention: SentenceAttention, number: int, step: int) -> None:
-        axes = attention.axes
-        for kind, per_layer in attention.maps.items():
+    def _log_images(self, experiment, tokens: SentenceTokens, maps: dict, number: int, step: int) -> None:
+        axes = tokens.axes
+        for kind, per_layer in maps.items():
             rows, cols = axes[kind]
             title = f"{kind} attention, sentence {number}, step {step}"
             figure = attention_grid(per_layer, rows, cols, title)
@@ -271,20 +266,16 @@ class AttentionLogger(L.Callback):
     def _log_head_statistics(self, experiment, model, special, step, pl_module) -> None:
         items = self._stats_items
         has_gold = all(self._pairs[i].alignment is not None for i, _, _ in items)
-        device = pl_module.device
         totals = None
         for chunk in statistics_batches(items, model.config, self.stats_max_bytes):
             batch = collate(chunk, pad_id=special.pad_id, bos_id=special.bos_id, eos_id=special.eos_id)
-            with torch.autocast(device.type, enabled=False):
-                _, maps = model(batch.src.to(device), batch.tgt_in.to(device), return_attention=True)
+            seen = forced_pass(model, batch)
             batch_totals = summary_totals(
-                {kind: [m.float() for m in layers] for kind, layers in zip(KINDS, maps)},
-                src_valid=batch.src.to(device) != special.pad_id,
-                tgt_valid=batch.tgt_out.to(device) != special.pad_id,
+                seen.maps, src_valid=seen.trace.src_valid, tgt_valid=seen.trace.tgt_valid,
                 gold=[set(self._pairs[i].alignment) for i, _, _ in chunk] if has_gold else None,
             )
             totals = batch_totals if totals is None else add_totals(totals, batch_totals)
-            del maps  # the bound holds for one batch's maps at a time
+            del seen  # the bound holds for one batch's maps at a time
         stats = {kind: {name: value.cpu() for name, value in named.items()}
                  for kind, named in totals_summary(totals).items()}
         writer = _file_writer(experiment)
@@ -314,7 +305,7 @@ class AttentionLogger(L.Callback):
         with torch.inference_mode(False), torch.enable_grad():
             scores = explanation_alignment(
                 model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, self._explain_pairs,
-                methods=self.explanation_methods, options={"integrated_gradients": {"steps": self.ig_steps}},
+                methods=self.explanation_methods, ig_steps=self.ig_steps,
                 option="explanation logging",
             )
         for name, method in scores.items():
@@ -399,11 +390,6 @@ def statistics_batches(items: list, config, max_bytes: int) -> list[list]:
     return batches + [current] if current else batches
 
 
-def _finite(attention: SentenceAttention) -> bool:
-    """Whether every attention weight of a sentence is a finite number."""
-    return all(bool(torch.isfinite(layer).all()) for layers in attention.maps.values() for layer in layers)
-
-
 def _half(scores: torch.Tensor) -> np.ndarray:
     """The first sentence of an ``Explanation``'s (1, ...) scores as float16."""
     return scores[0].detach().cpu().to(torch.float16).numpy()  # (L, H, T, S) or (L, T, S)
@@ -416,15 +402,15 @@ def _file_writer(experiment):
     return writer if hasattr(writer, "add_summary") else None
 
 
-def _gold_cells(pair, attention: SentenceAttention) -> list[list[int]] | None:
+def _gold_cells(pair, tokens: SentenceTokens) -> list[list[int]] | None:
     """The pair's gold links as [row, column] cells of its cross-attention map, when its tokens are its words.
 
     Links are word positions (``data.pairs.Pair``); they are cells only where every word is one token, as on
     the built-in toy tasks, whose alignments the head statistics use the same way.
     """
     words_are_tokens = (
-        len(attention.source) == len(pair.source.split()) + 1
-        and len(attention.target_out) == len(pair.target.split()) + 1
+        len(tokens.source) == len(pair.source.split()) + 1
+        and len(tokens.target_out) == len(pair.target.split()) + 1
     )
     if pair.alignment is None or not words_are_tokens:
         return None

@@ -9,8 +9,8 @@ Shape legend (every module of this package):
     T   target length: rows are the tokens the decoder *produces* (the target, then EOS)
     D   model dim, Dh head dim, V vocabulary size
 
-Plain tensors in, plain tensors out; the model is never imported (``evaluation.explanations`` runs it and
-fills a ``Trace``). One concept per module:
+Plain tensors in, plain tensors out; the model is never imported (``evaluation.forced`` runs it and fills a
+``Trace``). One concept per module:
 
     trace.py        Trace (the inputs) and Explanation (the one output type)
     attention.py    raw cross-attention, per head and averaged over a layer's heads

@@ -17,7 +17,7 @@ Choices the papers leave open, and what is chosen here (each a parameter):
 * **special tokens**: only the source *words* are attributed (``Trace.words``); EOS keeps its embedding in the
   baseline and gets 0, so a method cannot send every row to EOS the way attention often does (Ferrando &
   Costa-jussà 2021). ``attribute`` chooses other positions.
-* **steps** (IG): 32 Gauss–Legendre points (Captum's default rule); ``steps`` sets more.
+* **ig_steps** (IG): 32 Gauss–Legendre points (Captum's default rule); ``ig_steps`` sets others.
 * **reduction** of a token's D attributions to one score: ``"norm"`` (the L2 norm, inseq's default
   aggregation: how much the token matters, either way), or ``"sum"`` (signed; with IG the rows then sum to
   f_t(e) − f_t(e')).
@@ -81,7 +81,7 @@ def integrated_gradients_rows(
     attribute: Tensor,
     *,
     baseline: Tensor | None = None,
-    steps: int = 32,
+    ig_steps: int = 32,
     internal_batch_size: int | None = 512,
 ) -> tuple[Tensor, Tensor]:
     """Integrated Gradients of N (sentence, target position) rows.
@@ -90,8 +90,8 @@ def integrated_gradients_rows(
         inputs, sentences, targets, attribute: as for ``gradient_x_input_rows``; positions not attributed keep
             their embedding in the baseline.
         baseline: (N, S, D) the attributed positions' baseline; None = zeros (the ``<pad>`` embedding).
-        steps: points of the path integral (Gauss–Legendre).
-        internal_batch_size: most rows per forward pass (of N × steps in all); None = all at once.
+        ig_steps: points of the path integral (Gauss–Legendre).
+        internal_batch_size: most rows per forward pass (of N × ig_steps in all); None = all at once.
 
     Returns:
         attributions (N, S, D), and Captum's convergence delta (N,): the sum of a row's attributions minus
@@ -99,8 +99,8 @@ def integrated_gradients_rows(
     """
     from captum.attr import IntegratedGradients
 
-    if steps < 1:
-        raise ValueError(f"Integrated Gradients needs at least 1 step, got {steps}")
+    if ig_steps < 1:
+        raise ValueError(f"Integrated Gradients needs at least 1 step, got {ig_steps}")
     e = inputs.detach().float()
     base = torch.zeros_like(e) if baseline is None else baseline.detach().float()
     base = torch.where(attribute[:, :, None], base, e)  # (N, S, D): positions not attributed stay themselves
@@ -108,7 +108,7 @@ def integrated_gradients_rows(
     batch = None if internal_batch_size is None else max(internal_batch_size, len(targets))
     attributions, delta = IntegratedGradients(log_probs).attribute(
         e.clone().requires_grad_(), baselines=base, target=targets.tolist(),
-        additional_forward_args=(sentences,), n_steps=steps, internal_batch_size=batch,
+        additional_forward_args=(sentences,), n_steps=ig_steps, internal_batch_size=batch,
         return_convergence_delta=True,
     )
     return attributions, delta
@@ -159,7 +159,7 @@ def integrated_gradients(
     reduction: Reduction = "norm",
     attribute: Tensor | None = None,
     baseline: Tensor | None = None,
-    steps: int = 32,
+    ig_steps: int = 32,
     internal_batch_size: int | None = 512,
 ) -> Explanation:
     """Integrated Gradients of every target token's log-probability, per source token (one "layer":
@@ -169,7 +169,7 @@ def integrated_gradients(
     def rows_of(inputs, sentences, targets, attribute_rows):
         return integrated_gradients_rows(
             trace.log_probs, inputs, sentences, targets, attribute_rows,
-            baseline=None if baseline is None else baseline[sentences], steps=steps,
+            baseline=None if baseline is None else baseline[sentences], ig_steps=ig_steps,
             internal_batch_size=internal_batch_size,
         )[0]
 

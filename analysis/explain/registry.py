@@ -33,7 +33,11 @@ METHODS: dict[str, Method] = {
 
 
 def check_methods(names) -> list[str]:
-    """The names, checked: a ValueError names the unknown one and lists the known."""
+    """The names, checked: a ValueError names the unknown one and lists the known.
+
+    Called once, where a person gave the names (evaluate.py's options, the logger's options); nothing below
+    checks them again.
+    """
     names = list(names)
     for name in names:
         if name not in METHODS:
@@ -41,8 +45,11 @@ def check_methods(names) -> list[str]:
     return names
 
 
-def explain(name: str, trace: Trace, **options) -> Explanation:
-    """The explanation ``name`` of the traced batch; ``options`` go to that method (e.g. ``steps`` for
-    Integrated Gradients, ``residual`` for rollout)."""
-    check_methods([name])
+def explain(name: str, trace: Trace, *, ig_steps: int | None = None) -> Explanation:
+    """The explanation ``name`` (a key of ``METHODS``, checked by ``check_methods``) of the traced batch.
+
+    ``ig_steps``: Integrated Gradients' points of the path integral (its own default if None); the other
+    methods take no option.
+    """
+    options = {"ig_steps": ig_steps} if name == "integrated_gradients" and ig_steps is not None else {}
     return METHODS[name].function(trace, **options)

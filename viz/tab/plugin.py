@@ -633,9 +633,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _translate(self, run: str, text: str, beam: int, request, method: str | None, ig_steps: int) -> dict:
         import torch
 
-        from evaluation.explanations import lens_record, sentence_explanations
+        from evaluation.explanations import explain_pass, lens_of, lens_record
+        from evaluation.forced import sentence_pass
         from evaluation.translate import translate_hypotheses
-        from viz.maps import sentence_attention
 
         checkpoint, loaded = self._loaded(run)
         model, datamodule = loaded.module.model, loaded.datamodule
@@ -647,8 +647,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
         with torch.inference_mode():
             ids, finished = translate_hypotheses(model, src_tok, tgt_tok, [text], beam_size=beam,
                                                  max_len=loaded.module.hparams.get("decode_max_len"))[0]
-            attention = sentence_attention(model, src_tok, tgt_tok, src_ids, ids, finished=finished)
-        weights = {kind: torch.stack(layers).numpy() for kind, layers in attention.maps.items()}
+        # One pass for the maps and the explanation, outside inference mode: the gradient methods need it.
+        seen = sentence_pass(model, src_ids, ids, finished=finished)
+        attention = seen.tokens(src_tok, tgt_tok)
+        weights = {kind: torch.stack(layers).numpy() for kind, layers in seen.sentence_maps().items()}
         if not all(np.isfinite(array).all() for array in weights.values()):  # finite weights that overflow
             raise RequestError(422, f"{checkpoint}: the checkpoint's weights give non-finite attention (the "
                                     "run diverged)")
@@ -656,12 +658,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
                   "step": loaded.global_step, "beam": beam}
         if method is not None:
             # Under forced decoding of the model's own translation; the gradient methods need autograd.
-            with torch.inference_mode(False), torch.enable_grad():
-                explained, lens = sentence_explanations(
-                    model, src_ids, ids, methods=[method], finished=finished,
-                    options={"integrated_gradients": {"steps": ig_steps}},
-                )
-            e = explained[method]
+            with torch.enable_grad():
+                e = explain_pass(seen, [method], ig_steps=ig_steps)[method]
+            lens = lens_of(model, seen)
             per_layer = e.per_layer[0].detach().cpu().numpy()  # (L, T, S)
             per_head = None if e.per_head is None else e.per_head[0].detach().cpu().numpy()  # (L, H, T, S)
             described = {"label": _label(method), "signed": e.signed, "layers": list(e.layers)}
