@@ -10,6 +10,7 @@ Files written to the analysis folder (``--analysis-out``, default ``<run>/analys
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.explain.attributions import MAX_IG_STEPS
+from analysis.explain.attributions import IG_STEPS, MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
+from analysis.explain.scores import AlignmentScores
 
 PICTURED_SENTENCES = 3
 
@@ -39,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "pass per target token, Integrated Gradients --ig-steps of them)",
     )
     group.add_argument(
-        "--ig-steps", type=int, default=32, metavar="K",
-        help=f"Integrated Gradients: points of the path integral (default: 32, at most {MAX_IG_STEPS})",
+        "--ig-steps", type=int, default=IG_STEPS, metavar="K",
+        help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most {MAX_IG_STEPS})",
     )
 
 
@@ -69,13 +71,10 @@ def method_options(args: argparse.Namespace) -> dict[str, dict]:
     return {"integrated_gradients": {"steps": args.ig_steps}}
 
 
-def flat_table(scores: dict[str, dict]) -> list[dict]:
+def flat_table(scores: dict[str, AlignmentScores]) -> list[dict]:
     """method -> scores (``evaluation.explanations.explanation_alignment``) as rows {method, layer, aer,
     agreement}."""
-    return [
-        {"method": name, "layer": row["layer"], "aer": row["aer"], "agreement": row["agreement"]}
-        for name, method in scores.items() for row in method["layers"]
-    ]
+    return [{"method": name, **dataclasses.asdict(row)} for name, method in scores.items() for row in method.layers]
 
 
 def print_table(rows: list[dict]) -> None:
@@ -84,25 +83,25 @@ def print_table(rows: list[dict]) -> None:
         print(f"{row['method']:22s} {row['layer']:12s} {row['aer']:6.3f} {row['agreement']:10.3f}")
 
 
-def write_figures(scores: dict[str, dict], stem: Path) -> list[Path]:
+def write_figures(scores: dict[str, AlignmentScores], stem: Path) -> list[Path]:
     """The methods × layers AER and agreement figures and the per-head AER figures."""
     from viz.explain_figures import scores_figure
     from viz.plots import layer_head_matrix
 
     methods = list(scores)
-    layers = sorted({row["layer"] for m in scores.values() for row in m["layers"]}, key=_layer_order)
+    layers = sorted({row.layer for m in scores.values() for row in m.layers}, key=_layer_order)
     written = []
     for score in ("aer", "agreement"):
         values = np.full((len(methods), len(layers)), np.nan)
         for i, name in enumerate(methods):
-            for row in scores[name]["layers"]:
-                values[i, layers.index(row["layer"])] = row[score]
+            for row in scores[name].layers:
+                values[i, layers.index(row.layer)] = getattr(row, score)
         title = f"{'AER' if score == 'aer' else 'agreement'} by method and layer"
         figure = scores_figure(values, methods, layers, title)
         written.append(_save(figure, stem.with_name(f"{stem.name}_{score}.png")))
     for name, method in scores.items():
-        if method["heads"] is not None:
-            figure = layer_head_matrix(method["heads"]["aer"], f"{name}: AER per head", vmin=0.0, vmax=1.0,
+        if method.heads is not None:
+            figure = layer_head_matrix(method.heads.aer, f"{name}: AER per head", vmin=0.0, vmax=1.0,
                                        cmap="viridis_r")
             written.append(_save(figure, stem.with_name(f"{stem.name}_heads_{name}.png")))
     return written
@@ -166,7 +165,7 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> dict:
     from evaluation.explanations import explanation_alignment
 
     dm, model = run.datamodule, run.module.model
-    methods = check_methods(args.alignment_methods or list(METHODS))
+    methods = args.alignment_methods or list(METHODS)  # checked by option_error
     pairs = pairs[: args.alignment_sentences]
     check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer, "--alignment-methods")
     name = Path(args.tsv).stem if args.tsv else args.split
@@ -189,9 +188,10 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> dict:
         "checkpoint": args.checkpoint, "data": args.tsv or args.split, "global_step": run.global_step,
         "sentences": len(pairs), "options": options, "seconds": seconds,
         "table": rows,
-        "best": {name: method["best"] for name, method in scores.items()},
-        "heads": {name: method["heads"] for name, method in scores.items() if method["heads"] is not None},
-        "method_seconds": {name: method["seconds"] for name, method in scores.items()},
+        "best": {name: dataclasses.asdict(method.best) for name, method in scores.items()},
+        "heads": {name: dataclasses.asdict(method.heads) for name, method in scores.items()
+                  if method.heads is not None},
+        "method_seconds": {name: method.seconds for name, method in scores.items()},
     }
     json_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     print_table(rows)

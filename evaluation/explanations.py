@@ -7,6 +7,7 @@ The model is read, never changed: what the methods need comes from its explicit 
 per-layer decoder outputs), ``MultiHeadAttention.project_values`` and ``encode(token_embeddings=...)``.
 """
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -14,8 +15,8 @@ import torch
 from torch import Tensor
 
 from analysis.explain.logit_lens import FinalNorm, LogitLens, logit_lens
-from analysis.explain.registry import METHODS, check_methods, explain
-from analysis.explain.scores import AlignmentCounts, best_layer, count_alignment
+from analysis.explain.registry import METHODS, explain
+from analysis.explain.scores import AlignmentCounts, AlignmentScores, count_alignment
 from analysis.explain.trace import Explanation, Trace, layer_names
 from data.batching import collate
 from data.pairs import Pair
@@ -84,7 +85,7 @@ def lens_of(model: Transformer, hidden: list[Tensor], produced: Tensor, top_k: i
 def explain_batch(trace: Trace, methods: Sequence[str], options: dict[str, dict] | None = None) -> dict:
     """name -> Explanation for each of ``methods``; ``options``: name -> keyword arguments of that method."""
     options = options or {}
-    return {name: explain(name, trace, **options.get(name, {})) for name in check_methods(methods)}
+    return {name: explain(name, trace, **options.get(name, {})) for name in methods}
 
 
 def explanation_alignment(
@@ -98,17 +99,15 @@ def explanation_alignment(
     batch_size: int = 32,
     progress=None,
     option: str = "alignment scores",
-) -> dict[str, dict]:
+) -> dict[str, AlignmentScores]:
     """AER and agreement of every method against the pairs' gold links, per layer and per head, under forced
     decoding of the references.
 
-    Returns method -> {"label", "layers": [{"layer", "aer", "agreement"}], "heads": {"aer", "agreement"}
-    (L × H lists) or None, "best": the layer row of lowest AER, "seconds": the method's own time, after the
-    shared forward pass}. ``progress`` is called with the number of sentences done after each batch;
-    ``option`` names the caller in the error about data without gold links.
+    Returns method -> its scores, with ``seconds`` its own time after the shared forward pass. ``progress``
+    is called with the number of sentences done after each batch; ``option`` names the caller in the error about data without gold links.
     """
     check_alignable(pairs, src_tokenizer, tgt_tokenizer, option)
-    methods = check_methods(methods)
+    methods = list(methods)
     gradients = any(METHODS[name].gradients for name in methods)
     counts: dict[str, AlignmentCounts] = {}
     layers: dict[str, tuple[str, ...]] = {}
@@ -126,13 +125,8 @@ def explanation_alignment(
             layers[name] = explanation.layers
         if progress is not None:
             progress(len(batch.index))
-    table = {}
-    for name in methods:
-        scores = counts[name].table(layers[name])
-        table[name] = {
-            "label": METHODS[name].label, **scores, "best": best_layer(scores), "seconds": seconds[name]
-        }
-    return table
+    return {name: dataclasses.replace(counts[name].scores(layers[name]), seconds=seconds[name])
+            for name in methods}
 
 
 def sentence_explanations(
@@ -158,7 +152,7 @@ def sentence_explanations(
     batch = collate([item], pad_id=c.pad_id, bos_id=c.bos_id, eos_id=c.eos_id)
     if capped:  # the last row produced the last generated token, not EOS
         batch.tgt_out[0, -1] = tgt_ids[-1]
-    methods = check_methods(methods)
+    methods = list(methods)
     trace, hidden = trace_batch(
         model, batch.src, batch.tgt_in, batch.tgt_out, gradients=any(METHODS[m].gradients for m in methods)
     )

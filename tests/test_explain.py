@@ -11,7 +11,7 @@ from analysis.explain.attributions import (
     integrated_gradients,
     integrated_gradients_rows,
 )
-from analysis.explain.registry import METHODS, explain
+from analysis.explain.registry import METHODS, check_methods, explain
 from analysis.explain.rollout import rollout, with_residual
 from analysis.explain.scores import alignment_scores
 from analysis.explain.shift_att import shift_rows
@@ -59,8 +59,8 @@ def test_shift_att_aligns_where_raw_attention_is_one_step_late():
     late = torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
     trace = handmade_trace([late])
     gold = [{(0, 0), (1, 1)}]  # (source, target): word 0 ↔ word 0, word 1 ↔ word 1
-    assert alignment_scores(explain("attention", trace), gold)["layers"][0]["aer"] == 1.0
-    assert alignment_scores(explain("shift_att", trace), gold)["layers"][0]["aer"] == 0.0
+    assert alignment_scores(explain("attention", trace), gold).layers[0].aer == 1.0
+    assert alignment_scores(explain("shift_att", trace), gold).layers[0].aer == 0.0
 
 
 # -- value-weighted attention -------------------------------------------------------------------------------
@@ -189,9 +189,9 @@ def test_every_method_returns_the_same_kind_of_matrix(traced):
         assert explanation.per_layer[1, :, 2:].abs().sum() == 0, name
 
 
-def test_unknown_method_is_named(traced):
+def test_unknown_method_is_named():
     with pytest.raises(ValueError, match="unknown explanation method 'saliency'; expected one of attention"):
-        explain("saliency", traced[1])
+        check_methods(["attention", "saliency"])
 
 
 # -- logit lens ---------------------------------------------------------------------------------------------
@@ -250,9 +250,10 @@ def test_aer_of_a_perfect_matrix_is_zero_and_of_a_known_case_its_hand_value():
     per_layer = torch.cat([perfect, half], dim=1)  # (1, 2, 3, 3)
     per_head = torch.stack([perfect, half], dim=2).expand(1, 2, 2, 3, 3)  # heads 1, 2 = perfect, half
     table = alignment_scores(_explanation(per_layer, per_head), gold)
-    assert [row["aer"] for row in table["layers"]] == pytest.approx([0.0, 2 / 3])
-    assert [row["agreement"] for row in table["layers"]] == pytest.approx([1.0, 1 / 3])
-    assert torch.tensor(table["heads"]["aer"]).allclose(torch.tensor([[0.0, 2 / 3], [0.0, 2 / 3]]))
+    assert [row.aer for row in table.layers] == pytest.approx([0.0, 2 / 3])
+    assert [row.agreement for row in table.layers] == pytest.approx([1.0, 1 / 3])
+    assert torch.tensor(table.heads.aer).allclose(torch.tensor([[0.0, 2 / 3], [0.0, 2 / 3]]))
+    assert table.best == table.layers[0]
 
 
 def test_signed_scores_never_align_to_a_padded_position():
@@ -260,7 +261,7 @@ def test_signed_scores_never_align_to_a_padded_position():
     scores = torch.tensor([[-0.5, -0.1, 0.0], [-0.2, -0.9, 0.0]]).view(1, 1, 2, 3)
     src_valid = torch.tensor([[True, True, False]])
     table = alignment_scores(_explanation(scores, src_valid=src_valid), [{(1, 0), (0, 1)}])
-    assert table["layers"][0]["aer"] == 0.0
+    assert table.layers[0].aer == 0.0
 
 
 def test_a_hypothesis_cut_without_eos_is_explained_on_the_tokens_it_generated(tiny_model):

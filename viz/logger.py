@@ -36,7 +36,9 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from analysis.axes import KINDS
+from analysis.explain.attributions import IG_STEPS_PREVIEW
 from analysis.explain.registry import METHODS, check_methods
+from analysis.explain.scores import AlignmentScores
 from analysis.heads import STATISTIC, add_totals, summary_totals, totals_summary
 from data.batching import collate
 from evaluation.ablation import AnalysisError
@@ -94,7 +96,7 @@ class AttentionLogger(L.Callback):
         stats_max_bytes: int = 256_000_000,
         explanation_sentences: int = 50,
         explanation_methods: list[str] | None = None,
-        ig_steps: int = 8,
+        ig_steps: int = IG_STEPS_PREVIEW,
         explain_probes: bool = True,
     ) -> None:
         super().__init__()
@@ -318,29 +320,26 @@ class AttentionLogger(L.Callback):
                 option="explanation logging",
             )
         for name, method in scores.items():
-            for row in method["layers"]:
-                layer = row["layer"].replace(" ", "_")
-                pl_module.log(f"explain/{name}/aer_{layer}", row["aer"], rank_zero_only=True)
-                pl_module.log(f"explain/{name}/agreement_{layer}", row["agreement"], rank_zero_only=True)
-            pl_module.log(f"explain/{name}/best_aer", method["best"]["aer"], rank_zero_only=True)
+            for row in method.layers:
+                layer = row.layer.replace(" ", "_")
+                pl_module.log(f"explain/{name}/aer_{layer}", row.aer, rank_zero_only=True)
+                pl_module.log(f"explain/{name}/agreement_{layer}", row.agreement, rank_zero_only=True)
+            pl_module.log(f"explain/{name}/best_aer", method.best.aer, rank_zero_only=True)
         pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
         self._log_score_tensors(experiment, scores, step, budget)
 
-    def _log_score_tensors(self, experiment, scores: dict, step: int, budget: int) -> None:
+    def _log_score_tensors(self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int) -> None:
         """``explanation_alignment``'s table as the tab's tensors: per method ``aer``, ``agreement`` (L,),
         ``head_aer``, ``head_agreement`` (L, H) where the method has heads, and ``layers``, its label and
         layer labels (JSON)."""
         summaries = []
         for name, method in scores.items():
-            arrays = {
-                "aer": [row["aer"] for row in method["layers"]],
-                "agreement": [row["agreement"] for row in method["layers"]],
-            }
-            if method["heads"] is not None:
-                arrays |= {"head_aer": method["heads"]["aer"], "head_agreement": method["heads"]["agreement"]}
+            arrays = {"aer": [row.aer for row in method.layers], "agreement": [row.agreement for row in method.layers]}
+            if method.heads is not None:
+                arrays |= {"head_aer": method.heads.aer, "head_agreement": method.heads.agreement}
             for score, values in arrays.items():
                 summaries.append(tensor_summary(explain_tag(name, score), np.asarray(values, np.float32)))
-            about = {"label": method["label"], "layers": [row["layer"] for row in method["layers"]]}
+            about = {"label": METHODS[name].label, "layers": [row.layer for row in method.layers]}
             summaries.append(json_summary(explain_tag(name, "layers"), about))
         size = sum(len(value.SerializeToString()) for summary in summaries for value in summary.value)
         if size > budget:
