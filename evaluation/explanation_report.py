@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ig-steps", type=int, default=IG_STEPS, metavar="K",
-        help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most {MAX_IG_STEPS})",
+        help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most "
+             f"{MAX_IG_STEPS})",
     )
 
 
@@ -74,7 +75,8 @@ def method_options(args: argparse.Namespace) -> dict[str, dict]:
 def flat_table(scores: dict[str, AlignmentScores]) -> list[dict]:
     """method -> scores (``evaluation.explanations.explanation_alignment``) as rows {method, layer, aer,
     agreement}."""
-    return [{"method": name, **dataclasses.asdict(row)} for name, method in scores.items() for row in method.layers]
+    return [{"method": name, **dataclasses.asdict(row)} for name, method in scores.items()
+            for row in method.layers]
 
 
 def print_table(rows: list[dict]) -> None:

@@ -104,7 +104,8 @@ def explanation_alignment(
     decoding of the references.
 
     Returns method -> its scores, with ``seconds`` its own time after the shared forward pass. ``progress``
-    is called with the number of sentences done after each batch; ``option`` names the caller in the error about data without gold links.
+    is called with the number of sentences done after each batch; ``option`` names the caller in the error
+    about data without gold links.
     """
     check_alignable(pairs, src_tokenizer, tgt_tokenizer, option)
     methods = list(methods)

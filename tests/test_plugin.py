@@ -213,7 +213,7 @@ def test_bad_requests_get_a_4xx_with_a_clear_message(board, path, status, messag
 
 def test_a_second_translation_while_one_runs_is_refused(board):
     client, plugin, run, _ = board
-    lock = plugin._lock(run)
+    lock = plugin._live.lock(run)
     lock.acquire()
     try:
         answer = get(client, f"/translate?run={run}&text=a%20dog", status=429)
@@ -341,10 +341,10 @@ def test_runs_reads_the_logged_tensors_once_per_newest_step(board, monkeypatch):
     client, plugin, run, _ = board
     first = get(client, "/runs")
     reads = []
-    read = plugin._provider.read_tensors
-    monkeypatch.setattr(plugin._provider, "read_tensors", lambda **kw: reads.append(kw) or read(**kw))
+    read = plugin._logged.provider.read_tensors
+    monkeypatch.setattr(plugin._logged.provider, "read_tensors", lambda **kw: reads.append(kw) or read(**kw))
     assert get(client, "/runs") == first and reads == []  # the page asks every 30 s
-    listing = plugin._provider.list_tensors
+    listing = plugin._logged.provider.list_tensors
 
     def newer(**kwargs):  # the run logs a later validation
         tags = listing(**kwargs)
@@ -356,7 +356,7 @@ def test_runs_reads_the_logged_tensors_once_per_newest_step(board, monkeypatch):
         )
         return tags
 
-    monkeypatch.setattr(plugin._provider, "list_tensors", newer)
+    monkeypatch.setattr(plugin._logged.provider, "list_tensors", newer)
     assert get(client, "/runs") == first and reads  # read again (the stand-in step holds no new data)
 
 

@@ -10,14 +10,15 @@ import pytest
 import torch
 
 from analysis.explain.registry import METHODS
-from analysis.explain.scores import alignment_scores, best_layer
+from analysis.explain.attributions import IG_STEPS_PREVIEW
+from analysis.explain.scores import alignment_scores
 from analysis.heads import STATISTICS
 from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
 from evaluation.translate import translate_hypotheses
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from tests.test_plugin import get, rewritten, serve
 from training.checkpoints import load_run
-from viz.tab.plugin import leader
+from viz.tab.events import leader
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
 IG_STEPS = 8  # configs/tiny.yaml's ig_steps
@@ -83,9 +84,9 @@ def test_a_methods_map_equals_sentence_explanations_of_the_checkpoint(lab, metho
     pair = next(p for p in dm.pairs("val") if p.source == text["source"])
     assert {(col, row) for row, col in answer["gold"]} == set(pair.alignment)
     expected = alignment_scores(e, [set(pair.alignment)])
-    assert answer["aer"]["per_layer"] == pytest.approx([row["aer"] for row in expected["layers"]], abs=1e-4)
+    assert answer["aer"]["per_layer"] == pytest.approx([row.aer for row in expected.layers], abs=1e-4)
     if e.per_head is not None:
-        assert np.allclose(answer["aer"]["per_head"], expected["heads"]["aer"], atol=1e-4)
+        assert np.allclose(answer["aer"]["per_head"], expected.heads.aer, atol=1e-4)
 
 
 def test_the_attention_method_is_the_logged_cross_weights_and_their_head_mean(lab):
@@ -150,10 +151,9 @@ def test_explanation_scores_are_the_logged_scalars_and_the_leader_has_the_lowest
     scores = explanation_alignment(loaded.module.model, dm.src_tokenizer, dm.tgt_tokenizer,
                                    dm.pairs("val")[:8], methods=["attention", "value_norms", "grad_x_input"])
     for name in ("attention", "value_norms"):
-        assert np.allclose(answer["methods"][name]["head_aer"], scores[name]["heads"]["aer"], atol=1e-4)
-        assert np.allclose(answer["methods"][name]["head_agreement"], scores[name]["heads"]["agreement"],
-                           atol=1e-4)
-        assert answer["methods"][name]["best"]["layer"] == best_layer(scores[name])["layer"]
+        assert np.allclose(answer["methods"][name]["head_aer"], scores[name].heads.aer, atol=1e-4)
+        assert np.allclose(answer["methods"][name]["head_agreement"], scores[name].heads.agreement, atol=1e-4)
+        assert answer["methods"][name]["best"]["layer"] == scores[name].best.layer
     assert answer["methods"]["grad_x_input"]["head_aer"] is None
     winner = min(answer["methods"], key=lambda name: answer["methods"][name]["best"]["aer"])
     assert answer["leader"]["method"] == winner
@@ -187,7 +187,7 @@ def test_translate_with_a_method_explains_the_models_own_translation(lab, method
     assert answer["translation"] == dm.tgt_tokenizer.decode(ids)
     src_ids = dm.src_tokenizer.encode(text)
     explained, lens = sentence_explanations(model, src_ids, ids, methods=[method], finished=finished,
-                                            options={"integrated_gradients": {"steps": ig_steps or 16}})
+                                            options={"integrated_gradients": {"steps": ig_steps or IG_STEPS_PREVIEW}})
     e, shown = explained[method], answer["explanation"]
     cross = answer["kinds"]["cross"]
     assert (shown["rows"], shown["cols"]) == (cross["rows"], cross["cols"])

@@ -78,7 +78,8 @@ class AttentionLogger(L.Callback):
         explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None =
             ``VALIDATION_METHODS``, all but Integrated Gradients.
         ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
-            --alignment-methods`` takes 32 by default; for the arg-max alignment 8 are a cheap estimate).
+            --alignment-methods`` takes ``IG_STEPS`` by default; for the arg-max alignment
+            ``IG_STEPS_PREVIEW`` are a cheap estimate).
         explain_probes: also log every method of ``analysis.explain.registry.METHODS`` (Integrated Gradients
             with ``ig_steps``) and the logit lens of each probe sentence under forced decoding of its
             reference, for the ATTENTION tab; they count against ``max_bytes`` with the probe's weights.
@@ -328,13 +329,16 @@ class AttentionLogger(L.Callback):
         pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
         self._log_score_tensors(experiment, scores, step, budget)
 
-    def _log_score_tensors(self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int) -> None:
+    def _log_score_tensors(
+        self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int
+    ) -> None:
         """``explanation_alignment``'s table as the tab's tensors: per method ``aer``, ``agreement`` (L,),
         ``head_aer``, ``head_agreement`` (L, H) where the method has heads, and ``layers``, its label and
         layer labels (JSON)."""
         summaries = []
         for name, method in scores.items():
-            arrays = {"aer": [row.aer for row in method.layers], "agreement": [row.agreement for row in method.layers]}
+            arrays = {"aer": [row.aer for row in method.layers],
+                      "agreement": [row.agreement for row in method.layers]}
             if method.heads is not None:
                 arrays |= {"head_aer": method.heads.aer, "head_agreement": method.heads.agreement}
             for score, values in arrays.items():

@@ -43,6 +43,6 @@ def check_methods(names) -> list[str]:
 
 def explain(name: str, trace: Trace, **options) -> Explanation:
     """The explanation ``name`` of the traced batch; ``options`` go to that method (e.g. ``steps`` for
-    Integrated Gradients, ``residual`` for rollout). Names are checked where people give them (``check_methods``
-    in evaluate.py's options and the logger's, the tab's routes), not on every call."""
+    Integrated Gradients, ``residual`` for rollout). Names are checked where people give them
+    (``check_methods`` in evaluate.py's options and the logger's, the tab's routes), not on every call."""
     return METHODS[name].function(trace, **options)

@@ -40,7 +40,7 @@ class AlignmentCounts:
         """The corpus figures, per layer (labelled ``layers``) and per head."""
         rows = tuple(
             LayerScore(name, float(a), float(g))
-            for name, a, g in zip(layers, self.aer(self.layer_hits), self.agreement(self.layer_hits), strict=True)
+            for name, a, g in zip(layers, self.aer(self.layer_hits), self.agreement(self.layer_hits))
         )
         heads = None
         if self.head_hits is not None:
