@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.explain.registry import METHODS
 from analysis.explain.attributions import IG_STEPS_PREVIEW
+from analysis.explain.registry import METHODS
 from analysis.explain.scores import alignment_scores
 from analysis.heads import STATISTICS
 from evaluation.explanations import explanation_alignment, lens_record, sentence_explanations
@@ -182,12 +182,13 @@ def test_translate_with_a_method_explains_the_models_own_translation(lab, method
     model, dm = loaded.module.model, loaded.datamodule
     text = next(p.source for p in dm.pairs("test") if len(p.source.split()) >= 4)
     steps = "" if ig_steps is None else f"&ig_steps={ig_steps}"
+    steps_asked = IG_STEPS_PREVIEW if ig_steps is None else ig_steps  # the route's default
     answer = get(client, f"/translate?run={run}&text={text.replace(' ', '%20')}&method={method}{steps}")
     ((ids, finished),) = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, [text])
     assert answer["translation"] == dm.tgt_tokenizer.decode(ids)
     src_ids = dm.src_tokenizer.encode(text)
     explained, lens = sentence_explanations(model, src_ids, ids, methods=[method], finished=finished,
-                                            options={"integrated_gradients": {"steps": ig_steps or IG_STEPS_PREVIEW}})
+                                            options={"integrated_gradients": {"steps": steps_asked}})
     e, shown = explained[method], answer["explanation"]
     cross = answer["kinds"]["cross"]
     assert (shown["rows"], shown["cols"]) == (cross["rows"], cross["cols"])

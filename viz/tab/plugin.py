@@ -76,7 +76,7 @@ def vocabulary() -> dict:
         "kinds": [dataclasses.asdict(kind) for kind in ATTENTION_KINDS],
         "methods": [{"name": name, "label": method.label, "gradients": method.gradients}
                     for name, method in METHODS.items()],
-        "ig_steps": {"default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS},
+        "ig_steps": {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS},
         "beam": {"default": 1, "max": MAX_BEAM},
         "max_text_characters": MAX_TEXT_CHARACTERS,
         "statistics": [dataclasses.asdict(statistic) for statistic in STATISTICS],
