@@ -7,14 +7,34 @@ upper triangle of a decoder map is empty.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-KINDS = ("encoder", "decoder", "cross")  # the order of ``model.AttentionMaps``' fields
 
-KIND_LABELS = {
-    "encoder": "encoder self-attention",
-    "decoder": "decoder self-attention",
-    "cross": "cross-attention",
-}
+@dataclass(frozen=True)
+class Kind:
+    """One kind of attention map, as every view names it (the ATTENTION tab reads these from its
+    ``vocabulary`` route, figures and tables from ``KIND_LABELS``)."""
+
+    name: str  # in tags, keys and URLs
+    label: str  # in titles and figures, lower case: "encoder self-attention"
+    short: str  # one word, for a button: "Encoder"
+    help: str  # what one row of its map shows
+    rows: str  # "source" or "target": the side its queries come from
+    cols: str  # the side its keys come from
+
+
+# In the order of ``model.AttentionMaps``' fields.
+ATTENTION_KINDS = (
+    Kind("encoder", "encoder self-attention", "Encoder", "Each source token attends to every source token",
+         "source", "source"),
+    Kind("decoder", "decoder self-attention", "Decoder",
+         "Each target position attends to the tokens read so far (causal; grey: the masked future); a row is "
+         "labelled with the token generated there", "target", "target"),
+    Kind("cross", "cross-attention", "Cross", "Target → source: a row shows where the model looks to produce "
+         "that word", "target", "source"),
+)
+KINDS = tuple(kind.name for kind in ATTENTION_KINDS)
+KIND_LABELS = {kind.name: kind.label for kind in ATTENTION_KINDS}
 
 
 def attention_axes(

@@ -20,6 +20,8 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from analysis.axes import ATTENTION_KINDS
+
 
 @dataclass(frozen=True)
 class Statistic:
@@ -53,7 +55,7 @@ STATISTICS: tuple[Statistic, ...] = (
 STATISTIC = {statistic.name: statistic for statistic in STATISTICS}  # name -> Statistic
 
 # Which masks go with which attention kind: (query mask, key mask) named by side.
-KIND_SIDES = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}
+KIND_SIDES = {kind.name: (kind.rows, kind.cols) for kind in ATTENTION_KINDS}
 
 
 def _check(weights: Tensor, query_valid: Tensor | None, key_valid: Tensor | None) -> tuple[Tensor, Tensor]:

@@ -13,14 +13,16 @@ and, by viz.reports:
 """
 
 import argparse
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.explain.attributions import MAX_IG_STEPS
+from analysis.explain.attributions import IG_STEPS, MAX_IG_STEPS
 from analysis.explain.logit_lens import LogitLens
 from analysis.explain.registry import METHODS, check_methods
+from analysis.explain.scores import AlignmentScores
 from analysis.explain.trace import Explanation
 from data.pairs import Pair
 
@@ -43,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "pass per target token, Integrated Gradients --ig-steps of them)",
     )
     group.add_argument(
-        "--ig-steps", type=int, default=32, metavar="K",
-        help=f"Integrated Gradients: points of the path integral (default: 32, at most {MAX_IG_STEPS})",
+        "--ig-steps", type=int, default=IG_STEPS, metavar="K",
+        help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most "
+             f"{MAX_IG_STEPS})",
     )
 
 
@@ -69,13 +72,11 @@ def option_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def flat_table(scores: dict[str, dict]) -> list[dict]:
+def flat_table(scores: dict[str, AlignmentScores]) -> list[dict]:
     """method -> scores (``evaluation.explanations.explanation_alignment``) as rows {method, layer, aer,
     agreement}."""
-    return [
-        {"method": name, "layer": row["layer"], "aer": row["aer"], "agreement": row["agreement"]}
-        for name, method in scores.items() for row in method["layers"]
-    ]
+    return [{"method": name, **dataclasses.asdict(row)} for name, method in scores.items()
+            for row in method.layers]
 
 
 def print_table(rows: list[dict]) -> None:
@@ -104,7 +105,7 @@ class ExplainedSentence:
 class AlignmentMethodsReport:
     """What --alignment-methods computed: the scores, the pictured sentences, and where its files go."""
 
-    scores: dict[str, dict]  # method -> scores (``evaluation.explanations.explanation_alignment``)
+    scores: dict[str, AlignmentScores]  # method -> scores (``evaluation.explanations.explanation_alignment``)
     sentences: list[ExplainedSentence]  # the first PICTURED_SENTENCES pairs
     stem: Path  # every file is named f"{stem.name}_...", in stem's folder
     result: dict  # the JSON object evaluate.py prints last
@@ -180,9 +181,10 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> Align
         "checkpoint": args.checkpoint, "data": args.tsv or args.split, "global_step": run.global_step,
         "sentences": len(pairs), "options": {"ig_steps": args.ig_steps}, "seconds": seconds,
         "table": rows,
-        "best": {name: method["best"] for name, method in scores.items()},
-        "heads": {name: method["heads"] for name, method in scores.items() if method["heads"] is not None},
-        "method_seconds": {name: method["seconds"] for name, method in scores.items()},
+        "best": {name: dataclasses.asdict(method.best) for name, method in scores.items()},
+        "heads": {name: dataclasses.asdict(method.heads) for name, method in scores.items()
+                  if method.heads is not None},
+        "method_seconds": {name: method.seconds for name, method in scores.items()},
     }
     json_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     report = AlignmentMethodsReport(scores, sentences, stem, result, lens_files=[])

@@ -7,6 +7,7 @@ Method names arrive checked (``analysis.explain.registry.check_methods``, where 
 the route, the logger's options).
 """
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -14,7 +15,7 @@ import torch
 
 from analysis.explain.logit_lens import FinalNorm, LogitLens, logit_lens
 from analysis.explain.registry import METHODS, explain
-from analysis.explain.scores import AlignmentCounts, best_layer, count_alignment
+from analysis.explain.scores import AlignmentCounts, AlignmentScores, count_alignment
 from analysis.explain.trace import Explanation, layer_names
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
@@ -54,14 +55,13 @@ def explanation_alignment(
     batch_size: int = 32,
     progress=None,
     option: str = "alignment scores",
-) -> dict[str, dict]:
+) -> dict[str, AlignmentScores]:
     """AER and agreement of every method against the pairs' gold links, per layer and per head, under forced
     decoding of the references.
 
-    Returns method -> {"label", "layers": [{"layer", "aer", "agreement"}], "heads": {"aer", "agreement"}
-    (L × H lists) or None, "best": the layer row of lowest AER, "seconds": the method's own time, after the
-    shared forward pass}. ``progress`` is called with the number of sentences done after each batch;
-    ``option`` names the caller in the error about data without gold links.
+    Returns method -> its scores, with ``seconds`` its own time after the shared forward pass. ``progress``
+    is called with the number of sentences done after each batch; ``option`` names the caller in the error
+    about data without gold links.
     """
     check_alignable(pairs, src_tokenizer, tgt_tokenizer, option)
     counts: dict[str, AlignmentCounts] = {}
@@ -79,13 +79,8 @@ def explanation_alignment(
             layers[name] = explanation.layers
         if progress is not None:
             progress(len(batch.index))
-    table = {}
-    for name in methods:
-        scores = counts[name].table(layers[name])
-        table[name] = {
-            "label": METHODS[name].label, **scores, "best": best_layer(scores), "seconds": seconds[name]
-        }
-    return table
+    return {name: dataclasses.replace(counts[name].scores(layers[name]), seconds=seconds[name])
+            for name in methods}
 
 
 def lens_record(lens: LogitLens, tokenizer: Tokenizer, sentence: int = 0, decimals: int = 4) -> dict:

@@ -61,8 +61,8 @@ def test_shift_att_aligns_where_raw_attention_is_one_step_late():
     late = torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
     trace = handmade_trace([late])
     gold = [{(0, 0), (1, 1)}]  # (source, target): word 0 ↔ word 0, word 1 ↔ word 1
-    assert alignment_scores(explain("attention", trace), gold)["layers"][0]["aer"] == 1.0
-    assert alignment_scores(explain("shift_att", trace), gold)["layers"][0]["aer"] == 0.0
+    assert alignment_scores(explain("attention", trace), gold).layers[0].aer == 1.0
+    assert alignment_scores(explain("shift_att", trace), gold).layers[0].aer == 0.0
 
 
 # -- value-weighted attention -------------------------------------------------------------------------------
@@ -254,9 +254,10 @@ def test_aer_of_a_perfect_matrix_is_zero_and_of_a_known_case_its_hand_value():
     per_layer = torch.cat([perfect, half], dim=1)  # (1, 2, 3, 3)
     per_head = torch.stack([perfect, half], dim=2).expand(1, 2, 2, 3, 3)  # heads 1, 2 = perfect, half
     table = alignment_scores(_explanation(per_layer, per_head), gold)
-    assert [row["aer"] for row in table["layers"]] == pytest.approx([0.0, 2 / 3])
-    assert [row["agreement"] for row in table["layers"]] == pytest.approx([1.0, 1 / 3])
-    assert torch.tensor(table["heads"]["aer"]).allclose(torch.tensor([[0.0, 2 / 3], [0.0, 2 / 3]]))
+    assert [row.aer for row in table.layers] == pytest.approx([0.0, 2 / 3])
+    assert [row.agreement for row in table.layers] == pytest.approx([1.0, 1 / 3])
+    assert torch.tensor(table.heads.aer).allclose(torch.tensor([[0.0, 2 / 3], [0.0, 2 / 3]]))
+    assert table.best == table.layers[0]
 
 
 def test_signed_scores_never_align_to_a_padded_position():
@@ -264,7 +265,7 @@ def test_signed_scores_never_align_to_a_padded_position():
     scores = torch.tensor([[-0.5, -0.1, 0.0], [-0.2, -0.9, 0.0]]).view(1, 1, 2, 3)
     src_valid = torch.tensor([[True, True, False]])
     table = alignment_scores(_explanation(scores, src_valid=src_valid), [{(1, 0), (0, 1)}])
-    assert table["layers"][0]["aer"] == 0.0
+    assert table.layers[0].aer == 0.0
 
 
 def test_a_hypothesis_cut_without_eos_is_explained_on_the_tokens_it_generated(tiny_model):

@@ -35,9 +35,9 @@ def test_every_method_is_logged_per_layer_and_matches_the_final_weights(tiny_run
     scores = explanation_alignment(run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, dm.pairs("val")[:8],
                                    methods=["attention", "rollout"])
     for name in ("attention", "rollout"):
-        for row in scores[name]["layers"]:
-            logged = events.Scalars(f"explain/{name}/aer_{row['layer'].replace(' ', '_')}")[-1].value
-            assert logged == pytest.approx(row["aer"], abs=1e-6)
+        for row in scores[name].layers:
+            logged = events.Scalars(f"explain/{name}/aer_{row.layer.replace(' ', '_')}")[-1].value
+            assert logged == pytest.approx(row.aer, abs=1e-6)
 
 
 def test_data_without_gold_alignments_logs_no_explanation_scores(tmp_path):

@@ -4,6 +4,8 @@ The plugin runs inside TensorBoard's own WSGI application and data provider, dri
 so the routes, the reading of the logged summaries and the error handling are those a browser gets.
 """
 
+import ast
+import dataclasses
 import importlib
 import json
 import re
@@ -28,13 +30,17 @@ from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from analysis.heads import summarize
+from analysis.axes import ATTENTION_KINDS, KIND_LABELS, KINDS
+from analysis.explain.attributions import IG_STEPS_PREVIEW, MAX_IG_STEPS
+from analysis.explain.registry import METHODS
+from analysis.heads import STATISTICS, summarize
 from data.batching import collate
 from data.tokenizer import Tokenizer
 from evaluation.forced import sentence_pass
 from evaluation.translate import translate
 from tests.conftest import REPO, larger_tokenizer, tiny_config
 from training.checkpoints import load_run
+from viz.tab.live import MAX_BEAM
 from viz.tab.metadata import PLUGIN_NAME
 from viz.tab.plugin import AttentionPlugin
 from viz.tab.summary import json_summary
@@ -224,7 +230,7 @@ def test_bad_requests_get_a_4xx_with_a_clear_message(board, path, status, messag
 
 def test_a_second_translation_while_one_runs_is_refused(board):
     client, plugin, run, _ = board
-    lock = plugin._lock(run)
+    lock = plugin._live.lock(run)
     lock.acquire()
     try:
         answer = get(client, f"/translate?run={run}&text=a%20dog", status=429)
@@ -374,10 +380,10 @@ def test_runs_reads_the_logged_tensors_once_per_newest_step(board, monkeypatch):
     client, plugin, run, _ = board
     first = get(client, "/runs")
     reads = []
-    read = plugin._provider.read_tensors
-    monkeypatch.setattr(plugin._provider, "read_tensors", lambda **kw: reads.append(kw) or read(**kw))
+    read = plugin._logged.provider.read_tensors
+    monkeypatch.setattr(plugin._logged.provider, "read_tensors", lambda **kw: reads.append(kw) or read(**kw))
     assert get(client, "/runs") == first and reads == []  # the page asks every 30 s
-    listing = plugin._provider.list_tensors
+    listing = plugin._logged.provider.list_tensors
 
     def newer(**kwargs):  # the run logs a later validation
         tags = listing(**kwargs)
@@ -389,7 +395,7 @@ def test_runs_reads_the_logged_tensors_once_per_newest_step(board, monkeypatch):
         )
         return tags
 
-    monkeypatch.setattr(plugin._provider, "list_tensors", newer)
+    monkeypatch.setattr(plugin._logged.provider, "list_tensors", newer)
     assert get(client, "/runs") == first and reads  # read again (the stand-in step holds no new data)
 
 
@@ -619,3 +625,62 @@ def test_a_tokenizer_larger_than_the_embedding_is_a_422_naming_both_sizes(tiny_r
     rows = checkpoint["hyper_parameters"]["src_vocab_size"]
     assert error == (f"{last.resolve()}: tokenizers do not fit the model: the source tokenizer has {size} "
                      f"ids, the model's embedding {rows} (src_vocab_size)")
+
+
+def test_the_vocabulary_route_serves_the_python_definitions_and_the_routes_keep_its_limits(board):
+    client, _, run, _ = board
+    answer = get(client, "/vocabulary")
+    assert answer["kinds"] == [dataclasses.asdict(kind) for kind in ATTENTION_KINDS]
+    assert [kind["name"] for kind in answer["kinds"]] == list(KINDS) == ["encoder", "decoder", "cross"]
+    assert {kind["name"]: kind["label"] for kind in answer["kinds"]} == KIND_LABELS
+    assert answer["methods"] == [{"name": name, "label": method.label, "gradients": method.gradients}
+                                 for name, method in METHODS.items()]
+    assert answer["ig_steps"] == {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW,
+                                  "max": MAX_IG_STEPS}
+    assert answer["beam"] == {"default": 1, "max": MAX_BEAM}
+    assert answer["statistics"] == [dataclasses.asdict(statistic) for statistic in STATISTICS]
+    # The limits it serves are those the translate route keeps.
+    text = f"/translate?run={run}&text=a%20dog&method=integrated_gradients"
+    error = get(client, f"{text}&ig_steps={MAX_IG_STEPS + 1}", status=400)["error"]
+    assert error == f"ig_steps must be between 1 and {MAX_IG_STEPS}, got {MAX_IG_STEPS + 1}"
+    error = get(client, f"/translate?run={run}&text=a%20dog&beam={MAX_BEAM + 1}", status=400)["error"]
+    assert error == f"beam must be between 1 and {MAX_BEAM}, got {MAX_BEAM + 1}"
+
+
+def test_the_pages_scripts_spell_no_name_the_vocabulary_route_serves():
+    """No copy of a kind's words or help, of a method's label or of a limit: prose may say "cross-attention",
+    but no string of the page's own is a label the route serves."""
+    scripts = {path.name: path.read_text(encoding="utf-8")
+               for path in (REPO / "viz" / "tab" / "static").glob("*.js")}
+    literals = {match for text in scripts.values() for match in re.findall(r'"([^"]*)"', text)}
+    labels = [kind.label for kind in ATTENTION_KINDS] + [method.label for method in METHODS.values()]
+    served = {kind.short for kind in ATTENTION_KINDS} | {"integrated_gradients"}
+    served |= {variant for label in labels
+               for variant in (label, label.capitalize(), f"{label.capitalize()} (causal)")}
+    assert literals & served == set()
+    helps = [kind.help for kind in ATTENTION_KINDS]
+    assert [name for name, text in scripts.items() if any(help_ in text for help_ in helps)] == []
+    copies = re.compile(r"\bKINDS\s*=|IG_STEPS|MAX_BEAM|\[1, 2, 3")
+    assert [name for name, text in scripts.items() if copies.search(text)] == []
+
+
+def function_imports(path) -> list[str]:
+    """The modules imported inside functions of ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def test_the_backend_imports_lightning_only_for_a_checkpoint_and_reads_events_without_torch():
+    tab = REPO / "viz" / "tab"
+    assert {path.name: function_imports(path) for path in tab.glob("*.py") if function_imports(path)} == {
+        "live.py": ["training"],  # training.checkpoints, and with it Lightning: loaded on a first translation
+    }
+    code = ("import sys\n"
+            "import viz.tab.events\n"
+            "assert 'torch' not in sys.modules, 'events imports torch'\n"
+            "import viz.tab.plugin\n"
+            "assert 'lightning' not in sys.modules, 'the routes import Lightning'\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

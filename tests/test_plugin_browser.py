@@ -793,3 +793,32 @@ def test_a_diverged_runs_null_values_are_drawn_blank_and_tabled_as_dashes(board,
           return [...document.querySelectorAll("*")].some((n) => n.childElementCount === 0
             && n.textContent.includes("NaN") || [...n.attributes].some((a) => a.value.includes("NaN")));
         """) is False
+
+
+RENAMED_VOCABULARY = """(route, answer) => route !== "vocabulary" ? answer : {...answer,
+  kinds: answer.kinds.map((k) => ({...k, short: `${k.short}!`, label: `renamed ${k.label}`,
+                                   help: `help of ${k.name}`})),
+  beam: {default: 2, max: 3}, ig_steps: {...answer.ig_steps, default: 5, max: 7}}"""
+
+
+def test_the_page_names_kinds_and_limits_as_the_vocabulary_route_does(board, driver):
+    """The page spells no kind, label or limit of its own: renamed in the route's answer, renamed on the
+    page."""
+    api = board[1]
+    vocabulary = api.get("vocabulary")
+    with answers_rewritten(driver, RENAMED_VOCABULARY):
+        driver = open_tab(board, driver)[0]
+        for kind in vocabulary["kinds"]:
+            button = css(driver, f"#kind-{kind['name']}")[0]
+            assert button.text == f"{kind['short']}!"
+            assert button.get_attribute("title") == f"Renamed {kind['label']}"
+        css(driver, "#kind-decoder")[0].click()
+        wait(driver, lambda: css(driver, '#detail[data-kind="decoder"]'), "the detail never showed decoder")
+        assert any(title.text.startswith("Renamed decoder self-attention") for title in css(driver, "h2"))
+        assert "help of decoder" in css(driver, "#detail .kind-help")[0].text
+        beams = [o.get_attribute("value") for o in css(driver, "#translate-beam option")]
+        assert beams == ["1", "2", "3"]
+        assert css(driver, "#translate-beam")[0].get_attribute("value") == "2"
+        steps = css(driver, "#ig-steps")[0]
+        assert (steps.get_attribute("value"), steps.get_attribute("max")) == ("5", "7")
+        assert page_errors(driver) == []

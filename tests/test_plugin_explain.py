@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from analysis.explain.attributions import IG_STEPS_PREVIEW
 from analysis.explain.registry import METHODS
-from analysis.explain.scores import alignment_scores, best_layer
+from analysis.explain.scores import alignment_scores
 from analysis.heads import STATISTICS
 from evaluation.explanations import explain_pass, explanation_alignment, lens_of, lens_record
 from evaluation.forced import sentence_pass
@@ -18,7 +19,7 @@ from evaluation.translate import translate_hypotheses
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from tests.test_plugin import get, rewritten, serve
 from training.checkpoints import load_run
-from viz.tab.plugin import leader
+from viz.tab.events import leader
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
 IG_STEPS = 8  # configs/tiny.yaml's ig_steps
@@ -62,7 +63,7 @@ def test_runs_lists_every_method_with_its_layers_the_lens_and_the_scored_steps(l
 
 
 @pytest.mark.parametrize("method", list(METHODS))
-def test_a_methods_map_equals_sentence_explanations_of_the_checkpoint(lab, method):
+def test_a_methods_map_equals_the_one_pass_over_the_checkpoint(lab, method):
     client, run, loaded = lab
     text, src_ids, tgt_ids = probe(lab, 1)
     answer = get(client, f"/explanation?run={run}&step={LAST}&sentence=1&method={method}")
@@ -88,9 +89,9 @@ def test_a_methods_map_equals_sentence_explanations_of_the_checkpoint(lab, metho
     pair = next(p for p in dm.pairs("val") if p.source == text["source"])
     assert {(col, row) for row, col in answer["gold"]} == set(pair.alignment)
     expected = alignment_scores(e, [set(pair.alignment)])
-    assert answer["aer"]["per_layer"] == pytest.approx([row["aer"] for row in expected["layers"]], abs=1e-4)
+    assert answer["aer"]["per_layer"] == pytest.approx([row.aer for row in expected.layers], abs=1e-4)
     if e.per_head is not None:
-        assert np.allclose(answer["aer"]["per_head"], expected["heads"]["aer"], atol=1e-4)
+        assert np.allclose(answer["aer"]["per_head"], expected.heads.aer, atol=1e-4)
 
 
 def test_the_attention_method_is_the_logged_cross_weights_and_their_head_mean(lab):
@@ -155,10 +156,9 @@ def test_explanation_scores_are_the_logged_scalars_and_the_leader_has_the_lowest
     scores = explanation_alignment(loaded.module.model, dm.src_tokenizer, dm.tgt_tokenizer,
                                    dm.pairs("val")[:8], methods=["attention", "value_norms", "grad_x_input"])
     for name in ("attention", "value_norms"):
-        assert np.allclose(answer["methods"][name]["head_aer"], scores[name]["heads"]["aer"], atol=1e-4)
-        assert np.allclose(answer["methods"][name]["head_agreement"], scores[name]["heads"]["agreement"],
-                           atol=1e-4)
-        assert answer["methods"][name]["best"]["layer"] == best_layer(scores[name])["layer"]
+        assert np.allclose(answer["methods"][name]["head_aer"], scores[name].heads.aer, atol=1e-4)
+        assert np.allclose(answer["methods"][name]["head_agreement"], scores[name].heads.agreement, atol=1e-4)
+        assert answer["methods"][name]["best"]["layer"] == scores[name].best.layer
     assert answer["methods"]["grad_x_input"]["head_aer"] is None
     winner = min(answer["methods"], key=lambda name: answer["methods"][name]["best"]["aer"])
     assert answer["leader"]["method"] == winner
@@ -187,12 +187,13 @@ def test_translate_with_a_method_explains_the_models_own_translation(lab, method
     model, dm = loaded.module.model, loaded.datamodule
     text = next(p.source for p in dm.pairs("test") if len(p.source.split()) >= 4)
     steps = "" if ig_steps is None else f"&ig_steps={ig_steps}"
+    steps_asked = IG_STEPS_PREVIEW if ig_steps is None else ig_steps  # the route's default
     answer = get(client, f"/translate?run={run}&text={text.replace(' ', '%20')}&method={method}{steps}")
     ((ids, finished),) = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, [text])
     assert answer["translation"] == dm.tgt_tokenizer.decode(ids)
     src_ids = dm.src_tokenizer.encode(text)
     explained, lens = explained_sentence(model, src_ids, ids, [method], finished=finished,
-                                         ig_steps=ig_steps or 16)
+                                         ig_steps=steps_asked)
     e, shown = explained[method], answer["explanation"]
     cross = answer["kinds"]["cross"]
     assert (shown["rows"], shown["cols"]) == (cross["rows"], cross["cols"])

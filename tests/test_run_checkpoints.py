@@ -159,7 +159,7 @@ def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, int
     evaluate.choose_checkpoint(args)
     assert args.checkpoint == str(chosen) and f"using {chosen}" in capsys.readouterr().err
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=str(run.parent), data_provider=None))
-    assert plugin._checkpoint("run") == (chosen.resolve(), None, 200)
+    assert plugin._live.checkpoint("run") == (chosen.resolve(), None, 200)
 
 
 def returned_within(call, seconds: float = 10.0):

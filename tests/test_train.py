@@ -348,6 +348,7 @@ def test_invalid_options_give_a_clear_error(tmp_path, args, message):
         (["--trainer.val_check_interval", "0"], "--trainer.val_check_interval must be positive"),
         (["--trainer.gradient_clip_val", "-1"], "--trainer.gradient_clip_val must be a number >= 0"),
         (["--model.decode_beam_size", "100000"], "decode_beam_size must be at most 256, got 100000"),
+        (["--attention.ig_steps", "100000"], "ig_steps must be at most 32, got 100000"),
         (["--trainer.max_time", "00:00:00:00"],
          "--trainer.max_time 00:00:00:00 is a time limit of 0 seconds: nothing would be trained"),
         (["--seed_everything", "-1"],

@@ -35,7 +35,9 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
+from analysis.explain.attributions import IG_STEPS_PREVIEW, MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
+from analysis.explain.scores import AlignmentScores
 from analysis.heads import STATISTIC, add_totals, summary_totals, totals_summary
 from data.batching import collate
 from evaluation.ablation import AnalysisError
@@ -75,7 +77,8 @@ class AttentionLogger(L.Callback):
         explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None =
             ``VALIDATION_METHODS``, all but Integrated Gradients.
         ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
-            --alignment-methods`` takes 32 by default; for the arg-max alignment 8 are a cheap estimate).
+            --alignment-methods`` takes ``IG_STEPS`` by default; for the arg-max alignment
+            ``IG_STEPS_PREVIEW`` are a cheap estimate).
         explain_probes: also log every method of ``analysis.explain.registry.METHODS`` (Integrated Gradients
             with ``ig_steps``) and the logit lens of each probe sentence under forced decoding of its
             reference, for the ATTENTION tab; they count against ``max_bytes`` with the probe's weights.
@@ -93,7 +96,7 @@ class AttentionLogger(L.Callback):
         stats_max_bytes: int = 256_000_000,
         explanation_sentences: int = 50,
         explanation_methods: list[str] | None = None,
-        ig_steps: int = 8,
+        ig_steps: int = IG_STEPS_PREVIEW,
         explain_probes: bool = True,
     ) -> None:
         super().__init__()
@@ -103,6 +106,8 @@ class AttentionLogger(L.Callback):
             raise ValueError("attention logging counts must be >= 0; max_tokens and ig_steps positive")
         if stats_max_bytes < 1:
             raise ValueError(f"stats_max_bytes must be positive, got {stats_max_bytes}")
+        if ig_steps > MAX_IG_STEPS:
+            raise ValueError(f"ig_steps must be at most {MAX_IG_STEPS}, got {ig_steps}")
         self.explanation_sentences = explanation_sentences
         methods = VALIDATION_METHODS if explanation_methods is None else explanation_methods
         self.explanation_methods = check_methods(methods)
@@ -309,29 +314,29 @@ class AttentionLogger(L.Callback):
                 option="explanation logging",
             )
         for name, method in scores.items():
-            for row in method["layers"]:
-                layer = row["layer"].replace(" ", "_")
-                pl_module.log(f"explain/{name}/aer_{layer}", row["aer"], rank_zero_only=True)
-                pl_module.log(f"explain/{name}/agreement_{layer}", row["agreement"], rank_zero_only=True)
-            pl_module.log(f"explain/{name}/best_aer", method["best"]["aer"], rank_zero_only=True)
+            for row in method.layers:
+                layer = row.layer.replace(" ", "_")
+                pl_module.log(f"explain/{name}/aer_{layer}", row.aer, rank_zero_only=True)
+                pl_module.log(f"explain/{name}/agreement_{layer}", row.agreement, rank_zero_only=True)
+            pl_module.log(f"explain/{name}/best_aer", method.best.aer, rank_zero_only=True)
         pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
         self._log_score_tensors(experiment, scores, step, budget)
 
-    def _log_score_tensors(self, experiment, scores: dict, step: int, budget: int) -> None:
+    def _log_score_tensors(
+        self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int
+    ) -> None:
         """``explanation_alignment``'s table as the tab's tensors: per method ``aer``, ``agreement`` (L,),
         ``head_aer``, ``head_agreement`` (L, H) where the method has heads, and ``layers``, its label and
         layer labels (JSON)."""
         summaries = []
         for name, method in scores.items():
-            arrays = {
-                "aer": [row["aer"] for row in method["layers"]],
-                "agreement": [row["agreement"] for row in method["layers"]],
-            }
-            if method["heads"] is not None:
-                arrays |= {"head_aer": method["heads"]["aer"], "head_agreement": method["heads"]["agreement"]}
+            arrays = {"aer": [row.aer for row in method.layers],
+                      "agreement": [row.agreement for row in method.layers]}
+            if method.heads is not None:
+                arrays |= {"head_aer": method.heads.aer, "head_agreement": method.heads.agreement}
             for score, values in arrays.items():
                 summaries.append(tensor_summary(explain_tag(name, score), np.asarray(values, np.float32)))
-            about = {"label": method["label"], "layers": [row["layer"] for row in method["layers"]]}
+            about = {"label": METHODS[name].label, "layers": [row.layer for row in method.layers]}
             summaries.append(json_summary(explain_tag(name, "layers"), about))
         size = sum(len(value.SerializeToString()) for summary in summaries for value in summary.value)
         if size > budget:

@@ -17,7 +17,7 @@ Choices the papers leave open, and what is chosen here (each a parameter):
 * **special tokens**: only the source *words* are attributed (``Trace.words``); EOS keeps its embedding in the
   baseline and gets 0, so a method cannot send every row to EOS the way attention often does (Ferrando &
   Costa-jussà 2021). ``attribute`` chooses other positions.
-* **ig_steps** (IG): 32 Gauss–Legendre points (Captum's default rule); ``ig_steps`` sets others.
+* **ig_steps** (IG): ``IG_STEPS`` Gauss–Legendre points (Captum's default rule); ``ig_steps`` sets others.
 * **reduction** of a token's D attributions to one score: ``"norm"`` (the L2 norm, inseq's default
   aggregation: how much the token matters, either way), or ``"sum"`` (signed; with IG the rows then sum to
   f_t(e) − f_t(e')).
@@ -34,10 +34,13 @@ from analysis.explain.trace import Explanation, LogProbs, Trace, zero_invalid
 
 Reduction = Literal["norm", "sum"]
 
-# The most points a user may ask of Integrated Gradients (evaluate.py --ig-steps, the ATTENTION tab's
-# ig_steps). Each point is a forward and backward pass per row, and Captum builds its Gauss-Legendre table
-# from a steps x steps matrix (100000 steps: 74.5 GiB); 32 points integrate a polynomial of degree 63 exactly.
-MAX_IG_STEPS = 32
+# Integrated Gradients' points of the path integral, named once. Each point is a forward and backward pass per
+# row, and Captum builds its Gauss-Legendre table from a steps x steps matrix (100000 steps: 74.5 GiB);
+# 32 points integrate a polynomial of degree 63 exactly.
+MAX_IG_STEPS = 32  # the most a user may ask (evaluate.py --ig-steps, the ATTENTION tab's ig_steps)
+IG_STEPS = 32  # the scores evaluate.py reports, and this module's default
+IG_STEPS_PREVIEW = 8  # during training (viz.logger) and for a typed sentence in the tab: the arg-max
+# alignment the maps are read by settles with far fewer points than the integral does
 
 
 def _reduce(attributions: Tensor, reduction: Reduction) -> Tensor:
@@ -81,7 +84,7 @@ def integrated_gradients_rows(
     attribute: Tensor,
     *,
     baseline: Tensor | None = None,
-    ig_steps: int = 32,
+    ig_steps: int = IG_STEPS,
     internal_batch_size: int | None = 512,
 ) -> tuple[Tensor, Tensor]:
     """Integrated Gradients of N (sentence, target position) rows.
@@ -159,7 +162,7 @@ def integrated_gradients(
     reduction: Reduction = "norm",
     attribute: Tensor | None = None,
     baseline: Tensor | None = None,
-    ig_steps: int = 32,
+    ig_steps: int = IG_STEPS,
     internal_batch_size: int | None = 512,
 ) -> Explanation:
     """Integrated Gradients of every target token's log-probability, per source token (one "layer":

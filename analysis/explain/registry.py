@@ -1,4 +1,4 @@
-"""Every explanation method behind one call: ``explain(name, trace, **options)`` → ``Explanation``.
+"""Every explanation method behind one call: ``explain(name, trace, ig_steps=...)`` → ``Explanation``.
 
 Views and scores take an ``Explanation`` and never ask which method made it. The list of names is defined
 here once; evaluation, logging and the ATTENTION tab read it from ``METHODS``.

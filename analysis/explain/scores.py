@@ -36,17 +36,45 @@ class AlignmentCounts:
     def agreement(self, hits: Tensor) -> Tensor:
         return hits / self.aligned
 
-    def table(self, layers: tuple[str, ...]) -> dict:
-        """Per layer (and per head): {"layers": [{"layer", "aer", "agreement"}], "heads": {...} or None}."""
-        rows = [
-            {"layer": name, "aer": float(a), "agreement": float(g)}
+    def scores(self, layers: tuple[str, ...]) -> "AlignmentScores":
+        """The corpus figures, per layer (labelled ``layers``) and per head."""
+        rows = tuple(
+            LayerScore(name, float(a), float(g))
             for name, a, g in zip(layers, self.aer(self.layer_hits), self.agreement(self.layer_hits))
-        ]
+        )
         heads = None
         if self.head_hits is not None:
-            hits = self.head_hits
-            heads = {"aer": self.aer(hits).tolist(), "agreement": self.agreement(hits).tolist()}
-        return {"layers": rows, "heads": heads}
+            heads = HeadScores(self.aer(self.head_hits).tolist(), self.agreement(self.head_hits).tolist())
+        return AlignmentScores(rows, heads)
+
+
+@dataclass(frozen=True)
+class LayerScore:
+    layer: str  # its label: "layer 1", or "embeddings"
+    aer: float
+    agreement: float
+
+
+@dataclass(frozen=True)
+class HeadScores:
+    aer: list[list[float]]  # (L, H)
+    agreement: list[list[float]]  # (L, H)
+
+
+@dataclass(frozen=True)
+class AlignmentScores:
+    """One method's AER and agreement against gold links: per layer, and per head where the method has heads.
+    Every reader (evaluate.py's report, the logger, the ATTENTION tab) reads these fields, never a dict."""
+
+    layers: tuple[LayerScore, ...]
+    heads: HeadScores | None
+    seconds: float = 0.0  # the method's own time, after the shared forward pass, where it was measured
+
+    @property
+    def best(self) -> LayerScore:
+        """The layer of lowest AER (the first of ties)."""
+        return min(self.layers, key=lambda row: row.aer)
+
 
 def count_alignment(explanation: Explanation, gold: list[set[tuple[int, int]]]) -> AlignmentCounts:
     """Counts of the batch's arg-max alignments against ``gold`` (per sentence, (source, target) links)."""
@@ -62,11 +90,7 @@ def count_alignment(explanation: Explanation, gold: list[set[tuple[int, int]]]) 
         head_hits = alignment_counts(folded, gold, tgt_valid, src_valid)[0].view(L, H)  # (L, H)
     return AlignmentCounts(layer_hits, head_hits, aligned, links)
 
-def alignment_scores(explanation: Explanation, gold: list[set[tuple[int, int]]]) -> dict:
-    """AER and agreement of one batch taken as the corpus: ``AlignmentCounts.table``."""
-    return count_alignment(explanation, gold).table(explanation.layers)
 
-def best_layer(table: dict) -> dict:
-    """The row of ``AlignmentCounts.table``'s layers with the lowest AER (first of ties)."""
-    return min(table["layers"], key=lambda row: row["aer"])
-
+def alignment_scores(explanation: Explanation, gold: list[set[tuple[int, int]]]) -> AlignmentScores:
+    """AER and agreement of one batch taken as the corpus."""
+    return count_alignment(explanation, gold).scores(explanation.layers)

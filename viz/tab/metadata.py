@@ -27,11 +27,14 @@ import re
 
 from tensorboard.compat.proto import summary_pb2
 
+from analysis.axes import KINDS
+
 PLUGIN_NAME = "attention"
 VERSION = 1  # of the tags and contents above
 
-SENTENCE_TAG = re.compile(r"^attention/sentence_(\d+)/(text|encoder|decoder|cross)$")
-STATISTIC_TAG = re.compile(r"^attention/statistics/(encoder|decoder|cross)/(\w+)$")
+_KIND = "|".join(KINDS)
+SENTENCE_TAG = re.compile(rf"^attention/sentence_(\d+)/(text|{_KIND})$")
+STATISTIC_TAG = re.compile(rf"^attention/statistics/({_KIND})/(\w+)$")
 SENTENCE_EXPLAIN_TAG = re.compile(r"^attention/sentence_(\d+)/explain/(\w+)$")  # not the per_layer maps
 EXPLAIN_TAG = re.compile(r"^attention/explain/(\w+)/(aer|agreement|head_aer|head_agreement|layers)$")
 

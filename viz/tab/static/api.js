@@ -32,6 +32,7 @@ export function cached(url) {
 }
 
 const q = (params) => new URLSearchParams(params).toString();
+export const vocabularyUrl = () => "./vocabulary";
 export const runsUrl = () => "./runs";
 export const attentionUrl = (run, step, sentence) => `./attention?${q({run, step, sentence})}`;
 export const statisticsUrl = (run, step) => `./statistics?${q({run, step})}`;

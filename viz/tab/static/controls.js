@@ -4,15 +4,8 @@
 import {h} from "./dom.js";
 import {colourBar} from "./heatmap.js";
 import {
-  KINDS, currentMethod, currentStep, draw, selectKind, selectMethod, selectRun, selectSentence, selectStep, state,
+  currentMethod, currentStep, draw, kindTitle, selectKind, selectMethod, selectRun, selectSentence, selectStep, state,
 } from "./state.js";
-
-export const KIND_BUTTON = {encoder: "Encoder", decoder: "Decoder", cross: "Cross"};
-export const KIND_TITLE = {
-  encoder: "Encoder self-attention",
-  decoder: "Decoder self-attention (causal)",
-  cross: "Cross-attention",
-};
 
 const ui = {};
 
@@ -24,8 +17,9 @@ export function toolbars(right) {
   ui.stepLabel = h("span", {id: "step-label"});
   ui.play = h("button", {class: "icon-btn", title: "play through the steps", onclick: togglePlay}, "▶");
   ui.sentenceSelect = h("select", {id: "sentence-select", onchange: () => selectSentence(ui.sentenceSelect.value)});
-  ui.kindButtons = KINDS.map((k) => h("button", {id: `kind-${k}`, "data-kind": k, title: KIND_TITLE[k],
-    onclick: () => selectKind(k)}, KIND_BUTTON[k]));
+  // The kinds, their words and titles come from ./vocabulary, never from a list here.
+  ui.kindButtons = state.vocabulary.kinds.map((k) => h("button", {id: `kind-${k.name}`, "data-kind": k.name,
+    title: kindTitle(k.name), onclick: () => selectKind(k.name)}, k.short));
   // The methods and their labels come from the run (./runs' `methods`), never from a list here.
   ui.method = h("select", {id: "method-select", onchange: () => selectMethod(ui.method.value)});
   ui.methodLabel = h("label", {class: "ctl"}, "View", ui.method);

@@ -8,10 +8,9 @@ import {selfShift, wireFocus} from "./focus.js";
 import {GOLD_COLOUR, colourBar, drawMatrix} from "./heatmap.js";
 import {lensNote, lensPanel} from "./lens.js";
 import {linesView} from "./lines.js";
-import {KIND_TITLE} from "./controls.js";
-import {KIND_HELP, headColour} from "./grid.js";
+import {headColour} from "./grid.js";
 import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
-import {KINDS, draw, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
+import {draw, kindNames, kindOf, kindTitle, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
 import {shortName, statKeys} from "./stats.js";
 
 const LINES_WIDTH = 300;
@@ -42,7 +41,7 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
     : methodChips(set, sel, explanations);
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
   const trend = h("span", {class: "trend"});
-  const title = set.method && set.method !== "attention" ? set.label : KIND_TITLE[state.kind];
+  const title = set.method && set.method !== "attention" ? set.label : kindTitle(state.kind);
   const top = h("div", {class: "detail-head"},
     h("h2", {}, `${title} · ${mapName(set, sel)}`),
     aerBadge(set, sel),
@@ -64,7 +63,7 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
   const about = set.method && set.method !== "attention"
     ? `Rows: the words produced, columns: the source words. A row shows how much ${set.label} credits each `
       + "source word with producing that word (under forced decoding)"
-    : `Rows: queries, columns: keys. ${KIND_HELP[state.kind]}`;
+    : `Rows: queries, columns: keys. ${kindOf(state.kind).help}`;
   const help = h("div", {class: "note kind-help"}, `${about}.${set.signed ? " Signed scores: red above 0, blue "
     + "below." : ""}`);
   const scale = scaleFor(set, matrix);
@@ -186,7 +185,7 @@ function compareTools(scaleNode) {
   const cmpRunValue = state.compareRun;
   const stepsFor = (cmpRunValue ? runByName(cmpRunValue) : state.run)?.steps || [];
   const sameShape = state.runs.filter((r) => r.run !== state.run.run && r.num_heads === state.run.num_heads
-    && KINDS.every((k) => (r.num_layers[k] ?? null) === (state.run.num_layers[k] ?? null)));
+    && kindNames().every((k) => (r.num_layers[k] ?? null) === (state.run.num_layers[k] ?? null)));
   const compareStep = h("select", {id: "compare-step", disabled: state.mode !== "probe",
     onchange: (e) => { state.compareStep = e.target.value; draw(); }},
   h("option", {value: ""}, "— off —"), stepsFor.map((s) => h("option", {value: String(s)}, `step ${s}`)));

@@ -6,17 +6,9 @@
 import {fmt, h, sameHead, textWidth} from "./dom.js";
 import {drawMatrix} from "./heatmap.js";
 import {HEAD_COLOURS} from "./lines.js";
-import {KIND_TITLE} from "./controls.js";
 import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
-import {openHead, state, toggleOverlay} from "./state.js";
+import {kindOf, kindTitle, openHead, state, toggleOverlay} from "./state.js";
 import {bestHead, defaultSort, shortName} from "./stats.js";
-
-export const KIND_HELP = {
-  encoder: "Each source token attends to every source token",
-  decoder: "Each target position attends to the tokens read so far (grey: the masked future); a row is "
-    + "labelled with the token generated there",
-  cross: "Target → source: a row shows where the model looks to produce that word",
-};
 
 const ui = {};
 
@@ -69,9 +61,9 @@ export function drawGrid(data, set, stats, explanations) {
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step}`;
   const shape = H ? `${L} layers × ${H} heads${layerMaps ? " and each layer's map" : ""}` : "one map per layer";
   const named = set.method && set.method !== "attention";
-  ui.title.replaceChildren(named ? set.label : KIND_TITLE[state.kind],
+  ui.title.replaceChildren(named ? set.label : kindTitle(state.kind),
     h("span", {class: "sub"}, `${named ? "target → source · " : ""}${shape} · ${where}`));
-  ui.title.title = KIND_HELP[state.kind];
+  ui.title.title = kindOf(state.kind).help;
   const best = bestMap(set, stats, explanations);
   if (best) {
     ui.best.style.display = "";

@@ -4,7 +4,8 @@
 // plugin's routes (see docs of the backend HTTP API); the other modules are served under ./static/.
 //
 // This file only wires the parts together:
-//   static/api.js       fetching the routes, the cache of answers
+//   static/api.js       fetching the routes, the cache of answers (./vocabulary, read once, names every kind,
+//                       method and limit the page shows: none is spelled in these files)
 //   static/state.js     the one state object and every change to it
 //   static/controls.js  the toolbars (run, sentence, kind, gold links, step slider)
 //   static/grid.js      every head as a small map
@@ -36,7 +37,7 @@
 // What a hovered token lights (class `highlight`) is specified at the top of static/focus.js.
 
 import {
-  attentionUrl, cached, explanationUrl, explanationsUrl, fetchJSON, lensUrl, runsUrl, statisticsUrl,
+  attentionUrl, cached, explanationUrl, explanationsUrl, fetchJSON, lensUrl, runsUrl, statisticsUrl, vocabularyUrl,
 } from "./static/api.js";
 import {listRuns, loading, onKey, syncControls, toolbars} from "./static/controls.js";
 import {compareTarget, detailSection, drawDetail} from "./static/detail.js";
@@ -61,9 +62,10 @@ export async function render() {
   const app = h("div", {id: "app"});
   document.body.append(app, tooltip());
   app.append(h("div", {class: "note"}, "Loading runs…"));
-  let runs;
+  let runs, vocabulary;
   try {
-    runs = (await fetchJSON(runsUrl())).runs || [];
+    [vocabulary, runs] = await Promise.all([fetchJSON(vocabularyUrl()), fetchJSON(runsUrl())]);
+    runs = runs.runs || [];
   } catch (e) {
     app.replaceChildren(h("div", {id: "message"}, `Could not list runs: ${e.message}`));
     return;
@@ -80,7 +82,7 @@ export async function render() {
     }, RUNS_POLL_MS);
     return;
   }
-  start(runs);
+  start(vocabulary, runs);
   wire({draw, sync, explainCustom});
   const left = h("section", {class: "left"}, explainSection(), ...gridSection(), h("div", {style: "height:14px"}),
     ...statsSection());

@@ -8,9 +8,9 @@ import {h, showMessage} from "./dom.js";
 import {togglePlay} from "./controls.js";
 import {currentMethod, leaveCustom, state, update} from "./state.js";
 
-// The method whose cost the route bounds with `ig_steps` (the route's own parameter is named after it).
-const IG = "integrated_gradients";
-const IG_STEPS = 16; // the route's default; the route refuses what it cannot afford, with its message
+// The beams, and the method whose cost the route bounds with `ig_steps` with its default and most, come from
+// ./vocabulary.
+const igMethod = () => state.vocabulary.ig_steps.method;
 
 const ui = {};
 const answers = new Map(); // url -> ./translate answer: switching back to a method is instant
@@ -21,10 +21,14 @@ export function translateControls() {
   ui.input = h("input", {id: "translate-input", type: "text", spellcheck: "false",
     oninput: () => { state.translateError = ""; },
     onkeydown: (e) => { if (e.key === "Enter") { e.preventDefault(); translate(); } }});
+  const {beam, ig_steps: igSteps} = state.vocabulary;
   ui.beam = h("select", {id: "translate-beam", title: "beam size (1 = greedy)"},
-    [1, 2, 3, 4, 5, 6, 7, 8].map((b) => h("option", {value: String(b)}, String(b))));
-  ui.igSteps = h("input", {id: "ig-steps", type: "number", min: "1", value: String(IG_STEPS),
-    title: "Integrated Gradients' steps for your sentence (more: closer to the integral, slower)"});
+    Array.from({length: beam.max}, (_, i) => h("option", {value: String(i + 1)}, String(i + 1))));
+  ui.beam.value = String(beam.default);
+  ui.igSteps = h("input", {id: "ig-steps", type: "number", min: "1", max: String(igSteps.max),
+    value: String(igSteps.default),
+    title: `Integrated Gradients' steps for your sentence, at most ${igSteps.max} (more: closer to the `
+      + "integral, slower)"});
   ui.igLabel = h("label", {class: "ctl", style: "display:none"}, "IG steps", ui.igSteps);
   ui.button = h("button", {id: "translate-button", onclick: translate}, "Translate");
   ui.note = h("span", {class: "note"});
@@ -43,12 +47,14 @@ export function syncTranslate() {
   ui.input.placeholder = run.sentences.length ? `e.g. ${run.sentences[0].source}` : "type a source sentence";
   ui.button.disabled = state.translating || !run.can_translate;
   ui.note.textContent = run.can_translate ? "" : run.translate_note || "this run has no checkpoint yet";
-  ui.igLabel.style.display = state.method === IG ? "" : "none";
+  ui.igLabel.style.display = state.method === igMethod() ? "" : "none";
 }
 
 function requestUrl(text, beam) {
   const params = {run: state.run.run, text, beam, method: currentMethod().name};
-  if (params.method === IG) params.ig_steps = ui.igSteps.value.trim() || String(IG_STEPS);
+  if (params.method === igMethod()) {
+    params.ig_steps = ui.igSteps.value.trim() || String(state.vocabulary.ig_steps.default);
+  }
   return translateUrl(params);
 }
 

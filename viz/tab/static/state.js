@@ -5,9 +5,8 @@
 import {attentionUrl, cached, explanationUrl} from "./api.js";
 import {sameHead} from "./dom.js";
 
-export const KINDS = ["encoder", "decoder", "cross"];
-
 export const state = {
+  vocabulary: null, // ./vocabulary: the kinds, methods and limits, as the backend defines them
   runs: [],
   run: null, // the run's entry from ./runs
   stepIndex: 0,
@@ -53,11 +52,23 @@ export const currentStep = () => state.run.steps[state.stepIndex];
 export const runByName = (name) => state.runs.find((r) => r.run === name);
 export const layersOf = (kind) => state.run.num_layers[kind];
 
+/** The names of the attention kinds, in the backend's order. */
+export const kindNames = () => state.vocabulary.kinds.map((k) => k.name);
+/** An attention kind's entry in ./vocabulary: {name, label, short, help, rows, cols}. */
+export const kindOf = (name) => state.vocabulary.kinds.find((k) => k.name === name);
+/** A kind's label as a title, its first letter a capital. */
+export const kindTitle = (name) => {
+  const {label} = kindOf(name);
+  return label.charAt(0).toUpperCase() + label.slice(1);
+};
+/** An explanation method's entry in ./vocabulary: {name, label, gradients}. */
+export const methodOf = (name) => state.vocabulary.methods.find((m) => m.name === name);
+
 /** The chosen method's entry in the run's `methods` (attention when the run lists no methods). */
 export function currentMethod() {
   const methods = state.run.methods || [];
   return methods.find((m) => m.name === state.method) || methods[0]
-    || {name: "attention", label: "cross-attention", per_head: true, signed: false, layers: []};
+    || {name: "attention", label: methodOf("attention").label, per_head: true, signed: false, layers: []};
 }
 
 export function nearest(values, target, {notAbove = false} = {}) {
@@ -70,8 +81,10 @@ export function nearest(values, target, {notAbove = false} = {}) {
   return best;
 }
 
-/** Start on a list of runs (from ./runs): the first run, its newest step, cross-attention where it has it. */
-export function start(runs) {
+/** Start on the vocabulary (./vocabulary) and a list of runs (./runs): the first run, its newest step,
+ * cross-attention where it has it. */
+export function start(vocabulary, runs) {
+  state.vocabulary = vocabulary;
   state.runs = runs;
   state.run = runs[0];
   state.stepIndex = runs[0].steps.length - 1;

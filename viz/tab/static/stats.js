@@ -4,8 +4,7 @@
 // (over the explanation sentences, from ./explanations); sortable; the best-aligned cross-attention head starred.
 
 import {fmt, h, sameHead} from "./dom.js";
-import {KIND_BUTTON} from "./controls.js";
-import {draw, openHead, state, toggleOverlay} from "./state.js";
+import {draw, kindOf, openHead, state, toggleOverlay} from "./state.js";
 
 const METHOD_KEY = "aer:"; // column keys of the methods' AER: "aer:<method>"
 
@@ -89,7 +88,7 @@ export function drawStats(stats, explanations) {
     return;
   }
   ui.title.replaceChildren("Head statistics",
-    h("span", {class: "sub"}, `${KIND_BUTTON[state.kind].toLowerCase()} · validation set at step ${stats.step}`));
+    h("span", {class: "sub"}, `${kindOf(state.kind).short.toLowerCase()} · validation set at step ${stats.step}`));
   const definitions = definitionsOf(stats);
   const methods = methodColumns(explanations);
   const columns = [

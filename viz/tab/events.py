@@ -1,0 +1,264 @@
+"""What ``viz.logger.AttentionLogger`` logged, read for the ATTENTION tab through TensorBoard's data provider:
+the runs, their probe sentences and steps, and the checks that each is in the layout ``viz.tab.metadata``
+describes.
+
+Nothing here imports torch, directly or through another module: listing runs and reading logged maps never
+loads the model code.
+"""
+
+import json
+import logging
+
+import numpy as np
+from tensorboard import plugin_util
+from tensorboard.data import provider
+
+from analysis.axes import KINDS
+from viz.tab.metadata import (
+    EXPLAIN_TAG,
+    PLUGIN_NAME,
+    SENTENCE_TAG,
+    STATISTIC_TAG,
+    VERSION,
+    layout_version,
+    sentence_tag,
+)
+
+log = logging.getLogger(__name__)
+
+ALL_STEPS = 1_000_000  # downsampling bound when reading: every step the loader kept
+DECIMALS = 4
+SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
+METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
+
+
+class RequestError(Exception):
+    """A request the plugin cannot answer; ``status`` is the HTTP code (4xx) and the message one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MalformedRun(RequestError):
+    """A run whose logged data is not the layout this tab reads (``viz.tab.metadata``): /runs skips it, naming
+    why, and its routes answer 409, so that one damaged run never takes the others down."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message)
+
+
+def rounded(array: np.ndarray) -> list:
+    """Nested lists of rounded floats; NaN and infinities (a diverged run's maps) as None, JSON's null."""
+    array = np.asarray(array, dtype=np.float64)
+    values = np.round(array, DECIMALS).astype(object)
+    values[~np.isfinite(array)] = None
+    return values.tolist()
+
+
+def abridged(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
+
+
+def logged_json(run: str, tag: str, values: dict[int, np.ndarray], step: int | None = None) -> dict:
+    """The JSON object logged under ``tag`` at ``step``, else its latest (a sentence's tokens do not change
+    during a run); MalformedRun if it is none."""
+    value = values[step] if step in values else values[max(values)]
+    try:
+        text = json.loads(value.item()) if value.dtype == object else None
+    except ValueError:  # not JSON, or more than one string
+        text = None
+    if not isinstance(text, dict):
+        raise MalformedRun(f"run {run!r} {tag} is not a JSON object")
+    return text
+
+
+def sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step: int | None = None) -> dict:
+    """A probe sentence's text (``viz.tab.metadata``), checked for what the routes read of it."""
+    tag = sentence_tag(sentence, "text")
+    text = logged_json(run, tag, values, step)
+    missing = [field for field in SENTENCE_FIELDS if field not in text]
+    if missing:
+        raise MalformedRun(f"run {run!r} {tag} lacks {', '.join(map(repr, missing))}")
+    methods = text.get("methods", [])
+    if not isinstance(methods, list) or not all(map(_method_described, methods)):
+        raise MalformedRun(f"run {run!r} {tag} has malformed 'methods' (expected a list of "
+                           f"{{{', '.join(METHOD_FIELDS)}}})")
+    return text
+
+
+def _method_described(method) -> bool:
+    return isinstance(method, dict) and all(isinstance(method.get(k), t) for k, t in METHOD_FIELDS.items())
+
+
+def check_layout(run: str, tags: dict[str, provider.TensorTimeSeries]) -> None:
+    """MalformedRun if any of the run's summaries names a layout other than this tab's ``VERSION``."""
+    for series in tags.values():
+        version = layout_version(series.plugin_content)
+        if version != VERSION:
+            raise MalformedRun(f"run {run!r} logged with layout version {version!r} of the attention "
+                               f"summaries; this tab reads version {VERSION}")
+
+
+def leader(history: dict[str, dict[int, float]], order: list[str], step: int) -> dict | None:
+    """The method of lowest best AER at ``step`` (the first in ``order`` of ties), its AER, and since_step:
+    the earliest logged step from which it has led at every logged step up to ``step``.
+
+    ``history``: method -> logged step -> best AER (its lowest over layers).
+    """
+
+    def first(at: int) -> str | None:
+        scored = [name for name in order if at in history.get(name, {})]
+        return min(scored, key=lambda name: history[name][at]) if scored else None
+
+    best = first(step)
+    if best is None:
+        return None
+    steps = sorted(s for s in set().union(*history.values()) if s <= step)
+    since = step
+    for earlier in reversed(steps):
+        if first(earlier) != best:
+            break
+        since = earlier
+    return {"method": best, "aer": round(history[best][step], DECIMALS), "since_step": since}
+
+
+class LoggedRuns:
+    """The runs with attention summaries, read through TensorBoard's data provider, each described once per
+    newest logged step."""
+
+    def __init__(self, data_provider) -> None:
+        self.provider = data_provider
+        self._described: dict[str, tuple[tuple, dict | None]] = {}  # run -> (newest logged data, description)
+
+    @staticmethod
+    def _environ(request) -> dict:
+        return {
+            "ctx": plugin_util.context(request.environ),
+            "experiment_id": plugin_util.experiment_id(request.environ),
+        }
+
+    def listing(self, request) -> dict[str, dict[str, provider.TensorTimeSeries]]:
+        return self.provider.list_tensors(plugin_name=PLUGIN_NAME, **self._environ(request))
+
+    def read(self, request, run: str, tags: list[str]) -> dict[str, dict[int, np.ndarray]]:
+        """tag -> step -> value, for the tags of one run that exist."""
+        data = self.provider.read_tensors(
+            plugin_name=PLUGIN_NAME, downsample=ALL_STEPS, run_tag_filter=provider.RunTagFilter([run], tags),
+            **self._environ(request),
+        )
+        return {
+            tag: {datum.step: datum.numpy for datum in series} for tag, series in data.get(run, {}).items()
+        }
+
+    def has_scalar(self, request, run: str, tag: str) -> bool:
+        """Whether the run logged the scalar ``tag`` (TensorBoard's scalars plugin keeps those)."""
+        scalars = self.provider.list_scalars(
+            plugin_name="scalars", run_tag_filter=provider.RunTagFilter([run], [tag]),
+            **self._environ(request),
+        )
+        return bool(scalars.get(run))
+
+    def run_tags(self, request, run: str) -> dict[str, provider.TensorTimeSeries]:
+        """The run's tags: a 404 for a run with no attention data, a 409 (MalformedRun) for one logged
+        otherwise."""
+        listing = self.listing(request)
+        if run not in listing:
+            known = ", ".join(sorted(listing)) or "none"
+            raise RequestError(404, f"unknown run {run!r} (runs with attention data: {known})")
+        self.description(request, run, listing[run])
+        return listing[run]
+
+    @staticmethod
+    def sentences(tags) -> list[int]:
+        found = {int(m.group(1)) for m in map(SENTENCE_TAG.match, tags) if m}
+        return sorted(n for n in found if all(sentence_tag(n, part) in tags for part in ("text", *KINDS)))
+
+    def description(self, request, run: str, tags) -> dict | None:
+        """What the logged tensors say of one run (None before its first complete probe), cached until the run
+        logs a newer step (the page asks every 30 s per open tab). MalformedRun, warned of once per change of
+        the data, if the run was logged in another layout.
+
+        ``methods`` lists those whose maps the probes have, as logged (``attention`` first where it was
+        logged; a run logged without explanations lists none).
+        """
+        newest = max(((s.max_step, s.max_wall_time) for s in tags.values()), default=None)
+        key = (newest, len(tags))
+        cached = self._described.get(run)
+        if cached is None or cached[0] != key:
+            try:
+                described = self._read_description(request, run, tags)
+            except MalformedRun as error:
+                log.warning("ATTENTION tab: skipping %s", error)
+                described = error
+            cached = self._described[run] = key, described
+        if isinstance(cached[1], MalformedRun):
+            raise cached[1]
+        return cached[1]
+
+    def _read_description(self, request, run: str, tags) -> dict | None:
+        check_layout(run, tags)
+        sentences = self.sentences(tags)
+        if not sentences:
+            return None
+        first = self.read(request, run, [sentence_tag(sentences[0], kind) for kind in KINDS])
+        logged = (set(first.get(sentence_tag(sentences[0], kind), {})) for kind in KINDS)
+        steps = sorted(set.intersection(*logged))
+        if not steps:
+            return None
+        texts = self.read(request, run, [sentence_tag(n, "text") for n in sentences])
+        described = []
+        for n in sentences:
+            text = sentence_text(run, n, texts[sentence_tag(n, "text")])
+            described.append({"id": n, "source": text["source"], "target": text["target"]})
+        shapes = {kind: first[sentence_tag(sentences[0], kind)][steps[-1]].shape for kind in KINDS}
+        for kind, shape in shapes.items():
+            if len(shape) != 4:
+                raise MalformedRun(f"run {run!r} {sentence_tag(sentences[0], kind)} has shape {shape}, "
+                                   "expected (layers, heads, rows, columns)")
+        text = sentence_text(run, sentences[0], texts[sentence_tag(sentences[0], "text")])
+        methods = [m for m in text.get("methods", []) if m["name"] == "attention"
+                   or sentence_tag(sentences[0], f"explain/{m['name']}") in tags]
+        return {
+            "run": run,
+            "steps": steps,
+            "sentences": described,
+            "kinds": list(KINDS),
+            "num_layers": {kind: int(shape[0]) for kind, shape in shapes.items()},
+            "num_heads": int(shapes["encoder"][1]),
+            "has_gold": text.get("gold") is not None,
+            "statistics_steps": self._statistic_steps(request, run, tags),
+            "methods": methods,
+            "has_lens": sentence_tag(sentences[0], "lens") in tags,
+            "explanation_steps": self._explanation_steps(request, run, tags),
+        }
+
+    def _explanation_steps(self, request, run: str, tags) -> list[int]:
+        aer = [tag for tag in tags if (m := EXPLAIN_TAG.match(tag)) and m.group(2) == "aer"]
+        data = self.read(request, run, aer) if aer else {}
+        return sorted(set().union(*(values.keys() for values in data.values())))
+
+    def _statistic_steps(self, request, run: str, tags) -> list[int]:
+        tag = next((tag for tag in sorted(tags) if STATISTIC_TAG.match(tag)), None)
+        return [] if tag is None else sorted(self.read(request, run, [tag]).get(tag, {}))
+
+    def probe(
+        self, request, run: str, step: int, sentence: int, parts: list[str], what: str, logged: str = ""
+    ) -> dict:
+        """part -> step -> value of one probe sentence's ``text`` and ``parts`` (404s naming what is
+        missing, and ``logged``, what there is instead, where the parts were never logged)."""
+        tags = self.run_tags(request, run)
+        if sentence not in self.sentences(tags):
+            raise RequestError(404, f"run {run!r} has no probe sentence {sentence} "
+                                    f"(it has {self.sentences(tags)})")
+        wanted = [sentence_tag(sentence, "text"), *(sentence_tag(sentence, part) for part in parts)]
+        if any(tag not in tags for tag in wanted):
+            raise RequestError(404, f"run {run!r} logged no {what} of sentence {sentence}{logged}")
+        data = self.read(request, run, wanted)
+        if any(step not in data.get(tag, {}) for tag in wanted[1:]):
+            steps = sorted(data.get(wanted[1], {}))
+            raise RequestError(404, f"run {run!r} logged no {what} of sentence {sentence} at step {step} "
+                                    f"(logged steps: {abridged(steps)})")
+        return {tag.removeprefix(sentence_tag(sentence, "")): data[tag] for tag in wanted}
