@@ -40,18 +40,18 @@ def draw_alignment_methods(report: AlignmentMethodsReport) -> list[Path]:
     method and through the logit lens."""
     scores = report.scores
     methods = list(scores)
-    layers = sorted({row["layer"] for m in scores.values() for row in m["layers"]}, key=_layer_order)
+    layers = sorted({row.layer for m in scores.values() for row in m.layers}, key=_layer_order)
     written = []
     for score in ("aer", "agreement"):
         values = np.full((len(methods), len(layers)), np.nan)  # (methods, layers)
         for i, name in enumerate(methods):
-            for row in scores[name]["layers"]:
-                values[i, layers.index(row["layer"])] = row[score]
+            for row in scores[name].layers:
+                values[i, layers.index(row.layer)] = getattr(row, score)
         title = f"{'AER' if score == 'aer' else 'agreement'} by method and layer"
         written.append(_save(scores_figure(values, methods, layers, title), report.path(f"_{score}.png")))
     for name, method in scores.items():
-        if method["heads"] is not None:
-            figure = layer_head_matrix(method["heads"]["aer"], f"{name}: AER per head", vmin=0.0, vmax=1.0,
+        if method.heads is not None:
+            figure = layer_head_matrix(method.heads.aer, f"{name}: AER per head", vmin=0.0, vmax=1.0,
                                        cmap="viridis_r")
             written.append(_save(figure, report.path(f"_heads_{name}.png")))
     for number, sentence in enumerate(report.sentences, start=1):
