@@ -9,7 +9,6 @@ Files written to the analysis folder (``--analysis-out``, default ``<run>/analys
     alignment_methods_<data>_sentence<k>_lens.png the logit lens of sentence k (and ``_lens.json``)
 """
 
-import argparse
 import json
 import sys
 import time
@@ -17,55 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.explain.attributions import MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
 
 PICTURED_SENTENCES = 3
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The --alignment-methods options, as their own argument group."""
-    group = parser.add_argument_group(
-        "explanation methods (scored against gold alignments: toy, copy, reverse)"
-    )
-    group.add_argument(
-        "--alignment-methods", nargs="*", metavar="METHOD",
-        help=f"AER and agreement per layer (and head) of each method, or of all without names: "
-             f"{', '.join(METHODS)}; prints one JSON table and writes pictures to --analysis-out",
-    )
-    group.add_argument(
-        "--alignment-sentences", type=int, default=200, metavar="N",
-        help="score the first N sentences of the split (default: 200; the gradient methods cost a backward "
-             "pass per target token, Integrated Gradients --ig-steps of them)",
-    )
-    group.add_argument(
-        "--ig-steps", type=int, default=32, metavar="K",
-        help=f"Integrated Gradients: points of the path integral (default: 32, at most {MAX_IG_STEPS})",
-    )
-
-
-def option_error(args: argparse.Namespace) -> str | None:
-    """The first problem with the --alignment-methods options, as one line, or None."""
-    if args.alignment_methods is None:
-        return None
-    try:
-        check_methods(args.alignment_methods)
-    except ValueError as error:
-        return f"--alignment-methods: {error}"
-    for name in ("alignment_sentences", "ig_steps"):
-        if getattr(args, name) < 1:
-            return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
-    if args.ig_steps > MAX_IG_STEPS:
-        return f"--ig-steps must be at most {MAX_IG_STEPS}, got {args.ig_steps}"
-    if args.translate is not None:
-        return "--alignment-methods analyses a data set with gold alignments, not --translate"
-    if args.head_importance or args.prune_heads is not None or args.alignment or args.output:
-        return ("--alignment-methods runs alone, without --head-importance, --prune-heads, --alignment or "
-                "--output")
-    return None
-
-
-def method_options(args: argparse.Namespace) -> dict[str, dict]:
+def method_options(args) -> dict[str, dict]:
     return {"integrated_gradients": {"steps": args.ig_steps}}
 
 
