@@ -23,7 +23,6 @@ The last line printed is one JSON object with the scores, for scripts.
 import argparse
 import enum
 import json
-import math
 import os
 import signal
 import sys
@@ -31,7 +30,6 @@ from pathlib import Path
 
 from analysis.explain.attributions import MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
-from data.batching import check_fits
 from data.corpora import CorpusError
 from evaluation.ablation import AnalysisError
 from evaluation.inputs import (
@@ -39,11 +37,13 @@ from evaluation.inputs import (
     OutputExistsError,
     check_new,
     check_outputs,
+    check_sentences_fit,
+    finite_float,
+    prune_count_option,
     read_sentences,
     resolve_device,
 )
 from evaluation.loading import choose_checkpoint, load
-from evaluation.pruning import parse_prune_count
 from evaluation.result import print_summary, scored_result, write_output
 from evaluation.scoring import read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
@@ -71,8 +71,8 @@ REFUSED = {
     ENGINE: "{option} cannot be used with --engine ctranslate2: CTranslate2 returns no per-head attention "
             "and only scores a split or --tsv file; use the PyTorch engine (the default) to look inside or "
             "to translate sentences",
-    TRANSLATE: "{option} cannot be used with --translate, which translates the sentences given; the scores "
-               "and analyses read a split or --tsv file",
+    TRANSLATE: "{option} cannot be used with --translate, which translates the sentences it is given rather "
+               "than a split or --tsv file",
     EXPLAIN: "--alignment-methods runs alone, without {option}",
     EXPORT: "{option} cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
             "ctranslate2 --engine-model DIR afterwards",
@@ -84,7 +84,7 @@ COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sent
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     """The options in one group per mode, and the modes of every option that does not serve them all."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="evaluate.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     modes: dict[str, set[Mode]] = {}
 
@@ -120,7 +120,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(decoding, "--average-last", type=int, metavar="K",
         help="average the weights of the run's last K checkpoints")
     add(decoding, "--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
-    add(decoding, "--length-penalty", type=_finite_float, default=0.6,
+    add(decoding, "--length-penalty", type=finite_float, default=0.6,
         help="GNMT length penalty alpha (default: 0.6)")
     add(decoding, "--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     add(decoding, "--max-len", type=int, default=None,
@@ -148,7 +148,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(heads, "--ablation-batch", type=int, default=256, metavar="ROWS", only={SCORE},
         help="sentence copies in one forward pass: each batch runs ROWS // --batch-size ablations at once "
              "(default: 256)")
-    add(heads, "--prune-heads", type=_prune_count, metavar="K", only={SCORE},
+    add(heads, "--prune-heads", type=prune_count_option, metavar="K", only={SCORE},
         help="silence the K least important heads (or a fraction in (0, 1) of all heads) and evaluate so")
     add(heads, "--alignment", action="store_true", only={SCORE},
         help="AER of the best cross-attention head and of the head average (toy, copy, reverse data)")
@@ -217,33 +217,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _finite_float(text: str) -> float:
-    """A float option's value; inf and nan are refused, as the last line's JSON cannot hold them."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):  # float() reads "inf", "nan" and overflows such as "1e999" to inf
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
-
-
-def _prune_count(text: str) -> int | float:
-    try:
-        return parse_prune_count(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def run_translate(args, run, sentences: list[str]) -> None:
     """--translate: each sentence's translation printed, and with --attention-out its maps drawn."""
     dm, model = run.datamodule, run.module.model
-
-    def where(index: int, side: str) -> tuple[str, None]:
-        return ("--translate" if args.translate != "-" else f"stdin, sentence {index + 1}"), None
-
-    encoded = dm.src_tokenizer.encode_batch(sentences)
-    check_fits([(i, ids, []) for i, ids in enumerate(encoded)], model.config.max_len, where)
+    check_sentences_fit(sentences, dm.src_tokenizer, model.config.max_len, from_stdin=args.translate == "-")
     out = Path(args.attention_out) if args.attention_out else None
     if out is not None:  # before translating: nothing printed, then refused
         for number in range(1, len(sentences) + 1):

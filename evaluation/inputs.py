@@ -1,14 +1,20 @@
 """What evaluate.py reads from the command line and where it writes, checked at the edge: the sentences of
-``--translate``, the device, and every output path (before any work, so that no scores are lost after
-decoding). Each problem is one line (``InputError``, ``OutputExistsError``) that evaluate.py prints.
+``--translate``, the option values argparse converts, the device, and every output path (before any work, so
+that no scores are lost after decoding). Each problem is one line (``InputError``, ``OutputExistsError``, or
+argparse's usage error) that evaluate.py prints.
 """
 
+import argparse
+import math
 import os
 import sys
 from pathlib import Path
 
 import torch
 
+from data.batching import check_fits
+from data.tokenizer import Tokenizer
+from evaluation.pruning import parse_prune_count
 from training.checkpoints import CheckpointError
 
 
@@ -138,3 +144,33 @@ def read_sentences(text: str, stdin=None) -> list[str]:
         raise InputError("--translate -: stdin holds no sentence")
     return sentences
 
+
+def finite_float(text: str) -> float:
+    """A float option's value; inf and nan are refused, as the last line's JSON cannot hold them."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):  # float() reads "inf", "nan" and overflows such as "1e999" to inf
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def prune_count_option(text: str) -> int | float:
+    """--prune-heads K: a count of heads, or a fraction of them."""
+    try:
+        return parse_prune_count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def check_sentences_fit(
+    sentences: list[str], tokenizer: Tokenizer, max_len: int, *, from_stdin: bool
+) -> None:
+    """Each sentence of --translate must fit the model's max_len; the first that does not is named."""
+
+    def where(index: int, side: str) -> tuple[str, None]:
+        return (f"stdin, sentence {index + 1}" if from_stdin else "--translate"), None
+
+    encoded = tokenizer.encode_batch(sentences)
+    check_fits([(i, ids, []) for i, ids in enumerate(encoded)], max_len, where)
