@@ -204,8 +204,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--alignment-methods: {error}")
     chosen = mode(args)
     given = [name for name in modes if getattr(args, name) != parser.get_default(name)]
+    # An option outside the chosen mode is named before the options that choose modes (they conflict too).
     for name in sorted(given, key=lambda name: name in ("translate", "alignment_methods", "engine")):
-        if chosen not in modes[name]:  # an option is named before the one that chose the mode
+        if chosen not in modes[name]:
             needs = " or ".join(m.value for m in Mode if m in modes[name])
             parser.error(REFUSED[chosen].format(option=f"--{name.replace('_', '-')}", needs=needs))
     if args.test_split is not None and (args.tsv or args.split == "val"):
