@@ -182,7 +182,8 @@ def joey_greedy(model, batch, steps: int):
 
 def time_speed(saved: dict) -> dict:
     """Training target tokens/s and greedy sentences/s of JoeyNMT's model and of ours on the same batches."""
-    from bench.speed import Batch, BenchConfig, our_model, train_step
+    from bench.speed_common import Batch, BenchConfig, our_model
+    from bench.speed_training import train_step
     from model.decoding import greedy_search
     from tests.weight_surgery import suppress_eos
 

@@ -36,7 +36,8 @@ if __package__ in (
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.metrics import score_translations
-from bench.speed import BOS, EOS, PAD, BenchConfig, TutorialSeq2Seq
+from bench.speed_common import BOS, EOS, PAD, BenchConfig
+from bench.tutorial_model import TutorialSeq2Seq
 from data.batching import Batch, collate
 from data.corpora import read_parallel
 from data.datamodule import TranslationDataModule

@@ -47,7 +47,7 @@ if __package__ in (None, ""):  # run as `python bench/positions.py`: make the re
 
 from analysis.axes import KINDS, attention_axes
 from analysis.heads import summarize
-from bench.speed import describe_machine
+from bench.speed_common import describe_machine
 from data.datamodule import TranslationDataModule
 from model import Transformer
 from model.positions import POSITIONAL

@@ -17,7 +17,7 @@ PAD = SPECIALS.pad_id  # the tutorial model uses this project's special ids
 
 
 class Sizes(Protocol):
-    """What the model reads from a config (``bench.speed.BenchConfig`` has it)."""
+    """What the model reads from a config (``bench.speed_common.BenchConfig`` has it)."""
 
     d_model: int
     num_heads: int

@@ -12,64 +12,19 @@ and, by viz.reports:
     alignment_methods_<data>_sentence<k>_lens.png the logit lens of sentence k
 """
 
-import argparse
 import dataclasses
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.explain.attributions import IG_STEPS, MAX_IG_STEPS
 from analysis.explain.logit_lens import LogitLens
-from analysis.explain.registry import METHODS, check_methods
+from analysis.explain.registry import METHODS
 from analysis.explain.scores import AlignmentScores
 from analysis.explain.trace import Explanation
 from data.pairs import Pair
 
 PICTURED_SENTENCES = 3
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The --alignment-methods options, as their own argument group."""
-    group = parser.add_argument_group(
-        "explanation methods (scored against gold alignments: toy, copy, reverse)"
-    )
-    group.add_argument(
-        "--alignment-methods", nargs="*", metavar="METHOD",
-        help=f"AER and agreement per layer (and head) of each method, or of all without names: "
-             f"{', '.join(METHODS)}; prints one JSON table and writes pictures to --analysis-out",
-    )
-    group.add_argument(
-        "--alignment-sentences", type=int, default=200, metavar="N",
-        help="score the first N sentences of the split (default: 200; the gradient methods cost a backward "
-             "pass per target token, Integrated Gradients --ig-steps of them)",
-    )
-    group.add_argument(
-        "--ig-steps", type=int, default=IG_STEPS, metavar="K",
-        help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most "
-             f"{MAX_IG_STEPS})",
-    )
-
-
-def option_error(args: argparse.Namespace) -> str | None:
-    """The first problem with the --alignment-methods options, as one line, or None."""
-    if args.alignment_methods is None:
-        return None
-    try:
-        check_methods(args.alignment_methods)
-    except ValueError as error:
-        return f"--alignment-methods: {error}"
-    for name in ("alignment_sentences", "ig_steps"):
-        if getattr(args, name) < 1:
-            return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
-    if args.ig_steps > MAX_IG_STEPS:
-        return f"--ig-steps must be at most {MAX_IG_STEPS}, got {args.ig_steps}"
-    if args.translate is not None:
-        return "--alignment-methods analyses a data set with gold alignments, not --translate"
-    if args.head_importance or args.prune_heads is not None or args.alignment or args.output:
-        return ("--alignment-methods runs alone, without --head-importance, --prune-heads, --alignment or "
-                "--output")
-    return None
 
 
 def flat_table(scores: dict[str, AlignmentScores]) -> list[dict]:

@@ -8,6 +8,7 @@ detokenized text) and their JSON has the same keys; each engine adds its own aft
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from analysis.metrics import score_translations, sentence_scores
@@ -88,3 +89,13 @@ def print_summary(result: dict) -> None:
             f"AER {best['aer']:.3f}, agreement {100 * best['agreement']:.1f}%; "
             f"head average AER {average['aer']:.3f}, agreement {100 * average['agreement']:.1f}%"
         )
+
+
+def write_output(path: str, sentences: list[dict]) -> int:
+    """--output, after the scores are printed: a failed write (a full disk) costs the file, not the scores."""
+    try:
+        write_sentences(Path(path), sentences)
+    except OSError as error:
+        print(f"error: --output {path}: {error.strerror or error}; it was not written", file=sys.stderr)
+        return 1
+    return 0

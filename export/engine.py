@@ -1,9 +1,9 @@
 """evaluate.py's CTranslate2 options: ``--export-ctranslate2 DIR`` and ``--engine ctranslate2``.
 
-Kept here so that evaluate.py only parses the options and dispatches. This module only translates:
-evaluate.py scores the translations with evaluation.result, as for the PyTorch engine (same sacreBLEU, chrF
-and exact match on the same detokenized text), so that export/ depends on the model and the tokenizers,
-never on evaluation/.
+Kept here so that evaluate.py only parses the options (refusing those CTranslate2 cannot honour) and
+dispatches. This module only translates: evaluate.py scores the translations with evaluation.result, as for
+the PyTorch engine (same sacreBLEU, chrF and exact match on the same detokenized text), so that export/
+depends on the model and the tokenizers, never on evaluation/.
 """
 
 import sys
@@ -23,35 +23,6 @@ from export.ctranslate2 import (
     temporary_export,
 )
 from model import Transformer
-
-# Options of evaluate.py that need the per-head attention CTranslate2 does not return.
-NEEDS_ATTENTION = ("attention_out", "head_importance", "prune_heads", "alignment")
-
-
-def engine_option_error(args) -> str | None:
-    """The one-line complaint about a combination of options the CTranslate2 path cannot honour, or None."""
-    uses_engine = args.engine == "ctranslate2"
-    if args.engine_model and not uses_engine:
-        return "--engine-model needs --engine ctranslate2"
-    if args.export_ctranslate2 and uses_engine:
-        return (
-            "--export-ctranslate2 only exports; evaluate with --engine ctranslate2 --engine-model DIR "
-            "afterwards"
-        )
-    if not (uses_engine or args.export_ctranslate2):
-        return None
-    option = "--engine ctranslate2" if uses_engine else "--export-ctranslate2"
-    for name in NEEDS_ATTENTION:
-        if getattr(args, name) not in (None, False):
-            return (f"--{name.replace('_', '-')} cannot be used with {option}: CTranslate2 returns no "
-                    "per-head attention; use the PyTorch engine (the default) to look inside")
-    if args.translate is not None:
-        return f"--translate cannot be used with {option}; evaluate a split or --tsv file"
-    if args.device not in ("auto", "cpu"):
-        return f"--device {args.device} cannot be used with {option}: the CTranslate2 path runs on the CPU"
-    if args.export_ctranslate2 and args.output:
-        return "--output cannot be used with --export-ctranslate2, which only exports"
-    return None
 
 
 def export_run(args, model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> Path:

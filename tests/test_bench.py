@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.speed import BOS, EOS, QUICK, TutorialSeq2Seq, main, make_batches, suppress_eos
-from bench.speed import PAD as PAD_ID
+from bench.speed import main
+from bench.speed_common import BOS, EOS, QUICK, make_batches
+from bench.speed_common import PAD as PAD_ID
+from bench.tutorial_model import TutorialSeq2Seq
+from tests.weight_surgery import suppress_eos
 
 CORPORA = Path(
     os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
@@ -99,7 +102,7 @@ def test_speed_precision_is_train_pys_choice_on_a_gpu_and_fp32_on_a_cpu_by_defau
 
 
 def test_speed_train_step_autocasts_and_scales_as_lightning_would():
-    from bench import speed
+    from bench import speed_training as speed
 
     batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
     seen = []
@@ -120,7 +123,7 @@ def test_speed_train_step_autocasts_and_scales_as_lightning_would():
 
 @pytest.mark.parametrize("on", [True, False])
 def test_speed_packing_switch_forces_the_path(monkeypatch, on):
-    from bench import speed
+    from bench import speed_training as speed
     from model import transformer as transformer_module
     from model.packing import Packing
 
@@ -588,21 +591,22 @@ def test_joeynmt_baseline_skips_cleanly_without_the_corpus(tmp_path, capsys):
 
 
 def test_speed_skips_joeynmt_without_its_venv_and_says_why(tmp_path):
-    from bench.speed import bench_joeynmt, comparison_lines
+    from bench.speed_joeynmt import bench_joeynmt, joeynmt_lines
+    from bench.speed_training import recipe_lines
 
     skipped = bench_joeynmt(QUICK, torch.device("cpu"), tmp_path / "none")
     assert skipped == {"skipped": f"no JoeyNMT environment in {tmp_path / 'none'} "
                                   "(python bench/joeynmt_baseline.py makes it)"}
     training = {"ours": {"target_tokens_per_s": 1500.0}, "tutorial": {"target_tokens_per_s": 1000.0},
                 "ratio": 1.5, "padding_share": 0.3}
-    lines = comparison_lines({"config": {}, "training": training, "joeynmt": skipped})
+    lines = recipe_lines({"config": {}, "training": training})
     assert lines[3] == f"{'random batches':26}{1500:>11}{1000:>10}{'1.50x':>8}{'30.0%':>9}"
     assert lines[4] == f"{'train.py batches':26}skipped: no --data given"
-    assert lines[-1] == f"  skipped: {skipped['skipped']}"
+    assert joeynmt_lines({"config": {}, "joeynmt": skipped})[-1] == f"  skipped: {skipped['skipped']}"
 
 
 def test_speed_padding_share_counts_source_and_target_padding():
-    from bench.speed import PAD, Batch, padding_share
+    from bench.speed_common import PAD, Batch, padding_share
 
     src = torch.tensor([[5, 6, 2], [7, 2, PAD]])  # 1 pad of 6
     tgt_out = torch.tensor([[5, 2, PAD, PAD], [8, 9, 6, 2]])  # 2 pads of 8
@@ -620,7 +624,7 @@ def test_speed_data_option_needs_the_corpus(tmp_path, capsys):
 
 @pytest.mark.skipif(not (CORPORA / "multi30k").is_dir(), reason=f"Multi30k not found in {CORPORA}")
 def test_speed_measures_the_ratio_on_the_recipe_batches(tmp_path):
-    from bench.speed import bench_recipe_training, recipe_batches
+    from bench.speed_training import bench_recipe_training, recipe_batches
 
     threads = torch.get_num_threads()
     try:

@@ -440,11 +440,12 @@ def test_exporting_a_source_longer_than_max_len_is_a_one_line_error(tmp_path):
 def decodings(monkeypatch):
     """How many times evaluate.py decoded (a list that grows by one per call)."""
     import evaluate
+    from evaluation import scoring
 
     calls = []
-    for name in ("translate", "translate_hypotheses"):
-        function = getattr(evaluate, name)
-        monkeypatch.setattr(evaluate, name, lambda *a, _f=function, **k: calls.append(1) or _f(*a, **k))
+    for module, name in ((scoring, "translate"), (evaluate, "translate_hypotheses")):
+        function = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _f=function, **k: calls.append(1) or _f(*a, **k))
     return calls
 
 
@@ -491,6 +492,52 @@ def test_absurd_counts_are_option_errors(tmp_path, capsys, option, value, messag
         run_evaluate(capsys, tmp_path / "any.ckpt", option, value)
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err.strip().splitlines()[-1].endswith(f"error: {message}")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--ig-steps", "4"], "--ig-steps needs --alignment-methods"),
+        (["--compute-type", "int8"], "--compute-type needs --engine ctranslate2 or --export-ctranslate2"),
+        (["--translate", "a cat", "--output", "out.jsonl"],
+         ("--output cannot be used with --translate, which translates the sentences it is given rather than "
+          "a split or --tsv file")),
+        (["--translate", "a cat", "--tsv", "pairs.tsv"],
+         ("--tsv cannot be used with --translate, which translates the sentences it is given rather than a "
+          "split or --tsv file")),
+        (["--export-ctranslate2", "dir", "--engine", "ctranslate2"],
+         ("--engine cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
+          "ctranslate2 --engine-model DIR afterwards")),
+        (["--alignment-methods", "--output", "o.jsonl"], "--alignment-methods runs alone, without --output"),
+        (["--export-ctranslate2", "dir", "--translate", "a cat"],
+         "argument --translate: not allowed with argument --export-ctranslate2"),
+    ],
+)
+def test_an_option_outside_its_mode_is_refused_in_one_line_naming_both(tmp_path, capsys, options, message):
+    """Scoring is the default; --translate, --alignment-methods and --export-ctranslate2 replace it (one at
+    most), and every option of one mode given in another is refused before anything is read."""
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", *options)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.splitlines()[-1] == f"evaluate.py: error: {message}"
+
+
+def test_options_of_every_mode_parse_alone():
+    """The documented spellings of each mode parse, so a mode's options are not refused in their own mode."""
+    import evaluate
+
+    cases = {
+        evaluate.SCORE: ["--head-importance", "--prune-heads", "4", "--alignment", "--output", "o.jsonl",
+                         "--analysis-out", "a", "--test-split", "test2017"],
+        evaluate.ENGINE: ["--engine", "ctranslate2", "--engine-model", "m", "--compute-type", "int8",
+                          "--tsv", "t.tsv", "--output", "o.jsonl"],
+        evaluate.TRANSLATE: ["--translate", "a cat", "--attention-out", "maps", "--beam-size", "4"],
+        evaluate.EXPLAIN: ["--split", "val", "--alignment-methods", "attention", "--ig-steps", "8",
+                           "--alignment-sentences", "20", "--analysis-out", "a"],
+        evaluate.EXPORT: ["--export-ctranslate2", "dir", "--compute-type", "int8", "--average-last", "3"],
+    }
+    for mode, options in cases.items():
+        assert evaluate.mode(evaluate.parse_args(["x.ckpt", *options])) is mode, options
 
 
 def other_vocabulary(checkpoint: dict) -> dict:
@@ -544,10 +591,10 @@ def test_translate_refuses_bytes_that_are_not_utf8(tiny_run, capsys, monkeypatch
 def test_a_byte_order_mark_on_stdin_is_dropped(tiny_run, capsys, monkeypatch):
     import io
 
-    import evaluate
+    from evaluation.inputs import read_sentences
 
     bom = io.TextIOWrapper(io.BytesIO("\ufeffthe dog saw a cat\nevery queen walked\n".encode()))
-    assert evaluate.read_sentences("-", bom) == ["the dog saw a cat", "every queen walked"]
+    assert read_sentences("-", bom) == ["the dog saw a cat", "every queen walked"]
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     translations = []
     for text in ("\ufeffthe dog saw a cat\n", "the dog saw a cat\n"):
@@ -632,10 +679,10 @@ def test_the_default_analysis_folder_is_checked_before_any_work(tiny_run, tmp_pa
     """Without --analysis-out files go to <run>/analysis/<checkpoint>: a file in the way stops it first."""
     import shutil
 
-    import evaluate
+    from evaluation import scoring
 
-    monkeypatch.setattr(evaluate, "measure_head_importance", lambda *a, **k: pytest.fail("measured heads"))
-    monkeypatch.setattr(evaluate, "run_alignment_methods", lambda *a, **k: pytest.fail("scored methods"))
+    monkeypatch.setattr(scoring, "measure_head_importance", lambda *a, **k: pytest.fail("measured heads"))
+    monkeypatch.setattr(scoring, "run_alignment_methods", lambda *a, **k: pytest.fail("scored methods"))
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     checkpoint = shutil.copy(tiny_run / "checkpoints" / "last.ckpt", run / "checkpoints" / "last.ckpt")

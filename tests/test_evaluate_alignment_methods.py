@@ -54,7 +54,9 @@ def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny
         # Captum's Gauss-Legendre table grows as steps squared: 100000 steps asked numpy for 74.5 GiB.
         (["--alignment-methods", "--ig-steps", "100000"], "--ig-steps must be at most 32, got 100000"),
         (["--alignment-methods", "--alignment-sentences", "0"], "--alignment-sentences must be at least 1"),
-        (["--alignment-methods", "--translate", "a cat"], "not --translate"),
+        # One of the modes that replace scoring (argparse's mutually exclusive group).
+        (["--alignment-methods", "--translate", "a cat"],
+         "error: argument --translate: not allowed with argument --alignment-methods"),
         (["--alignment-methods", "--alignment"], "--alignment-methods runs alone"),
     ],
 )

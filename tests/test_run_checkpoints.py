@@ -4,7 +4,6 @@ import contextlib
 import os
 import threading
 import zipfile
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -147,7 +146,7 @@ def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
 )
 def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, interrupt, expected):
     """Before, --resume took the newer file by time, and the tab last.ckpt whenever it existed."""
-    import evaluate
+    from evaluation.loading import choose_checkpoint
     from train import find_resume_checkpoint
     from viz.tab.plugin import AttentionPlugin
 
@@ -155,9 +154,7 @@ def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, int
         saved(run / "checkpoints" / "interrupted.ckpt", *interrupt)
     chosen = run / "checkpoints" / expected
     assert find_resume_checkpoint(str(run)) == (chosen, run)
-    args = Namespace(checkpoint=str(run))
-    evaluate.choose_checkpoint(args)
-    assert args.checkpoint == str(chosen) and f"using {chosen}" in capsys.readouterr().err
+    assert choose_checkpoint(str(run)) == str(chosen) and f"using {chosen}" in capsys.readouterr().err
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=str(run.parent), data_provider=None))
     assert plugin._live.checkpoint("run") == (chosen.resolve(), None, 200)
 

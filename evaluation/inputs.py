@@ -1,0 +1,176 @@
+"""What evaluate.py reads from the command line and where it writes, checked at the edge: the sentences of
+``--translate``, the option values argparse converts, the device, and every output path (before any work, so
+that no scores are lost after decoding). Each problem is one line (``InputError``, ``OutputExistsError``, or
+argparse's usage error) that evaluate.py prints.
+"""
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from data.batching import check_fits
+from data.tokenizer import Tokenizer
+from evaluation.pruning import parse_prune_count
+from training.checkpoints import CheckpointError
+
+
+class OutputExistsError(Exception):
+    """An output path that exists (without --overwrite) or cannot be written; the message is one line."""
+
+
+class InputError(Exception):
+    """Bad sentences given to --translate, or an option the run's data cannot honour; the message is one
+    line."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise CheckpointError(f"--device {name}: not a device; use cpu, cuda, cuda:N or mps") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise CheckpointError(f"--device {name}: evaluate.py runs on cpu, cuda or mps")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CheckpointError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise CheckpointError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA devices")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise CheckpointError(f"--device {name}: MPS is not available on this machine")
+    return device
+
+
+def check_new(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
+
+
+def check_folder(folder: Path, option: str, given: Path | str) -> None:
+    """Say at once if ``option``'s folder cannot be made (it is made only when files are written): it, or
+    else its nearest existing parent, must be a folder one can write into. ``given`` is the option's value."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not existing.is_dir():
+        raise OutputExistsError(f"{option} {given}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputExistsError(f"{option} {given}: {existing} is not writable")
+
+
+def analysis_directory(args) -> Path:
+    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder."""
+    if args.analysis_out:
+        return Path(args.analysis_out)
+    checkpoint = Path(args.checkpoint)
+    folder = checkpoint.parent
+    run_dir = folder.parent if folder.name == "checkpoints" else folder
+    return run_dir / "analysis" / checkpoint.stem
+
+
+def check_outputs(args) -> None:
+    """Every output path checked before any work, so that no scores are lost after decoding. Needs the
+    checkpoint file (``choose_checkpoint``): the analysis folder's default is named after it."""
+    if args.output:
+        output = Path(args.output)
+        if output.is_dir():
+            raise OutputExistsError(
+                f"--output {output} is a folder; give a file name, such as {output / 'out.jsonl'}"
+            )
+        check_new(output, args.overwrite)
+        check_folder(output.parent, "--output", output)
+    for option, value in (("--attention-out", args.attention_out), ("--analysis-out", args.analysis_out)):
+        if value:
+            check_folder(Path(value), option, Path(value))
+    if not args.analysis_out and (args.head_importance or args.alignment_methods is not None):
+        folder = analysis_directory(args)
+        check_folder(folder, "--analysis-out", f"{folder} (the default)")
+    if args.export_ctranslate2:
+        check_new(Path(args.export_ctranslate2), args.overwrite)
+
+
+def _decoded_lines(stream) -> list[str]:
+    """The lines of ``stream`` (bytes or text) as text; bytes that are not UTF-8 are a one-line InputError.
+
+    A UTF-8 byte-order mark before the first line is dropped, as the TSV reader does.
+    """
+    lines = []
+    for number, line in enumerate(stream, start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(
+                    f"--translate -: stdin line {number} is not UTF-8 text (byte 0x{line[error.start]:02x} "
+                    f"at byte {error.start + 1})"
+                ) from None
+        lines.append(line.removeprefix("\ufeff") if number == 1 else line)
+    return lines
+
+
+def _check_text(text: str, where: str) -> None:
+    """Text from the command line holds lone surrogates where its bytes were not UTF-8 (PEP 383)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"code point U+{code:04X}"
+        raise InputError(f"{where} is not UTF-8 text ({what} at character {error.start + 1})") from None
+
+
+def read_sentences(text: str, stdin=None) -> list[str]:
+    """The sentences of ``--translate TEXT``, or of stdin's lines for ``-``; an empty one, or one that is not
+    UTF-8, is an error."""
+    if text != "-":
+        _check_text(text, "--translate: the sentence")
+        if not text.strip():
+            raise InputError(
+                "--translate: the sentence is empty; give a sentence, or '-' to read lines from stdin"
+            )
+        return [text.strip()]
+    stream = sys.stdin if stdin is None else stdin
+    try:
+        lines = _decoded_lines(getattr(stream, "buffer", stream))  # bytes where there are, to decode here
+    except UnicodeDecodeError as error:  # a text stream that decodes itself
+        raise InputError(f"--translate -: stdin is not UTF-8 text ({error.reason})") from None
+    sentences = [line.strip() for line in lines]
+    for number, sentence in enumerate(sentences, start=1):
+        _check_text(sentence, f"--translate -: stdin line {number}")
+        if not sentence:
+            raise InputError(f"--translate -: stdin line {number} is empty; give one sentence per line")
+    if not sentences:
+        raise InputError("--translate -: stdin holds no sentence")
+    return sentences
+
+
+def finite_float(text: str) -> float:
+    """A float option's value; inf and nan are refused, as the last line's JSON cannot hold them."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):  # float() reads "inf", "nan" and overflows such as "1e999" to inf
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def prune_count_option(text: str) -> int | float:
+    """--prune-heads K: a count of heads, or a fraction of them."""
+    try:
+        return parse_prune_count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def check_sentences_fit(
+    sentences: list[str], tokenizer: Tokenizer, max_len: int, *, from_stdin: bool
+) -> None:
+    """Each sentence of --translate must fit the model's max_len; the first that does not is named."""
+
+    def where(index: int, side: str) -> tuple[str, None]:
+        return (f"stdin, sentence {index + 1}" if from_stdin else "--translate"), None
+
+    encoded = tokenizer.encode_batch(sentences)
+    check_fits([(i, ids, []) for i, ids in enumerate(encoded)], max_len, where)

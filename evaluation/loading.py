@@ -1,0 +1,82 @@
+"""A checkpoint loaded for evaluation: its weights averaged if asked, its unknown settings warned about in one
+line each, and refused when its weights hold NaN or when ``--test-split`` names a choice its data does not
+have. Problems are one-line ``CheckpointError``s and ``InputError``s, which evaluate.py prints.
+"""
+
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+from evaluation.inputs import InputError
+from training.checkpoints import (
+    CheckpointError,
+    LoadedRun,
+    UnknownSettingsWarning,
+    average_state_dicts,
+    last_checkpoints,
+    load_run,
+)
+from training.run_checkpoints import newest_checkpoint
+
+
+def choose_checkpoint(checkpoint: str) -> str:
+    """The checkpoint file to load: a run folder given instead becomes the file of its newest weights
+    (printed)."""
+    if not Path(checkpoint).is_dir():
+        return checkpoint
+    chosen = str(newest_checkpoint(checkpoint))
+    print(f"using {chosen}", file=sys.stderr)
+    return chosen
+
+
+def load(
+    checkpoint: str,
+    *,
+    average_last: int | None = None,
+    data_path: str | None = None,
+    test_split: str | None = None,
+    device: torch.device,
+) -> LoadedRun:
+    """The run of ``checkpoint``, its weights averaged over its last ``average_last`` checkpoints (printed);
+    a checkpoint's unknown settings are printed as one-line warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownSettingsWarning)
+        state_dict = None
+        if average_last:
+            paths = last_checkpoints(checkpoint, average_last)
+            state_dict = average_state_dicts(paths)
+            print(f"averaging {len(paths)} checkpoints: {', '.join(p.name for p in paths)}", file=sys.stderr)
+        run = load_run(
+            checkpoint, state_dict=state_dict, data_path=data_path, test_split=test_split, device=str(device)
+        )
+    for warning in caught:
+        if issubclass(warning.category, UnknownSettingsWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    check_finite(run, checkpoint)
+    check_test_split(run, test_split)
+    return run
+
+
+def check_finite(run: LoadedRun, checkpoint: str) -> None:
+    """A diverged run's weights hold NaN: its translations, scores and attention maps would be noise (and the
+    maps cannot be drawn), so none are made."""
+    for name, value in run.module.state_dict().items():
+        if value.is_floating_point() and not value.isfinite().all():
+            raise CheckpointError(
+                f"{checkpoint}: {name} holds NaN or infinite weights (the run diverged?); use an earlier "
+                "checkpoint"
+            )
+
+
+def check_test_split(run: LoadedRun, test_split: str | None) -> None:
+    """--test-split chooses among the test files of a corpus on disk; the toy tasks and SCAN have one."""
+    dataset = run.datamodule.dataset
+    if test_split is not None and dataset not in ("multi30k", "tsv"):
+        raise InputError(
+            f"--test-split {test_split}: the run's {dataset} data has a single test set; --test-split "
+            "is for multi30k and tsv corpora"
+        )
