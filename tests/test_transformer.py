@@ -8,6 +8,7 @@ import torch
 
 from model import HeadMask, Transformer
 from tests.conftest import BOS, PAD, random_ids, tiny_config
+from training.upgrade import upgrade_state_dict
 
 
 def batch(src_len=6, tgt_len=5, b=3):
@@ -145,7 +146,7 @@ def test_logits_at_kept_positions_equal_the_full_logits_there(tiny_model):
 
 
 def test_dropout_keeps_about_1_minus_p_and_rescales():
-    from model.layers import Dropout
+    from model.dropout import Dropout
 
     dropout = Dropout(0.25).train()
     x = torch.ones(200, 500)
@@ -160,7 +161,7 @@ def test_dropout_mask_bits_are_all_random_and_seeded():
     """Each of the four 16-bit integers cut from a 64-bit draw keeps a position with probability 1 - p (the
     top one too: a draw without the sign bit would keep every fourth position), and the default generator's
     seed fixes the mask."""
-    from model.layers import Dropout
+    from model.dropout import Dropout
 
     dropout = Dropout(0.25).train()
     torch.manual_seed(0)
@@ -214,6 +215,7 @@ def test_sublayer_arrangement_and_residual_dropout(side, norm_first):
 
     Dropout is on the branch only.
     """
+    from model.context import AttentionContext, StackContext
     from model.layers import DecoderLayer, EncoderLayer
 
     torch.manual_seed(0)
@@ -227,9 +229,9 @@ def test_sublayer_arrangement_and_residual_dropout(side, norm_first):
 
     def run(layer):
         if side == "encoder":
-            return layer(x, attend=torch.ones(2, 1, 1, 3, dtype=torch.bool))[0]
+            return layer(x, StackContext(AttentionContext.of(torch.ones(2, 1, 1, 3, dtype=torch.bool))))[0]
         memory, src_attend = torch.randn(2, 4, 8), torch.ones(2, 1, 1, 4, dtype=torch.bool)
-        return layer(x, memory, self_attend=None, src_attend=src_attend)[0]
+        return layer(x, memory, StackContext(AttentionContext(), AttentionContext.of(src_attend)))[0]
 
     def norm(h):
         return torch.nn.functional.layer_norm(h, (8,))
@@ -262,8 +264,9 @@ OLD_NORM_NAMES = {  # old name → today's, per layer
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_checkpoints_with_the_old_norm_names_load_and_give_the_same_outputs(norm_first):
-    """A training checkpoint (the model under ``model.``, as in TranslationModule) with the old names loads
-    strictly into today's model and computes the same logits."""
+    """A training checkpoint (the model under ``model.``, as in TranslationModule) with the old names, brought
+    to today's names as checkpoints are loaded, loads strictly into today's model and computes the same
+    logits."""
     config = tiny_config(norm_first=norm_first, dropout=0.1)
     torch.manual_seed(0)
     trained = torch.nn.ModuleDict({"model": Transformer(config)})
@@ -286,7 +289,7 @@ def test_checkpoints_with_the_old_norm_names_load_and_give_the_same_outputs(norm
 
     torch.manual_seed(1)
     loaded = torch.nn.ModuleDict({"model": Transformer(config)})
-    loaded.load_state_dict(old_state)  # strict: no key missing, none unexpected
+    loaded.load_state_dict(upgrade_state_dict(old_state))  # strict: no key missing, none unexpected
     src, tgt_in = batch()
     expected = trained.model.eval()(src, tgt_in)
     torch.testing.assert_close(loaded.model.eval()(src, tgt_in), expected, rtol=0, atol=0)
