@@ -315,3 +315,41 @@ def test_padding_embeddings_start_at_zero_and_source_padding_is_never_trained(ti
     tiny_model(src, tgt_in).sum().backward()
     # The tied target table is also the output projection, whose padding row the softmax does train.
     assert torch.all(tiny_model.src_embed.weight.grad[PAD] == 0)
+
+
+def test_each_stack_builds_one_context_per_call_and_every_layer_gets_it(tiny_model):
+    """The per-call inputs a stack shares travel as one ``StackContext``, built once by ``encode`` and once
+    by ``decode`` (a cached step included) and handed as the same object to every layer; the encoder's has
+    no cross-attention, the decoder's cross-attention has no position hooks, and a cached step's
+    self-attention attends every position so far."""
+    import inspect
+
+    from model.attention import MultiHeadAttention
+    from model.context import StackContext
+
+    seen = {"encoder": [], "decoder": []}
+    for side, layers in (("encoder", tiny_model.encoder_layers), ("decoder", tiny_model.decoder_layers)):
+        position = 1 if side == "encoder" else 2  # (x, context) / (x, memory, context)
+        for layer in layers:
+            layer.register_forward_pre_hook(lambda _, args, _s=side, _p=position: seen[_s].append(args[_p]))
+    src, tgt_in = batch()
+    tiny_model(src, tgt_in)
+    encoder, decoder = seen["encoder"], seen["decoder"]
+    assert len(encoder) == len(decoder) == 2 and isinstance(encoder[0], StackContext)
+    assert encoder[0] is encoder[1] and decoder[0] is decoder[1]
+    assert encoder[0].cross_attention is None
+    cross = decoder[0].cross_attention
+    assert cross.rotate is None and cross.score_bias is None
+    assert torch.equal(cross.mask.attend, (src != PAD)[:, None, None, :])
+
+    seen["decoder"].clear()
+    cache = tiny_model.new_cache()
+    encoded = tiny_model.encode(src)
+    for t in range(2):
+        tiny_model.decode(tgt_in[:, t : t + 1], encoded, cache=cache)
+    first, second = seen["decoder"][::2]  # one context per step, the same for both layers
+    assert seen["decoder"][1] is first and seen["decoder"][3] is second and first is not second
+    assert first.self_attention.mask is None
+
+    # One carrier instead of a parameter per feature: at most 7 parameters besides self.
+    assert len(inspect.signature(MultiHeadAttention.forward).parameters) - 1 <= 7
