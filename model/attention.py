@@ -105,26 +105,28 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self,
-        x: Tensor,
-        memory: Tensor | None = None,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
         *,
         context: AttentionContext = NO_CONTEXT,
         need_weights: bool = False,
         cache: KVCache | None = None,
         head_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from ``x`` to itself (self-attention) or to ``memory`` (cross-attention).
+        """Attend from ``query`` to ``key``/``value``.
 
         Args:
-            x: (B, Tq, D) queries; the keys and values too when ``memory`` is None.
-            memory: (B, Tk, D) the keys and values. Or (B/G, Tk, D), each row shared by G consecutive query
-                rows (the beams of a sentence in beam search): projected and cached once per row, and the G
-                rows' queries attend to it as G * Tq queries of one row, with no copy of the keys.
+            query: (B, Tq, D).
+            key, value: (B, Tk, D). Pass the same tensor three times for self-attention.
+                Or (B/G, Tk, D), each row shared by G consecutive query rows (the beams of a sentence in
+                beam search): the keys and values are projected and cached once per row, and the G rows'
+                queries attend to them as G * Tq queries of one row, with no copy of the keys.
             context: the mask, position hooks and packing of the call (see ``model.context``). With a cache,
                 the mask's Tk counts the cached keys too; with shared keys it is (B/G, H, 1, Tk). With a
-                packing, x holds the (Nq, D) tokens of a (B, Tq) batch and memory the (Nk, D) ones of a
-                (B, Tk) batch: projected as tokens, padded for attention, the output packed like x. A packing
-                takes no cache and no shared keys.
+                packing, query holds the (Nq, D) tokens of a (B, Tq) batch, key and value the (Nk, D) ones
+                of a (B, Tk) batch: projected as tokens, padded for attention, the output packed like the
+                query. A packing takes no cache and no shared keys.
             need_weights: also return the attention weights (the explicit path instead of the fused kernel).
             cache: keys/values from earlier decoding steps; updated in place.
             head_mask: (H,) or (B, H) multipliers of each head's output before the heads are merged: 1 keeps
@@ -135,7 +137,7 @@ class MultiHeadAttention(nn.Module):
             ``need_weights`` is False. A query whose keys are all masked gets zero weights and zero output
             (before the output projection), never NaN.
         """
-        q, k, v = self._project(x, memory, context, cache)  # (B, H, Tq, Dh), 2 x (B or B/G, H, Tk, Dh)
+        q, k, v = self._project(query, key, value, context, cache)  # (B, H, Tq, Dh), 2 x (B|B/G, H, Tk, Dh)
         groups = self._query_rows_per_key_row(q, k, context)
         if groups > 1:
             q = self._fold_groups(q, groups)  # (B/G, H, G*Tq, Dh)
@@ -154,25 +156,28 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out), weights
 
     def _project(
-        self, x: Tensor, memory: Tensor | None, context: AttentionContext, cache: KVCache | None
+        self, query: Tensor, key: Tensor, value: Tensor, context: AttentionContext, cache: KVCache | None
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Project into heads, rotate, use and update the cache: q (B, H, Tq, Dh), k and v (B, H, Tk, Dh).
 
         Packed inputs are projected as tokens, then padded: (N, 3D) → (B, T, 3D).
         """
         query_packing, key_packing = context.packing if context.packing is not None else (None, None)
-        if key_packing is not None and (cache is not None or (x if memory is None else memory).size(0)
-                                        != key_packing.tokens):
+        if key_packing is not None and (cache is not None or key.size(0) != key_packing.tokens):
             raise ValueError("packed inputs take no cache, and as many key rows as their packing has tokens")
         if cache is not None and cache.static and cache.key is not None:  # cross-attention's later steps
-            q = self._split_heads(self._in_linear(x, 0, 1))  # (B, H, Tq, Dh)
+            q = self._split_heads(self._in_linear(query, 0, 1))  # (B, H, Tq, Dh)
             k, v = cache.stored()  # (B, H, Tk, Dh) each
             return (q if context.rotate is None else context.rotate(q)), k, v
-        if memory is None:  # self-attention: one matmul for all three
-            q, k, v = _padded(self.in_proj(x), query_packing).chunk(3, dim=-1)  # 3 x (B, T, D)
+        if query is key and key is value:  # self-attention: one matmul for all three
+            q, k, v = _padded(self.in_proj(query), query_packing).chunk(3, dim=-1)  # 3 x (B, T, D)
         else:
-            q = _padded(self._in_linear(x, 0, 1), query_packing)  # (B, Tq, D)
-            k, v = _padded(self._in_linear(memory, 1, 3), key_packing).chunk(2, dim=-1)  # 2 x (B, Tk, D)
+            q = _padded(self._in_linear(query, 0, 1), query_packing)  # (B, Tq, D)
+            if key is value:  # cross-attention: one matmul for keys and values
+                k, v = _padded(self._in_linear(key, 1, 3), key_packing).chunk(2, dim=-1)  # 2 x (B, Tk, D)
+            else:
+                k = _padded(self._in_linear(key, 1, 2), key_packing)  # (B, Tk, D)
+                v = _padded(self._in_linear(value, 2, 3), key_packing)  # (B, Tk, D)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         if context.rotate is not None:
             # Keys are rotated at their own positions before they are cached, so cached keys never change.

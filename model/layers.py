@@ -62,7 +62,8 @@ class EncoderLayer(nn.Module):
 
         def self_attention(h: Tensor) -> tuple[Tensor, Tensor | None]:
             return self.self_attn(
-                h, context=context.self_attention, need_weights=need_weights, head_mask=head_mask.encoder
+                h, h, h,
+                context=context.self_attention, need_weights=need_weights, head_mask=head_mask.encoder,
             )
 
         if self.norm_first:  # pre-LN: normalise each sublayer's input
@@ -117,13 +118,15 @@ class DecoderLayer(nn.Module):
 
         def self_attention(h: Tensor) -> tuple[Tensor, Tensor | None]:
             return self.self_attn(
-                h, context=context.self_attention, need_weights=need_weights, cache=self_cache,
+                h, h, h,
+                context=context.self_attention, need_weights=need_weights, cache=self_cache,
                 head_mask=head_mask.decoder,
             )
 
         def cross_attention(h: Tensor) -> tuple[Tensor, Tensor | None]:
             return self.cross_attn(
-                h, memory, context=context.cross_attention, need_weights=need_weights, cache=cross_cache,
+                h, memory, memory,
+                context=context.cross_attention, need_weights=need_weights, cache=cross_cache,
                 head_mask=head_mask.cross,
             )
 

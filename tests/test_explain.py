@@ -71,7 +71,7 @@ def test_value_weighted_attention_equals_brute_force_from_the_module_weights():
     D, H, T, S = 8, 2, 3, 4
     attention = MultiHeadAttention(D, H).eval()
     query, memory = torch.randn(1, T, D), torch.randn(1, S, D)
-    output, weights = attention(query, memory, need_weights=True)
+    output, weights = attention(query, memory, memory, need_weights=True)
     per_head, per_layer = value_weighted(weights, attention.project_values(memory), attention.out_proj.weight)
 
     Dh = D // H

@@ -50,8 +50,8 @@ def fused_and_explicit(dtype: torch.dtype, device: str = "cuda"):
     x = torch.randn(B, TQ, D, device=device)
     mask = key_padding([9, 7, 3, 1], TQ, device) & causal_mask(TQ, device=device)
     with torch.autocast(device_type=torch.device(device).type, dtype=dtype):
-        fused, _ = attn(x, context=AttentionContext.of(mask))
-        explicit, weights = attn(x, context=AttentionContext.of(mask), need_weights=True)
+        fused, _ = attn(x, x, x, context=AttentionContext.of(mask))
+        explicit, weights = attn(x, x, x, context=AttentionContext.of(mask), need_weights=True)
     return fused, explicit, weights
 
 

@@ -110,9 +110,9 @@ def test_packed_inputs_refuse_a_cache_and_mismatched_rows():
     packing = Packing.of(torch.tensor([[True, False], [True, True]]))
     x = torch.randn(3, 8)
     with pytest.raises(ValueError, match="no cache"):
-        attention(x, context=AttentionContext(packing=(packing, packing)), cache=KVCache())
+        attention(x, x, x, context=AttentionContext(packing=(packing, packing)), cache=KVCache())
     with pytest.raises(ValueError, match="as many key rows"):
-        attention(x, x[:2], context=AttentionContext(packing=(packing, packing)))
+        attention(x, x[:2], x[:2], context=AttentionContext(packing=(packing, packing)))
 
 
 def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
