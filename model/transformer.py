@@ -147,6 +147,8 @@ class Transformer(nn.Module):
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
         then it takes no cache, and returns logits at the non-padding inputs, (Nt, V).
         """
+        if encoded.packing is not None and (cache is not None or last_only):
+            raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
         context = self._decoder_context(tgt_in, encoded, cache, keep)
         target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
         offset = 0 if cache is None else cache.length
@@ -183,8 +185,6 @@ class Transformer(nn.Module):
         position hooks, and with a packed ``encoded`` the (target, source) packings."""
         packing = None
         if encoded.packing is not None:
-            if cache is not None:
-                raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
             target = keep if keep is not None else Packing.of(tgt_in != self.config.pad_id)
             packing = (target, encoded.packing)  # (target, source)
         if cache is None:

@@ -121,6 +121,8 @@ def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
     assert encoded.memory.shape == (int((src != PAD).sum()), 16)
     with pytest.raises(ValueError, match="teacher-forced"):
         tiny_model.decode(tgt_in[:, :1], encoded, cache=tiny_model.new_cache())
+    with pytest.raises(ValueError, match="teacher-forced"):
+        tiny_model.decode(tgt_in, encoded, last_only=True)
 
 
 # -- token positions found ahead: the training pass asks the device nothing ----------------------------------
