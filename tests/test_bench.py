@@ -124,9 +124,9 @@ def test_speed_packing_switch_forces_the_path(monkeypatch, on):
     from model import transformer as transformer_module
     from model.packing import Packing
 
-    calls = []
-    real = Packing.of.__func__
-    monkeypatch.setattr(Packing, "of", classmethod(lambda cls, keep: calls.append(1) or real(cls, keep)))
+    calls = []  # packed layers pad their tokens around attention; padded ones never do
+    real = Packing.pad
+    monkeypatch.setattr(Packing, "pad", lambda self, x: calls.append(1) or real(self, x))
     saved = transformer_module.PACK_FROM
     batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
     model = speed.our_model(QUICK, torch.device("cpu"))
