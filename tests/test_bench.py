@@ -250,7 +250,7 @@ def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_lengt
     from model.decoding import greedy_search
     from tests.conftest import random_ids, tiny_config
 
-    torch.manual_seed(0)
+    torch.manual_seed(3)
     model = Transformer(tiny_config(positional="alibi", tie_output_embedding=False)).eval()
     src = random_ids(3, 5, 13, generator=torch.Generator().manual_seed(1))
     lengths = torch.tensor([2, 7, 4])
