@@ -2,12 +2,14 @@
 
 from model.attention import KVCache, MultiHeadAttention
 from model.config import TransformerConfig
+from model.context import AttentionContext
 from model.decoding import beam_search, greedy_search
 from model.masks import causal_mask, decoder_self_mask, padding_mask
 from model.transformer import Transformer
 from model.types import AttentionMaps, DecoderCache, EncoderOutput, HeadMask
 
 __all__ = [
+    "AttentionContext",
     "AttentionMaps",
     "DecoderCache",
     "EncoderOutput",

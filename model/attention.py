@@ -4,19 +4,19 @@ Shape legend: B batch, Tq query length, Tk key length, D model dim, H heads, Dh 
 
 Masks are boolean with ``True`` = may attend, broadcastable to (B, H, Tq, Tk).
 
-Two hooks carry position signals in without copies of this module (see ``model.positions``): ``rotate``
-transforms the queries and the new keys before they are scored or cached (RoPE), and ``score_bias`` is added
-to the scaled scores (ALiBi, T5's relative bias).
+What a call shares with the other layers of its stack (mask, position hooks, packing) comes in one
+``AttentionContext`` (``model.context``). Two of its hooks carry position signals in without copies of this
+module (see ``model.positions``): ``rotate`` transforms the queries and the new keys before they are scored or
+cached (RoPE), and ``score_bias`` is added to the scaled scores (ALiBi, T5's relative bias).
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.masks import KeyMask, guard_empty_rows
+from model.context import NO_CONTEXT, AttentionContext
 from model.packing import Packing
 
 
@@ -51,6 +51,19 @@ class KVCache:
         self.key[:, :, self.length : self.length + t] = key
         self.value[:, :, self.length : self.length + t] = value
         self.length += t
+        return self.stored()
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Store the new keys and values (B, H, t, Dh): appended, or as the whole of a static cache; return
+        every position stored, (B, H, length, Dh)."""
+        if not self.static:
+            return self.append(key, value)
+        # Stored contiguous: attention reads them at every decoding step, and strided ones read slower.
+        self.key, self.value, self.length = key.contiguous(), value.contiguous(), key.size(2)
+        return self.stored()
+
+    def stored(self) -> tuple[Tensor, Tensor]:
+        """The keys and values stored so far, (B, H, length, Dh) views."""
         return self.key[:, :, : self.length], self.value[:, :, : self.length]
 
     def reorder(self, index: Tensor) -> None:
@@ -60,15 +73,17 @@ class KVCache:
             self.value = self.value.index_select(0, index)
 
 
-def _same(x: Tensor) -> Tensor:
-    return x
+def _padded(x: Tensor, packing: Packing | None) -> Tensor:
+    """Packed tokens (N, C) padded to (B, T, C) by their packing; x as it is without one."""
+    return x if packing is None else packing.pad(x)
 
 
 class MultiHeadAttention(nn.Module):
     """h-head scaled dot-product attention with learned input and output projections.
 
     The input projection is one (3D, D) matrix holding the query, key and value projections in that order,
-    the layout of ``torch.nn.MultiheadAttention``, so self-attention costs one matmul.
+    the layout of ``torch.nn.MultiheadAttention``, so self-attention costs one matmul. The initial weights are
+    set with the model's (``model.init.init_weights``).
 
     Args:
         d_model: model dimension D.
@@ -87,11 +102,6 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        nn.init.xavier_uniform_(self.in_proj.weight)
-        nn.init.xavier_uniform_(self.out_proj.weight)
-        if bias:
-            nn.init.zeros_(self.in_proj.bias)
-            nn.init.zeros_(self.out_proj.bias)
 
     def forward(
         self,
@@ -99,13 +109,10 @@ class MultiHeadAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         *,
-        mask: Tensor | KeyMask | None = None,
+        context: AttentionContext = NO_CONTEXT,
         need_weights: bool = False,
         cache: KVCache | None = None,
         head_mask: Tensor | None = None,
-        rotate: Callable[[Tensor], Tensor] | None = None,
-        score_bias: Tensor | None = None,
-        packing: tuple[Packing, Packing] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -115,129 +122,119 @@ class MultiHeadAttention(nn.Module):
                 Or (B/G, Tk, D), each row shared by G consecutive query rows (the beams of a sentence in
                 beam search): the keys and values are projected and cached once per row, and the G rows'
                 queries attend to them as G * Tq queries of one row, with no copy of the keys.
-            mask: boolean, True = may attend, broadcastable to (B, H, Tq, Tk); with shared keys, to
-                (B/G, H, 1, Tk). With a cache, Tk counts the cached keys too. Or its ``KeyMask``, made once
-                for all the layers that use the mask.
-            need_weights: also return the attention weights (takes the explicit path instead of the fused
-                kernel).
+            context: the mask, position hooks and packing of the call (see ``model.context``). With a cache,
+                the mask's Tk counts the cached keys too; with shared keys it is (B/G, H, 1, Tk). With a
+                packing, query holds the (Nq, D) tokens of a (B, Tq) batch, key and value the (Nk, D) ones
+                of a (B, Tk) batch: projected as tokens, padded for attention, the output packed like the
+                query. A packing takes no cache and no shared keys.
+            need_weights: also return the attention weights (the explicit path instead of the fused kernel).
             cache: keys/values from earlier decoding steps; updated in place.
-            head_mask: (H,) or (B, H) multipliers of each head's output before the heads are merged:
-                1 keeps a head, 0 silences it (head ablation, Michel et al. 2019).
-            rotate: maps queries (B, H, Tq, Dh) and the new keys (B, H, Tk_new, Dh) to rotated ones of the
-                same shape, before keys enter the cache; for self-attention, where both share positions.
-            score_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores before the mask;
-                the fused kernel gets it as its float ``attn_mask`` with masked keys at -inf.
-            packing: the (query, key) packings of padding-free inputs (see ``model.packing``): query (Nq, D)
-                holds the tokens of a (B, Tq) batch, key and value (Nk, D) those of a (B, Tk) one. They are
-                projected as tokens, padded for attention, and the output is packed like the query. Not with
-                a cache or shared keys.
+            head_mask: (H,) or (B, H) multipliers of each head's output before the heads are merged: 1 keeps
+                a head, 0 silences it (head ablation, Michel et al. 2019).
 
         Returns:
-            output (B, Tq, D) (or (Nq, D) with ``packing``) and weights (B, H, Tq, Tk), or None when
-            ``need_weights`` is False.
-            A query whose keys are all masked gets zero weights and zero output (before the output
-            projection), never NaN.
+            output (B, Tq, D) (or (Nq, D) when packed) and weights (B, H, Tq, Tk), or None when
+            ``need_weights`` is False. A query whose keys are all masked gets zero weights and zero output
+            (before the output projection), never NaN.
         """
-        if packing is not None and (cache is not None or key.size(0) != packing[1].tokens):
-            raise ValueError("packed inputs take no cache, and as many key rows as their packing has tokens")
-        q, k, v = self._project(query, key, value, cache, rotate, packing)
-        dropout_p = self.dropout if self.training else 0.0
-        batch = q.size(0)
-        groups = batch // max(k.size(0), 1)  # query rows per key row
-        if k.size(0) != batch:
-            if groups * k.size(0) != batch or score_bias is not None:
-                raise ValueError(
-                    f"{batch} query rows cannot share {k.size(0)} key rows"
-                    + (" with a score_bias" if score_bias is not None else "")
-                )
-            shape = None if mask is None else (mask.attend if isinstance(mask, KeyMask) else mask).shape
-            if shape is not None and (shape[-2] != 1 or shape[0] not in (1, k.size(0))):
-                raise ValueError(f"shared keys need one mask row per key row, got a mask {tuple(shape)}")
+        q, k, v = self._project(query, key, value, context, cache)  # (B, H, Tq, Dh), 2 x (B|B/G, H, Tk, Dh)
+        groups = self._query_rows_per_key_row(q, k, context)
+        if groups > 1:
             q = self._fold_groups(q, groups)  # (B/G, H, G*Tq, Dh)
-
-        has_key = None
-        if mask is not None:
-            # A query row with no key to attend would make softmax 0/0: it attends everything, then is zeroed.
-            mask, has_key = mask if isinstance(mask, KeyMask) else guard_empty_rows(mask)
-
         if need_weights:
-            scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
-            if score_bias is not None:
-                scores = scores + score_bias.to(scores.dtype)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            weights = scores.float().softmax(dim=-1).to(q.dtype)
-            if has_key is not None:
-                weights = weights * has_key
-            # F.dropout, as the fused kernel drops its weights inside (dropout_p), where no module reaches.
-            out = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, H, Tq, Dh)
+            out, weights = self._attend_explicitly(q, k, v, context)  # (B, H, Tq, Dh), (B, H, Tq, Tk)
         else:
-            weights = None
-            attn_mask = mask
-            if score_bias is not None:
-                # Every row keeps a key (see ``KeyMask``), so -inf never fills a whole row (NaN).
-                bias = score_bias.to(q.dtype)
-                attn_mask = (
-                    bias if mask is None else torch.where(mask, bias, float("-inf"))
-                )  # (B|1, H, Tq, Tk)
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
-            )  # (B, H, Tq, Dh)
-            if has_key is not None:
-                out = out * has_key
-
+            out, weights = self._attend_fused(q, k, v, context), None  # (B, H, Tq, Dh)
         if groups > 1:
             out = self._unfold_groups(out, groups)  # (B, H, Tq, Dh)
             weights = None if weights is None else self._unfold_groups(weights, groups)  # (B, H, Tq, Tk)
         if head_mask is not None:
             out = out * head_mask.to(out.dtype).reshape(-1, self.num_heads, 1, 1)  # (B|1, H, 1, 1)
         out = self._merge_heads(out)  # (B, Tq, D)
-        if packing is not None:
-            out = packing[0].pack(out)  # (Nq, D)
+        if context.packing is not None:
+            out = context.packing[0].pack(out)  # (Nq, D)
         return self.out_proj(out), weights
 
     def _project(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        cache: KVCache | None,
-        rotate: Callable | None = None,
-        packing: tuple[Packing, Packing] | None = None,
-    ) -> tuple[Tensor, ...]:
+        self, query: Tensor, key: Tensor, value: Tensor, context: AttentionContext, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Project into heads, rotate, use and update the cache: q (B, H, Tq, Dh), k and v (B, H, Tk, Dh).
 
         Packed inputs are projected as tokens, then padded: (N, 3D) → (B, T, 3D).
         """
-        pad_query, pad_key = (packing[0].pad, packing[1].pad) if packing is not None else (_same, _same)
-        w, b = self.in_proj.weight, self.in_proj.bias
-        d = self.d_model
-        if cache is not None and cache.static and cache.key is not None:
-            q = self._split_heads(F.linear(query, w[:d], None if b is None else b[:d]))
-            if rotate is not None:
-                q = rotate(q)
-            return q, cache.key[:, :, : cache.length], cache.value[:, :, : cache.length]
-
-        if query is key and key is value:
-            q, k, v = pad_query(self.in_proj(query)).chunk(3, dim=-1)  # 3 x (B, T, D)
+        query_packing, key_packing = context.packing if context.packing is not None else (None, None)
+        if key_packing is not None and (cache is not None or key.size(0) != key_packing.tokens):
+            raise ValueError("packed inputs take no cache, and as many key rows as their packing has tokens")
+        if cache is not None and cache.static and cache.key is not None:  # cross-attention's later steps
+            q = self._split_heads(self._in_linear(query, 0, 1))  # (B, H, Tq, Dh)
+            k, v = cache.stored()  # (B, H, Tk, Dh) each
+            return (q if context.rotate is None else context.rotate(q)), k, v
+        if query is key and key is value:  # self-attention: one matmul for all three
+            q, k, v = _padded(self.in_proj(query), query_packing).chunk(3, dim=-1)  # 3 x (B, T, D)
         else:
-            q = pad_query(F.linear(query, w[:d], None if b is None else b[:d]))  # (B, Tq, D)
-            if key is value:
-                k, v = pad_key(F.linear(key, w[d:], None if b is None else b[d:])).chunk(2, dim=-1)
+            q = _padded(self._in_linear(query, 0, 1), query_packing)  # (B, Tq, D)
+            if key is value:  # cross-attention: one matmul for keys and values
+                k, v = _padded(self._in_linear(key, 1, 3), key_packing).chunk(2, dim=-1)  # 2 x (B, Tk, D)
             else:
-                k = pad_key(F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d]))
-                v = pad_key(F.linear(value, w[2 * d :], None if b is None else b[2 * d :]))
+                k = _padded(self._in_linear(key, 1, 2), key_packing)  # (B, Tk, D)
+                v = _padded(self._in_linear(value, 2, 3), key_packing)  # (B, Tk, D)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
-        if rotate is not None:
+        if context.rotate is not None:
             # Keys are rotated at their own positions before they are cached, so cached keys never change.
-            q, k = rotate(q), rotate(k)
-
-        if cache is not None and cache.static:
-            # Stored contiguous: attention reads them at every decoding step, and strided ones read slower.
-            cache.key, cache.value, cache.length = k.contiguous(), v.contiguous(), k.size(2)
-        elif cache is not None:
-            k, v = cache.append(k, v)  # (B, H, Tk_past + Tk, Dh)
+            q, k = context.rotate(q), context.rotate(k)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, Tk_past + Tk, Dh)
         return q, k, v
+
+    def _in_linear(self, x: Tensor, first: int, end: int) -> Tensor:
+        """x (B, T, D) through the input projection's rows of blocks [first, end) (0 query, 1 key, 2 value):
+        (B, T, (end - first) * D)."""
+        d, b = self.d_model, self.in_proj.bias
+        rows = slice(first * d, end * d)
+        return F.linear(x, self.in_proj.weight[rows], None if b is None else b[rows])
+
+    def _query_rows_per_key_row(self, q: Tensor, k: Tensor, context: AttentionContext) -> int:
+        """G: 1, or the query rows that share each key row (checked against the mask and score bias)."""
+        batch, key_rows = q.size(0), k.size(0)
+        if key_rows == batch:
+            return 1
+        groups = batch // max(key_rows, 1)
+        if groups * key_rows != batch or context.score_bias is not None:
+            with_bias = " with a score_bias" if context.score_bias is not None else ""
+            raise ValueError(f"{batch} query rows cannot share {key_rows} key rows{with_bias}")
+        shape = None if context.mask is None else context.mask.attend.shape
+        if shape is not None and (shape[-2] != 1 or shape[0] not in (1, key_rows)):
+            raise ValueError(f"shared keys need one mask row per key row, got a mask {tuple(shape)}")
+        return groups
+
+    def _attend_explicitly(
+        self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext
+    ) -> tuple[Tensor, Tensor]:
+        """Scores, softmax and weighted values written out: output (B, H, Tq, Dh), weights (B, H, Tq, Tk)."""
+        scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
+        if context.score_bias is not None:
+            scores = scores + context.score_bias.to(scores.dtype)
+        if context.mask is not None:
+            scores = scores.masked_fill(~context.mask.attend, torch.finfo(scores.dtype).min)
+        weights = scores.float().softmax(dim=-1).to(q.dtype)
+        if context.mask is not None:
+            weights = weights * context.mask.has_key  # a query with no key: zero weights (see ``KeyMask``)
+        # F.dropout, as the fused kernel drops its weights inside (dropout_p), where no module reaches.
+        return F.dropout(weights, p=self._dropout_p(), training=self.training) @ v, weights
+
+    def _attend_fused(self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext) -> Tensor:
+        """The same output through ``F.scaled_dot_product_attention``, no weights: (B, H, Tq, Dh)."""
+        mask = None if context.mask is None else context.mask.attend
+        attn_mask = mask
+        if context.score_bias is not None:
+            # Every row keeps a key (see ``KeyMask``), so -inf never fills a whole row (NaN).
+            bias = context.score_bias.to(q.dtype)
+            attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))  # (B|1, H, Tq, Tk)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=self._dropout_p())
+        return out if context.mask is None else out * context.mask.has_key  # (B, H, Tq, Dh)
+
+    def _dropout_p(self) -> float:
+        return self.dropout if self.training else 0.0
 
     def project_values(self, value: Tensor) -> Tensor:
         """The value vectors of every head, as ``forward`` computes them: value (B, Tk, D) → (B, H, Tk, Dh).
@@ -245,10 +242,7 @@ class MultiHeadAttention(nn.Module):
         For explanations that weigh attention by what it carries (``analysis.explain.value_norms``); the
         output projection's per-head slices are ``out_proj.weight[:, h * Dh:(h + 1) * Dh]``.
         """
-        d, b = self.d_model, self.in_proj.bias
-        bias = None if b is None else b[2 * d :]
-        projected = F.linear(value, self.in_proj.weight[2 * d :], bias)  # (B, Tk, D)
-        return self._split_heads(projected)
+        return self._split_heads(self._in_linear(value, 2, 3))  # (B, H, Tk, Dh)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape

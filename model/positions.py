@@ -19,9 +19,9 @@ none           nothing: the encoder is a bag of words   nothing: order only from
 reads, as in the original Transformer. Cross-attention gets no positional term of its own under rope, alibi
 and relative, because its query and key positions count tokens of different sequences.
 
-Two hooks reach ``MultiHeadAttention``: ``rotate`` (a callable applied to queries and new keys, its positions
-bound by ``Positions.rotation``) and ``score_bias`` (a float (1, H, Tq, Tk) tensor added to the scaled
-scores).
+Two hooks reach ``MultiHeadAttention`` in its ``AttentionContext``: ``rotate`` (a callable applied to queries
+and new keys, its positions bound by ``Positions.rotation``) and ``score_bias`` (a float (1, H, Tq, Tk) tensor
+added to the scaled scores).
 Everything depends on absolute positions only, so incremental decoding computes the same numbers: the query
 of a cached step sits at position ``cache.length``, and rotated keys enter the cache already rotated.
 """
@@ -62,10 +62,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
-        self.table = nn.Embedding(max_len, d_model)
-        # Entries of the scale of the sinusoid they replace (root mean square 1/sqrt(2)), beside token
-        # embeddings of unit scale.
-        nn.init.normal_(self.table.weight, mean=0.0, std=0.5**0.5)
+        self.table = nn.Embedding(max_len, d_model)  # initialised by ``model.transformer.init_weights``
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (B, T, D), positions ``offset .. offset+T-1`` → (B, T, D)."""
@@ -167,8 +164,7 @@ class RelativePositionBias(nn.Module):
         self.bidirectional = bidirectional
         self.num_buckets = num_buckets
         self.max_distance = max_distance
-        self.table = nn.Embedding(num_buckets, num_heads)
-        nn.init.zeros_(self.table.weight)  # start position-blind; training finds what distances matter
+        self.table = nn.Embedding(num_buckets, num_heads)  # initialised by ``model.transformer.init_weights``
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Absolute positions (Tq,), (Tk,) → bias (1, H, Tq, Tk) float32."""

@@ -12,13 +12,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from model.attention import MultiHeadAttention
 from model.config import TransformerConfig
+from model.context import AttentionContext, StackContext
 from model.decoding import beam_search, greedy_search
-from model.layers import DecoderLayer, Dropout, EncoderLayer, FeedForward
-from model.masks import decoder_self_mask, guard_empty_rows, padding_mask
+from model.dropout import Dropout
+from model.layers import DecoderLayer, EncoderLayer, FeedForward
+from model.masks import decoder_self_mask, padding_mask
 from model.packing import Packing, TokenIndex
-from model.positions import Positions
-from model.types import AttentionMaps, DecoderCache, DecoderOutput, EncoderOutput, HeadMask
+from model.positions import LearnedPositionalEmbedding, Positions, RelativePositionBias
+from model.types import NO_HEAD_MASK, AttentionMaps, DecoderCache, DecoderOutput, EncoderOutput, HeadMask
 
 # Padding-free layers pay for their gathers and scatters only where padding is a sizeable share of the batch
 # (measured in docs/performance.md).
@@ -26,13 +29,6 @@ PACK_FROM = 0.2
 # Measured on a CPU only. On a GPU the layers' arithmetic is not the bottleneck, and the gathers and scatters
 # would add many small kernels: packing stays off there until a GPU measurement says otherwise.
 PACK_DEVICES = ("cpu",)
-
-
-def _layer_slice(mask: Tensor | None, layer: int) -> Tensor | None:
-    """The (H,) or (B, H) head multipliers of one layer."""
-    if mask is None:
-        return None
-    return mask[layer] if mask.dim() == 2 else mask[:, layer]
 
 
 class Transformer(nn.Module):
@@ -51,10 +47,6 @@ class Transformer(nn.Module):
             if c.share_embeddings
             else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
         )
-        for embedding in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
-            # With embeddings scaled by sqrt(D) (§3.4), std D^-0.5 gives inputs of unit scale (as in fairseq).
-            nn.init.normal_(embedding.weight, mean=0.0, std=c.d_model**-0.5)
-            nn.init.zeros_(embedding.weight[c.pad_id])
         self.positions = Positions(c.positional, d_model=c.d_model, num_heads=c.num_heads, max_len=c.max_len)
         self.embed_dropout = Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_encoder_layers))
@@ -65,11 +57,7 @@ class Transformer(nn.Module):
         self.output_proj = (
             None if c.tie_output_embedding else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         )
-        for layer in (*self.encoder_layers, *self.decoder_layers):
-            for module in layer.modules():
-                if isinstance(module, FeedForward):
-                    nn.init.xavier_uniform_(module.up.weight)
-                    nn.init.xavier_uniform_(module.down.weight)
+        init_weights(self)
 
     def _embed(
         self,
@@ -106,27 +94,29 @@ class Transformer(nn.Module):
             packing = packed
         else:
             packing = Packing.of(src != self.config.pad_id) if packed else None
-        attend = guard_empty_rows(src_attend)  # once for every layer
+        context = self._encoder_context(src_attend, packing)
         x = self._embed(
             self.src_embed, src, "encoder", packing=packing, looked_up=token_embeddings
         )  # (B, S, D) or (N, D)
-        positions = torch.arange(src.size(1), device=src.device)  # (S,)
-        rotate = self.positions.rotation(positions)
-        score_bias = self.positions.self_bias("encoder", positions, positions)  # (1, H, S, S) or None
+        masks = HeadMask(encoder=head_mask)
         maps = []
         for i, layer in enumerate(self.encoder_layers):
-            x, weights = layer(
-                x,
-                attend=attend,
-                need_weights=need_weights,
-                head_mask=_layer_slice(head_mask, i),
-                rotate=rotate,
-                score_bias=score_bias,
-                packing=packing,
-            )
+            x, weights = layer(x, context, need_weights=need_weights, head_mask=masks.layer(i))
             if need_weights:
                 maps.append(weights)
         return EncoderOutput(self.encoder_norm(x), src_attend, maps, packing)
+
+    def _encoder_context(self, src_attend: Tensor, packing: Packing | None) -> StackContext:
+        """What every encoder layer shares: the padding mask, made safe once, and the position hooks."""
+        positions = torch.arange(src_attend.size(-1), device=src_attend.device)  # (S,)
+        return StackContext(
+            AttentionContext.of(
+                src_attend,
+                rotate=self.positions.rotation(positions),
+                score_bias=self.positions.self_bias("encoder", positions, positions),  # (1, H, S, S) or None
+                packing=None if packing is None else (packing, packing),
+            )
+        )
 
     def decode(
         self,
@@ -137,7 +127,7 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
         last_only: bool = False,
-        keep: Tensor | Packing | None = None,
+        keep: Packing | None = None,
         need_hidden: bool = False,
     ) -> DecoderOutput:
         """Run the decoder.
@@ -148,51 +138,31 @@ class Transformer(nn.Module):
             encoded: the encoder's output for the same batch; or one row per sentence when ``tgt_in`` has G
                 consecutive rows per sentence (its beams), which share its cross-attention keys and values.
             last_only: compute logits for the last position only (B, 1, V), all that decoding needs.
-            keep: (B, T) boolean; compute logits only where True, returned packed as (N, V). Training keeps
-                the non-padding targets and so skips the vocabulary projection of padding. Or the
-                ``Packing`` of ``tgt_in != pad_id``, found ahead: logits at the non-padding inputs, with no
-                host-device sync.
+            keep: where to compute logits, returned packed as (N, V): training skips the vocabulary
+                projection of padding. With a packed ``encoded`` it must be the ``Packing`` of
+                ``tgt_in != pad_id``, found ahead (no host-device sync).
             need_hidden: also return each layer's output (B, T, D), before the final norm (the logit lens
                 reads them, ``analysis.explain.logit_lens``).
 
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
-        then it takes no cache, and returns logits at ``keep``, or at the non-padding inputs without it.
+        then it takes no cache, and returns logits at the non-padding inputs, (Nt, V).
         """
-        packing = None
-        if encoded.packing is not None:
-            if cache is not None or last_only:
-                raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
-            target = keep if isinstance(keep, Packing) else Packing.of(tgt_in != self.config.pad_id)
-            packing = (target, encoded.packing)  # (target, source)
+        if encoded.packing is not None and (cache is not None or last_only):
+            raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
+        context = self._decoder_context(tgt_in, encoded, cache, keep)
+        target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
         offset = 0 if cache is None else cache.length
-        if cache is None:
-            self_attend = guard_empty_rows(decoder_self_mask(tgt_in, self.config.pad_id))  # (B, 1, T, T)
-        elif tgt_in.size(1) == 1:
-            self_attend = None  # one new position attends to all cached ones and itself
-        else:
-            raise ValueError(f"cached decoding takes one position at a time, got {tgt_in.size(1)}")
-        masks = head_mask if head_mask is not None else HeadMask()
-        x = self._embed(self.tgt_embed, tgt_in, "decoder", offset, None if packing is None else packing[0])
-        # Absolute positions: the new queries sit at offset .. offset+T-1, the keys (cached ones too) from 0.
-        query_positions = torch.arange(offset, offset + tgt_in.size(1), device=tgt_in.device)  # (T,)
-        key_positions = torch.arange(offset + tgt_in.size(1), device=tgt_in.device)  # (T',)
-        rotate = self.positions.rotation(query_positions)
-        score_bias = self.positions.self_bias("decoder", query_positions, key_positions)  # (1, H, T, T')|None
-        src_attend = guard_empty_rows(encoded.src_attend)  # once for every layer
+        x = self._embed(self.tgt_embed, tgt_in, "decoder", offset, target)  # (B, T, D) or (Nt, D)
+        masks = head_mask if head_mask is not None else NO_HEAD_MASK
         self_maps, cross_maps, hidden = [], [], []
         for i, layer in enumerate(self.decoder_layers):
             x, self_weights, cross_weights = layer(
                 x,
                 encoded.memory,
-                self_attend=self_attend,
-                src_attend=src_attend,
+                context,
                 need_weights=need_weights,
                 cache=None if cache is None else cache.layers[i],
-                self_head_mask=_layer_slice(masks.decoder, i),
-                cross_head_mask=_layer_slice(masks.cross, i),
-                rotate=rotate,
-                score_bias=score_bias,
-                packing=packing,
+                head_mask=masks.layer(i),
             )
             if need_weights:
                 self_maps.append(self_weights)
@@ -203,18 +173,42 @@ class Transformer(nn.Module):
             cache.length += tgt_in.size(1)
         if last_only:
             x = x[:, -1:]  # (B, 1, D)
-        elif packing is not None:
-            # x holds the non-padding inputs, in the order x[keep] would give them; another keep re-selects.
-            if isinstance(keep, Tensor) and not torch.equal(keep, tgt_in != self.config.pad_id):
-                x = packing[0].pad(x)[keep]  # (N', D)
-        elif isinstance(keep, Packing):
+        elif keep is not None and target is None:  # packed, x holds the target tokens already
             x = keep.pack(x)  # (N, D)
-        elif keep is not None:
-            x = x[keep]  # (N, D)
-        x = self.decoder_norm(x)
-        weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
-        logits = F.linear(x, weight)  # (B, T, V) or (N, V)
+        logits = F.linear(self.decoder_norm(x), self.output_weight)  # (B, T, V) or (N, V)
         return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden))
+
+    def _decoder_context(
+        self, tgt_in: Tensor, encoded: EncoderOutput, cache: DecoderCache | None, keep: Packing | None
+    ) -> StackContext:
+        """What every decoder layer shares: the causal and source masks, made safe once, self-attention's
+        position hooks, and with a packed ``encoded`` the (target, source) packings."""
+        packing = None
+        if encoded.packing is not None:
+            target = keep if keep is not None else Packing.of(tgt_in != self.config.pad_id)
+            packing = (target, encoded.packing)  # (target, source)
+        if cache is None:
+            self_attend = decoder_self_mask(tgt_in, self.config.pad_id)  # (B, 1, T, T)
+        elif tgt_in.size(1) == 1:
+            self_attend = None  # one new position attends to all cached ones and itself
+        else:
+            raise ValueError(f"cached decoding takes one position at a time, got {tgt_in.size(1)}")
+        # Absolute positions: the new queries sit at offset .. offset+T-1, the keys (cached ones too) from 0.
+        offset = 0 if cache is None else cache.length
+        query_positions = torch.arange(offset, offset + tgt_in.size(1), device=tgt_in.device)  # (T,)
+        key_positions = torch.arange(offset + tgt_in.size(1), device=tgt_in.device)  # (T',)
+        self_attention = AttentionContext.of(
+            self_attend,
+            rotate=self.positions.rotation(query_positions),
+            score_bias=self.positions.self_bias("decoder", query_positions, key_positions),  # (1, H, T, T')
+            packing=None if packing is None else (packing[0], packing[0]),
+        )
+        return StackContext(self_attention, AttentionContext.of(encoded.src_attend, packing=packing))
+
+    @property
+    def output_weight(self) -> Tensor:
+        """The (V, D) projection of the decoder's output onto the target vocabulary: tied or its own."""
+        return self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
 
     def forward(
         self,
@@ -248,20 +242,26 @@ class Transformer(nn.Module):
         """
         if keep is not None and tokens is not None:
             raise ValueError("give keep or tokens, not both")
-        masks = head_mask if head_mask is not None else HeadMask()
+        masks = head_mask if head_mask is not None else NO_HEAD_MASK
         packs = not return_attention and src.device.type in PACK_DEVICES
+        reselect = None  # the keep mask to select from logits at every target token, where they differ
         if tokens is not None:
-            source, keep = Packing(tokens.source, *src.shape), Packing(tokens.target, *tgt_in.shape)
+            source, wanted = Packing(tokens.source, *src.shape), Packing(tokens.target, *tgt_in.shape)
             total = src.numel() + tgt_in.numel()
             # The padding share from shapes alone, which the host knows: no sync.
-            packed = source if packs and total - source.tokens - keep.tokens >= PACK_FROM * total else False
+            packed = source if packs and total - source.tokens - wanted.tokens >= PACK_FROM * total else False
+        elif keep is not None and packs and self._padding_share(src, tgt_in) >= PACK_FROM:
+            # The layers compute on the target tokens; logits come at them, or at keep if it differs.
+            packed, wanted = True, Packing.of(tgt_in != self.config.pad_id)
+            reselect = None if torch.equal(keep, tgt_in != self.config.pad_id) else keep
         else:
-            packed = keep is not None and packs and self._padding_share(src, tgt_in) >= PACK_FROM
+            packed, wanted = False, None if keep is None else Packing.of(keep)
         encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, packed=packed)
-        out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=keep)
+        out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=wanted)
+        logits = out.logits if reselect is None else wanted.pad(out.logits)[reselect]  # (N, V)
         if not return_attention:
-            return out.logits
-        return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
+            return logits
+        return logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
 
     def _padding_share(self, src: Tensor, tgt_in: Tensor) -> float:
         """The share of the batch's source and target positions that are padding (a host-device sync)."""
@@ -315,3 +315,35 @@ class Transformer(nn.Module):
         if beam_size == 1:
             return greedy_search(self, src, limits, head_mask=head_mask)
         return beam_search(self, src, limits, beam_size, length_penalty, head_mask=head_mask)
+
+
+def init_weights(model: Transformer) -> None:
+    """Every initial weight of the model that is not torch's default for its module, set in one place.
+
+    - Attention projections and the feed-forward network: Xavier/Glorot uniform (Glorot & Bengio 2010), as
+      ``torch.nn.MultiheadAttention`` and fairseq's Transformer; attention biases zero.
+    - Token embeddings: normal with std D^-0.5 and a zero padding row: scaled by sqrt(D) (§3.4), they give
+      inputs of unit scale (as in fairseq).
+    - A learned position table: normal with std sqrt(1/2), the root mean square of the sinusoid it replaces.
+    - T5's relative position bias: zero, position-blind at the start; training finds what distances matter.
+
+    LayerNorms (gain 1, bias 0), the feed-forward biases and an untied output projection keep torch's
+    defaults.
+    """
+    c = model.config
+    for embedding in {id(model.src_embed): model.src_embed, id(model.tgt_embed): model.tgt_embed}.values():
+        nn.init.normal_(embedding.weight, mean=0.0, std=c.d_model**-0.5)
+        nn.init.zeros_(embedding.weight[c.pad_id])
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            for linear in (module.in_proj, module.out_proj):
+                nn.init.xavier_uniform_(linear.weight)
+                if linear.bias is not None:
+                    nn.init.zeros_(linear.bias)
+        elif isinstance(module, FeedForward):
+            nn.init.xavier_uniform_(module.up.weight)
+            nn.init.xavier_uniform_(module.down.weight)
+        elif isinstance(module, LearnedPositionalEmbedding):
+            nn.init.normal_(module.table.weight, mean=0.0, std=0.5**0.5)
+        elif isinstance(module, RelativePositionBias):
+            nn.init.zeros_(module.table.weight)

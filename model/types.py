@@ -89,3 +89,16 @@ class HeadMask(NamedTuple):
     encoder: Tensor | None = None
     decoder: Tensor | None = None
     cross: Tensor | None = None
+
+    def layer(self, index: int) -> "HeadMask":
+        """The multipliers of layer ``index`` of each stack: (H,), or (B, H) per sentence."""
+
+        def of_layer(multipliers: Tensor | None) -> Tensor | None:
+            if multipliers is None:
+                return None
+            return multipliers[index] if multipliers.dim() == 2 else multipliers[:, index]
+
+        return HeadMask(of_layer(self.encoder), of_layer(self.decoder), of_layer(self.cross))
+
+
+NO_HEAD_MASK = HeadMask()  # every head kept

@@ -119,7 +119,7 @@ assert torch.allclose(F.scaled_dot_product_attention(q, k, v), out, atol=1e-6)  
 # the whole weight.
 
 # %%
-from model import causal_mask, decoder_self_mask, padding_mask
+from model import AttentionContext, causal_mask, decoder_self_mask, padding_mask
 
 PAD = 0
 key_ids = torch.tensor([[7, 9, 4, PAD]])  # (B=1, Tk=4)
@@ -132,7 +132,8 @@ masked_weights = masked_scores.softmax(dim=-1)
 print("masked weights\n", masked_weights)
 
 with torch.no_grad():
-    _, project_weights = identity(q[None], k[None], v[None], mask=attend, need_weights=True)
+    padded = AttentionContext.of(attend)  # a call's mask travels in its context, made safe once there
+    _, project_weights = identity(q[None], k[None], v[None], context=padded, need_weights=True)
 assert torch.equal(masked_weights[:, 3], torch.zeros(2))  # the padding key gets exactly nothing
 assert torch.allclose(masked_weights, project_weights[0, 0], atol=1e-6)
 assert torch.allclose(masked_weights[:, :3], scores[:, :3].softmax(dim=-1))  # softmax over the real keys only
@@ -146,8 +147,10 @@ assert torch.allclose(masked_weights[:, :3], scores[:, :3].softmax(dim=-1))  # s
 # the loss. The lowest finite number avoids the NaN but spreads the weight evenly over keys that were all
 # forbidden. (And `-1e9` overflows in float16.)
 #
-# The project's guard (in `MultiHeadAttention.forward`): a row with no key may attend everything, so softmax
-# is finite, and its weights, and so its output, are then multiplied by 0.
+# The project's guard (`guard_empty_rows` in `model/masks.py`, applied once when a mask enters an
+# `AttentionContext`, the one argument that carries a call's mask into `MultiHeadAttention.forward`): a row
+# with no key may attend everything, so softmax is finite, and its weights, and so its output, are then
+# multiplied by 0.
 
 # %%
 no_key = torch.tensor([[True, True, False, False],   # query 1 may see keys 1 and 2
@@ -155,8 +158,9 @@ no_key = torch.tensor([[True, True, False, False],   # query 1 may see keys 1 an
 naive = scores.masked_fill(~no_key, float("-inf")).softmax(dim=-1)
 finite = scores.masked_fill(~no_key, torch.finfo(scores.dtype).min).softmax(dim=-1)
 with torch.no_grad():
-    guarded_out, guarded = identity(q[None], k[None], v[None], mask=no_key, need_weights=True)
-    fused_out, _ = identity(q[None], k[None], v[None], mask=no_key)
+    guarded_out, guarded = identity(q[None], k[None], v[None], context=AttentionContext.of(no_key),
+                                    need_weights=True)
+    fused_out, _ = identity(q[None], k[None], v[None], context=AttentionContext.of(no_key))
 print("-inf fill:\n", naive)
 print("lowest-float fill:\n", finite)
 print("the project:\n", guarded[0, 0])
@@ -179,7 +183,8 @@ assert not guarded_out.isnan().any() and not fused_out.isnan().any()
 causal = causal_mask(4)  # (1, 1, T, T)
 print("causal mask (1 = may attend)\n", causal[0, 0].int())
 with torch.no_grad():
-    _, self_weights = identity(k[None], k[None], k[None], mask=causal, need_weights=True)
+    _, self_weights = identity(k[None], k[None], k[None], context=AttentionContext.of(causal),
+                               need_weights=True)
 print("weights\n", self_weights[0, 0])
 assert torch.equal(self_weights[0, 0].triu(diagonal=1), torch.zeros(4, 4))  # nothing from the future
 assert self_weights[0, 0, 0, 0] == 1.0  # the first token can only see itself
@@ -265,14 +270,15 @@ memory = torch.randn(B, 5, D)  # (B, Tk, D)
 memory_ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, PAD, PAD]])  # sentence 2 has two padding keys
 attend = padding_mask(memory_ids, PAD)  # (B, 1, 1, Tk), True = may attend
 with torch.no_grad():
-    out_ours, w_ours = ours(queries, memory, memory, mask=attend, need_weights=True)
+    out_ours, w_ours = ours(queries, memory, memory, context=AttentionContext.of(attend), need_weights=True)
     out_theirs, w_theirs = theirs(queries, memory, memory, key_padding_mask=~attend[:, 0, 0],
                                   average_attn_weights=False)
 print("cross-attention, largest difference:", (out_ours - out_theirs).abs().max().item())
 assert torch.allclose(out_ours, out_theirs, atol=1e-5) and torch.allclose(w_ours, w_theirs, atol=1e-6)
 
 with torch.no_grad():  # self-attention with the causal mask
-    out_ours, w_ours = ours(queries, queries, queries, mask=causal_mask(3), need_weights=True)
+    out_ours, w_ours = ours(queries, queries, queries, context=AttentionContext.of(causal_mask(3)),
+                            need_weights=True)
     out_theirs, w_theirs = theirs(queries, queries, queries, attn_mask=~causal_mask(3)[0, 0],
                                   average_attn_weights=False)
 print("causal self-attention, largest difference:", (out_ours - out_theirs).abs().max().item())

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from model.attention import KVCache, MultiHeadAttention
+from model.context import NO_CONTEXT, AttentionContext
 from model.masks import causal_mask
 
 B, TQ, TK, D, H = 2, 5, 7, 16, 4
@@ -40,14 +41,14 @@ def test_indivisible_heads_name_both_values():
 def test_rows_sum_to_one_and_padded_keys_get_zero(attn):
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
     mask = key_padding([7, 4], TK)
-    _, weights = attn(x, memory, memory, mask=mask, need_weights=True)
+    _, weights = attn(x, memory, memory, context=AttentionContext.of(mask), need_weights=True)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, TQ))
     assert torch.all(weights[1, :, :, 4:] == 0)
 
 
 def test_causal_upper_triangle_is_exactly_zero(attn):
     x = torch.randn(B, TQ, D)
-    _, weights = attn(x, x, x, mask=causal_mask(TQ), need_weights=True)
+    _, weights = attn(x, x, x, context=AttentionContext.of(causal_mask(TQ)), need_weights=True)
     upper = torch.ones(TQ, TQ, dtype=torch.bool).triu(diagonal=1)
     assert torch.all(weights[..., upper] == 0)
     assert torch.all(weights[..., ~upper] > 0)
@@ -62,8 +63,8 @@ def test_fused_path_equals_explicit_path(attn, mask_kind):
         "causal": causal_mask(TQ),
         "both": key_padding([5, 3], TQ) & causal_mask(TQ),
     }
-    fused, _ = attn(x, x, x, mask=masks[mask_kind])
-    explicit, _ = attn(x, x, x, mask=masks[mask_kind], need_weights=True)
+    fused, _ = attn(x, x, x, context=AttentionContext.of(masks[mask_kind]))
+    explicit, _ = attn(x, x, x, context=AttentionContext.of(masks[mask_kind]), need_weights=True)
     torch.testing.assert_close(fused, explicit, atol=1e-6, rtol=1e-5)
 
 
@@ -81,7 +82,7 @@ def test_equals_torch_multihead_attention_with_same_weights(attn):
         x, memory, memory, key_padding_mask=~mask[:, 0, 0], need_weights=True, average_attn_weights=False
     )
     for need_weights in (False, True):
-        out, weights = attn(x, memory, memory, mask=mask, need_weights=need_weights)
+        out, weights = attn(x, memory, memory, context=AttentionContext.of(mask), need_weights=need_weights)
         torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(weights, expected_weights)
 
@@ -90,7 +91,7 @@ def test_equals_torch_multihead_attention_with_same_weights(attn):
 def test_fully_masked_rows_are_finite_and_zero(attn, need_weights):
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
     mask = key_padding([7, 0], TK)  # the second sentence has no key at all
-    out, weights = attn(x, memory, memory, mask=mask, need_weights=need_weights)
+    out, weights = attn(x, memory, memory, context=AttentionContext.of(mask), need_weights=need_weights)
     assert torch.isfinite(out).all()
     # Zero heads, so the output is the output projection's bias alone.
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
@@ -107,11 +108,10 @@ def test_rows_without_keys_stay_finite_with_a_kernel_that_gives_nan(attn, monkey
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", textbook_attention)
     x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
-    out, _ = attn(x, memory, memory, mask=key_padding([7, 0], TK))
+    context = AttentionContext.of(key_padding([7, 0], TK))
+    out, _ = attn(x, memory, memory, context=context)
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
-    torch.testing.assert_close(
-        out[0], attn(x, memory, memory, mask=key_padding([7, 0], TK), need_weights=True)[0][0]
-    )
+    torch.testing.assert_close(out[0], attn(x, memory, memory, context=context, need_weights=True)[0][0])
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -136,7 +136,7 @@ def test_bf16_autocast_forward_and_backward_are_finite(need_weights):
     x = torch.randn(B, TQ, D, requires_grad=True)
     mask = key_padding([5, 0], TQ) & causal_mask(TQ)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, weights = attn(x, x, x, mask=mask, need_weights=need_weights)
+        out, weights = attn(x, x, x, context=AttentionContext.of(mask), need_weights=need_weights)
     assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
     if need_weights:
         assert torch.isfinite(weights).all()
@@ -174,7 +174,7 @@ def test_per_sentence_head_mask(attn):
 @pytest.mark.parametrize("reserve", [2, TQ])  # grows on the way / allocated once
 def test_self_attention_cache_equals_full_causal_pass(attn, reserve):
     x = torch.randn(B, TQ, D)
-    full, _ = attn(x, x, x, mask=causal_mask(TQ))
+    full, _ = attn(x, x, x, context=AttentionContext.of(causal_mask(TQ)))
     cache = KVCache(reserve=reserve)
     steps, buffers = [], set()
     for t in range(TQ):
@@ -207,9 +207,11 @@ def test_keys_shared_by_groups_of_query_rows_equal_keys_repeated_per_row(attn, n
     head_mask = torch.rand(B * groups, H)  # per query row
     repeated = attn(
         x, memory.repeat_interleave(groups, 0), memory.repeat_interleave(groups, 0),
-        mask=mask.repeat_interleave(groups, 0), need_weights=need_weights, head_mask=head_mask,
+        context=AttentionContext.of(mask.repeat_interleave(groups, 0)), need_weights=need_weights,
+        head_mask=head_mask,
     )  # fmt: skip
-    shared = attn(x, memory, memory, mask=mask, need_weights=need_weights, head_mask=head_mask)
+    context = AttentionContext.of(mask)
+    shared = attn(x, memory, memory, context=context, need_weights=need_weights, head_mask=head_mask)
     torch.testing.assert_close(shared[0], repeated[0])
     if need_weights:
         assert shared[1].shape == (B * groups, H, tq, TK)
@@ -217,7 +219,7 @@ def test_keys_shared_by_groups_of_query_rows_equal_keys_repeated_per_row(attn, n
 
     cache = KVCache(static=True)  # the cached steps of decoding
     for t in range(tq):
-        step, _ = attn(x[:, t : t + 1], memory, memory, mask=mask, cache=cache, head_mask=head_mask)
+        step, _ = attn(x[:, t : t + 1], memory, memory, context=context, cache=cache, head_mask=head_mask)
         torch.testing.assert_close(step, repeated[0][:, t : t + 1])
     assert cache.key.shape == (B, H, TK, D // H)  # one row per sentence
 
@@ -229,7 +231,7 @@ def test_shared_keys_refuse_rows_they_cannot_group(attn):
     with pytest.raises(ValueError, match="1 query rows cannot share 2 key rows"):
         attn(torch.randn(1, 1, D), memory, memory)
     with pytest.raises(ValueError, match=r"one mask row per key row, got a mask \(4, 1, 1, 7\)"):
-        attn(torch.randn(4, 1, D), memory, memory, mask=key_padding([7, 7, 7, 7], TK))
+        attn(torch.randn(4, 1, D), memory, memory, context=AttentionContext.of(key_padding([7, 7, 7, 7], TK)))
 
 
 def test_reordered_cache_decodes_like_a_cache_of_the_reordered_rows(attn):
@@ -256,11 +258,12 @@ def test_score_bias_is_added_to_scaled_scores_and_empty_rows_stay_zero(attn, nee
     x = torch.randn(B, TQ, D)
     bias = torch.randn(1, H, TQ, TQ) * 3
     mask = key_padding([5, 0], TQ) & causal_mask(TQ)  # the second sentence has no key at all
-    out, weights = attn(x, x, x, mask=mask, need_weights=need_weights, score_bias=bias)
+    context = AttentionContext.of(mask, score_bias=bias)
+    out, weights = attn(x, x, x, context=context, need_weights=need_weights)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out[1], attn.out_proj.bias.expand(TQ, D))
 
-    q, k, v = attn._project(x, x, x, None)
+    q, k, v = attn._project(x, x, x, NO_CONTEXT, None)
     scores = (q @ k.transpose(-2, -1)) / (D // H) ** 0.5 + bias
     expected = scores.masked_fill(~mask, float("-inf"))[:1].softmax(-1)  # (1, H, TQ, TQ), sentence 0
     expected_out = attn.out_proj(attn._merge_heads(expected @ v[:1]))
@@ -275,8 +278,8 @@ def test_score_bias_paths_agree_under_bf16_autocast(attn):
     bias = -torch.arange(TQ).float().view(1, 1, 1, TQ).expand(1, H, TQ, TQ)
     mask = key_padding([5, 0], TQ) & causal_mask(TQ)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        fused, _ = attn(x, x, x, mask=mask, score_bias=bias)
-        explicit, _ = attn(x, x, x, mask=mask, need_weights=True, score_bias=bias)
+        fused, _ = attn(x, x, x, context=AttentionContext.of(mask, score_bias=bias))
+        explicit, _ = attn(x, x, x, context=AttentionContext.of(mask, score_bias=bias), need_weights=True)
     assert torch.isfinite(fused).all() and torch.isfinite(explicit).all()
     torch.testing.assert_close(fused.float(), explicit.float(), atol=2e-2, rtol=2e-2)
 
@@ -287,12 +290,14 @@ def test_rotate_hook_rotates_queries_and_new_keys_before_they_are_cached(attn):
 
     rotary = Rotary(D // H)
     x = torch.randn(B, TQ, D)
-    full, _ = attn(x, x, x, mask=causal_mask(TQ), rotate=lambda t: rotary(t, torch.arange(TQ)))
+    rotate = partial(rotary, positions=torch.arange(TQ))
+    full, _ = attn(x, x, x, context=AttentionContext.of(causal_mask(TQ), rotate=rotate))
     cache = KVCache(reserve=2)
     steps = []
     for t in range(TQ):
         step = x[:, t : t + 1]
         rotate = partial(rotary, positions=torch.tensor([t]))
-        steps.append(attn(step, step, step, cache=cache, rotate=rotate)[0])
+        steps.append(attn(step, step, step, cache=cache, context=AttentionContext(rotate=rotate))[0])
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-6, rtol=1e-5)
-    assert not torch.allclose(full, attn(x, x, x, mask=causal_mask(TQ))[0], atol=1e-3)  # the hook did act
+    unrotated, _ = attn(x, x, x, context=AttentionContext.of(causal_mask(TQ)))
+    assert not torch.allclose(full, unrotated, atol=1e-3)  # the hook did act

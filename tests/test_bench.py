@@ -127,9 +127,9 @@ def test_speed_packing_switch_forces_the_path(monkeypatch, on):
     from model import transformer as transformer_module
     from model.packing import Packing
 
-    calls = []
-    real = Packing.of.__func__
-    monkeypatch.setattr(Packing, "of", classmethod(lambda cls, keep: calls.append(1) or real(cls, keep)))
+    calls = []  # packed layers pad their tokens around attention; padded ones never do
+    real = Packing.pad
+    monkeypatch.setattr(Packing, "pad", lambda self, x: calls.append(1) or real(self, x))
     saved = transformer_module.PACK_FROM
     batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
     model = speed.our_model(QUICK, torch.device("cpu"))
@@ -253,7 +253,7 @@ def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_lengt
     from model.decoding import greedy_search
     from tests.conftest import random_ids, tiny_config
 
-    torch.manual_seed(0)
+    torch.manual_seed(3)
     model = Transformer(tiny_config(positional="alibi", tie_output_embedding=False)).eval()
     src = random_ids(3, 5, 13, generator=torch.Generator().manual_seed(1))
     lengths = torch.tensor([2, 7, 4])

@@ -16,7 +16,7 @@ from tests.weight_surgery import suppress_eos
 
 @pytest.fixture
 def model():
-    torch.manual_seed(2)
+    torch.manual_seed(0)
     model = Transformer(tiny_config(tie_output_embedding=False)).eval()
     with torch.no_grad():  # sharp, varied next-token distributions: hypotheses of many lengths compete
         model.output_proj.weight.normal_(0.0, 1.0)

@@ -15,6 +15,7 @@ from data.batching import Batch
 from data.datamodule import TranslationDataModule
 from model import Transformer
 from model.attention import MultiHeadAttention
+from model.context import AttentionContext
 from model.masks import causal_mask
 from model.packing import Packing, TokenIndex, token_index
 from model.positions import POSITIONAL
@@ -49,8 +50,8 @@ def fused_and_explicit(dtype: torch.dtype, device: str = "cuda"):
     x = torch.randn(B, TQ, D, device=device)
     mask = key_padding([9, 7, 3, 1], TQ, device) & causal_mask(TQ, device=device)
     with torch.autocast(device_type=torch.device(device).type, dtype=dtype):
-        fused, _ = attn(x, x, x, mask=mask)
-        explicit, weights = attn(x, x, x, mask=mask, need_weights=True)
+        fused, _ = attn(x, x, x, context=AttentionContext.of(mask))
+        explicit, weights = attn(x, x, x, context=AttentionContext.of(mask), need_weights=True)
     return fused, explicit, weights
 
 

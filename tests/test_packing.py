@@ -5,6 +5,7 @@ import torch
 
 from model import Transformer
 from model.attention import KVCache, MultiHeadAttention
+from model.context import AttentionContext
 from model.packing import Packing
 from tests.conftest import BOS, PAD, random_ids, tiny_config
 
@@ -56,7 +57,7 @@ def test_packed_training_pass_equals_the_padded_one(positional, norm_first, monk
         return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     packed_logits, packed_grads = logits_and_grads(packed=True)
-    assert [p.tokens for p in packings] == [int((src != PAD).sum()), int(keep.sum())]
+    assert sorted(p.tokens for p in packings) == sorted([int((src != PAD).sum()), int(keep.sum())])
     padded_logits, padded_grads = logits_and_grads(packed=False)
     assert len(packings) == 2
     assert packed_logits.shape == (int(keep.sum()), 11)
@@ -70,19 +71,25 @@ def test_a_batch_with_little_padding_is_not_packed(tiny_model, monkeypatch):
     """Below PACK_FROM padding the gathers and scatters cost more than they save: the padded layers run."""
     from model.transformer import PACK_FROM
 
-    packings = []
-    make = Packing.of
-    monkeypatch.setattr(Packing, "of", lambda keep: packings.append(make(keep)) or packings[-1])
+    memories = []  # the encoder output of every pass: (N, D) packed, (B, S, D) padded
+    encode = tiny_model.encode
+
+    def recorded(*args, **kwargs):
+        encoded = encode(*args, **kwargs)
+        memories.append(encoded.memory)
+        return encoded
+
+    monkeypatch.setattr(tiny_model, "encode", recorded)
     src, tgt_in = padded_batch()
     full_src, full_tgt = src.clone(), tgt_in.clone()
     full_src[full_src == PAD], full_tgt[full_tgt == PAD] = 5, 6  # no padding at all
     keep = full_tgt != PAD
     logits = tiny_model(full_src, full_tgt, keep=keep)
     torch.testing.assert_close(logits, tiny_model(full_src, full_tgt)[keep])
-    assert packings == []
+    assert [m.dim() for m in memories] == [3, 3]
     assert ((src == PAD).sum() + (tgt_in == PAD).sum()) / (src.numel() + tgt_in.numel()) >= PACK_FROM
     tiny_model(src, tgt_in, keep=tgt_in != PAD)
-    assert len(packings) == 2
+    assert memories[-1].shape == (int((src != PAD).sum()), 16)
 
 
 def test_packed_pass_with_any_keep_and_head_mask_equals_the_padded_one(tiny_model):
@@ -103,9 +110,9 @@ def test_packed_inputs_refuse_a_cache_and_mismatched_rows():
     packing = Packing.of(torch.tensor([[True, False], [True, True]]))
     x = torch.randn(3, 8)
     with pytest.raises(ValueError, match="no cache"):
-        attention(x, x, x, packing=(packing, packing), cache=KVCache())
+        attention(x, x, x, context=AttentionContext(packing=(packing, packing)), cache=KVCache())
     with pytest.raises(ValueError, match="as many key rows"):
-        attention(x, x[:2], x[:2], packing=(packing, packing))
+        attention(x, x[:2], x[:2], context=AttentionContext(packing=(packing, packing)))
 
 
 def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
@@ -114,6 +121,8 @@ def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
     assert encoded.memory.shape == (int((src != PAD).sum()), 16)
     with pytest.raises(ValueError, match="teacher-forced"):
         tiny_model.decode(tgt_in[:, :1], encoded, cache=tiny_model.new_cache())
+    with pytest.raises(ValueError, match="teacher-forced"):
+        tiny_model.decode(tgt_in, encoded, last_only=True)
 
 
 # -- token positions found ahead: the training pass asks the device nothing ----------------------------------
@@ -172,21 +181,22 @@ def test_packing_is_off_on_devices_it_was_not_measured_on(tiny_model, monkeypatc
 
 
 def test_each_mask_is_made_safe_once_per_pass_not_once_per_layer(tiny_model, monkeypatch):
-    """The rows of a mask with no key to attend are found once per pass (encoder, decoder self, cross), and
-    every layer's attention reuses them."""
+    """The rows of a mask with no key to attend are found once per pass (encoder, decoder self, cross), where
+    the stacks' contexts are built, and every layer's attention reuses them (attention has no guard of its
+    own to call)."""
     import model.attention
-    import model.transformer
+    import model.context
 
-    calls = {"transformer": 0, "attention": 0}
-    for where in calls:
-        module = getattr(model, where)
-        guard = module.guard_empty_rows
+    assert not hasattr(model.attention, "guard_empty_rows")
+    calls = []
+    guard = model.context.guard_empty_rows
 
-        def counted(mask, _where=where, _guard=guard):
-            calls[_where] += 1
-            return _guard(mask)
+    def counted(mask):
+        calls.append(mask.shape)
+        return guard(mask)
 
-        monkeypatch.setattr(module, "guard_empty_rows", counted)
+    monkeypatch.setattr(model.context, "guard_empty_rows", counted)
     src, tgt_in = padded_batch()
     tiny_model(src, tgt_in, keep=tgt_in != PAD)
-    assert calls == {"transformer": 3, "attention": 0}  # two layers each side
+    b, s, t = *src.shape, tgt_in.size(1)
+    assert calls == [(b, 1, 1, s), (b, 1, t, t), (b, 1, 1, s)]  # two layers each side

@@ -8,6 +8,7 @@ import torch
 
 from model import HeadMask, Transformer
 from tests.conftest import BOS, PAD, random_ids, tiny_config
+from training.upgrade import upgrade_state_dict
 
 
 def batch(src_len=6, tgt_len=5, b=3):
@@ -158,7 +159,7 @@ def test_logits_at_kept_positions_equal_the_full_logits_there(tiny_model):
 
 
 def test_dropout_keeps_about_1_minus_p_and_rescales():
-    from model.layers import Dropout
+    from model.dropout import Dropout
 
     dropout = Dropout(0.25).train()
     x = torch.ones(200, 500)
@@ -173,7 +174,7 @@ def test_dropout_mask_bits_are_all_random_and_seeded():
     """Each of the four 16-bit integers cut from a 64-bit draw keeps a position with probability 1 - p (the
     top one too: a draw without the sign bit would keep every fourth position), and the default generator's
     seed fixes the mask."""
-    from model.layers import Dropout
+    from model.dropout import Dropout
 
     dropout = Dropout(0.25).train()
     torch.manual_seed(0)
@@ -227,6 +228,7 @@ def test_sublayer_arrangement_and_residual_dropout(side, norm_first):
 
     Dropout is on the branch only.
     """
+    from model.context import AttentionContext, StackContext
     from model.layers import DecoderLayer, EncoderLayer
 
     torch.manual_seed(0)
@@ -240,9 +242,9 @@ def test_sublayer_arrangement_and_residual_dropout(side, norm_first):
 
     def run(layer):
         if side == "encoder":
-            return layer(x, attend=torch.ones(2, 1, 1, 3, dtype=torch.bool))[0]
+            return layer(x, StackContext(AttentionContext.of(torch.ones(2, 1, 1, 3, dtype=torch.bool))))[0]
         memory, src_attend = torch.randn(2, 4, 8), torch.ones(2, 1, 1, 4, dtype=torch.bool)
-        return layer(x, memory, self_attend=None, src_attend=src_attend)[0]
+        return layer(x, memory, StackContext(AttentionContext(), AttentionContext.of(src_attend)))[0]
 
     def norm(h):
         return torch.nn.functional.layer_norm(h, (8,))
@@ -275,8 +277,9 @@ OLD_NORM_NAMES = {  # old name → today's, per layer
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_checkpoints_with_the_old_norm_names_load_and_give_the_same_outputs(norm_first):
-    """A training checkpoint (the model under ``model.``, as in TranslationModule) with the old names loads
-    strictly into today's model and computes the same logits."""
+    """A training checkpoint (the model under ``model.``, as in TranslationModule) with the old names, brought
+    to today's names as checkpoints are loaded, loads strictly into today's model and computes the same
+    logits."""
     config = tiny_config(norm_first=norm_first, dropout=0.1)
     torch.manual_seed(0)
     trained = torch.nn.ModuleDict({"model": Transformer(config)})
@@ -299,7 +302,7 @@ def test_checkpoints_with_the_old_norm_names_load_and_give_the_same_outputs(norm
 
     torch.manual_seed(1)
     loaded = torch.nn.ModuleDict({"model": Transformer(config)})
-    loaded.load_state_dict(old_state)  # strict: no key missing, none unexpected
+    loaded.load_state_dict(upgrade_state_dict(old_state))  # strict: no key missing, none unexpected
     src, tgt_in = batch()
     expected = trained.model.eval()(src, tgt_in)
     torch.testing.assert_close(loaded.model.eval()(src, tgt_in), expected, rtol=0, atol=0)
@@ -325,3 +328,41 @@ def test_padding_embeddings_start_at_zero_and_source_padding_is_never_trained(ti
     tiny_model(src, tgt_in).sum().backward()
     # The tied target table is also the output projection, whose padding row the softmax does train.
     assert torch.all(tiny_model.src_embed.weight.grad[PAD] == 0)
+
+
+def test_each_stack_builds_one_context_per_call_and_every_layer_gets_it(tiny_model):
+    """The per-call inputs a stack shares travel as one ``StackContext``, built once by ``encode`` and once
+    by ``decode`` (a cached step included) and handed as the same object to every layer; the encoder's has
+    no cross-attention, the decoder's cross-attention has no position hooks, and a cached step's
+    self-attention attends every position so far."""
+    import inspect
+
+    from model.attention import MultiHeadAttention
+    from model.context import StackContext
+
+    seen = {"encoder": [], "decoder": []}
+    for side, layers in (("encoder", tiny_model.encoder_layers), ("decoder", tiny_model.decoder_layers)):
+        position = 1 if side == "encoder" else 2  # (x, context) / (x, memory, context)
+        for layer in layers:
+            layer.register_forward_pre_hook(lambda _, args, _s=side, _p=position: seen[_s].append(args[_p]))
+    src, tgt_in = batch()
+    tiny_model(src, tgt_in)
+    encoder, decoder = seen["encoder"], seen["decoder"]
+    assert len(encoder) == len(decoder) == 2 and isinstance(encoder[0], StackContext)
+    assert encoder[0] is encoder[1] and decoder[0] is decoder[1]
+    assert encoder[0].cross_attention is None
+    cross = decoder[0].cross_attention
+    assert cross.rotate is None and cross.score_bias is None
+    assert torch.equal(cross.mask.attend, (src != PAD)[:, None, None, :])
+
+    seen["decoder"].clear()
+    cache = tiny_model.new_cache()
+    encoded = tiny_model.encode(src)
+    for t in range(2):
+        tiny_model.decode(tgt_in[:, t : t + 1], encoded, cache=cache)
+    first, second = seen["decoder"][::2]  # one context per step, the same for both layers
+    assert seen["decoder"][1] is first and seen["decoder"][3] is second and first is not second
+    assert first.self_attention.mask is None
+
+    # One carrier instead of a parameter per feature: at most 7 parameters besides self.
+    assert len(inspect.signature(MultiHeadAttention.forward).parameters) - 1 <= 7

@@ -22,6 +22,7 @@ from training.run_checkpoints import (
     first_line,
     open_checkpoint,
 )
+from training.upgrade import upgrade_state_dict
 
 __all__ = ["CheckpointError", "CheckpointMissing", "LoadedRun", "load_run", "read_checkpoint"]
 
@@ -38,7 +39,8 @@ class LoadedRun:
 
 
 def read_checkpoint(path: str | Path) -> dict:
-    """The checkpoint's contents, loaded safely (``weights_only=True``) onto the CPU."""
+    """The checkpoint's contents, loaded safely (``weights_only=True``) onto the CPU, with its weights under
+    today's names (``training.upgrade``)."""
     path = Path(path)
     try:
         # Opened once: a checkpoint rotated away (deleted or replaced) after this still reads whole.
@@ -59,6 +61,8 @@ def read_checkpoint(path: str | Path) -> dict:
             raise CheckpointError(
                 f"{path}: malformed checkpoint ({key} is a {type(checkpoint[key]).__name__}, not a mapping)"
             )
+    if isinstance(checkpoint["state_dict"], dict):  # else _check_weights_fit names what it is
+        checkpoint["state_dict"] = upgrade_state_dict(checkpoint["state_dict"])
     return checkpoint
 
 

@@ -20,6 +20,7 @@ from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
 from model.decoding import MAX_BEAM_SIZE
 from model.packing import TokenIndex, token_index
+from training.upgrade import upgrade_state_dict
 
 
 def cosine_decay(step: int, warmup: int, total: float) -> float:
@@ -277,6 +278,10 @@ class TranslationModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         self._stop_if_loss_was_not_finite()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # Lightning's restore (resuming a run) loads the weights after this hook: under today's names.
+        checkpoint["state_dict"] = upgrade_state_dict(checkpoint["state_dict"])
 
     def on_train_end(self) -> None:
         self._stop_if_loss_was_not_finite()

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from model import TransformerConfig
+from training.upgrade import upgrade_state_dict
 
 
 def rng_states() -> dict[str, Any]:
@@ -139,8 +140,9 @@ def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
     if not isinstance(state, dict):
         raise SystemExit(f"error: --resume {path}: not a training checkpoint (it holds no state_dict)")
     try:
-        # As Lightning will load it (through the same renaming hooks for old checkpoints), only sooner.
-        module.load_state_dict(state)
+        # As Lightning will load it (under today's names, see ``TranslationModule.on_load_checkpoint``), only
+        # sooner.
+        module.load_state_dict(upgrade_state_dict(state))
     except RuntimeError as error:
         saved = checkpoint.get("hyper_parameters") or {}
         # What differs, where the two runs' hyperparameters tell; else the first mismatch torch names.
