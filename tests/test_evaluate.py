@@ -651,22 +651,28 @@ def test_a_run_folder_evaluates_its_newest_weights(tiny_run, capsys):
     assert f"using {tiny_run / 'checkpoints' / 'last.ckpt'}" in err
 
 
-def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tiny_run, tmp_path, capsys):
-    """Generation stopped after --max-len 2 tokens, before EOS: the maps have a row per generated token."""
+def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tmp_path, capsys):
+    """Generation stopped after --max-len 2 tokens, before EOS: the maps have a row per generated token. A
+    tiny run's weights with EOS suppressed (``suppress_eos``) make every hypothesis one that is cut."""
     from evaluation.translate import translate_hypotheses
+    from tests.weight_surgery import suppress_eos
 
-    loaded = load_run(tiny_run / "checkpoints" / "last.ckpt")
-    dm = loaded.datamodule
-    sources = [p.source for p in dm.pairs("test")]
-    model = loaded.module.model
-    hypotheses = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, sources, max_len=2)
-    assert {(len(ids), finished) for ids, finished in hypotheses} <= {(0, True), (1, True), (2, False)}
-    source, ids = next((s, h.ids) for s, h in zip(sources, hypotheses) if not h.finished)
-    code, _, _ = run_evaluate(
-        capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", source, "--max-len", "2",
-        "--attention-out", tmp_path / "maps",
+    run = train_tiny(tmp_path / "runs", "--model.tie_output_embedding", "false", "--trainer.max_epochs", "1",
+                     "--attention.every_n_epochs", "0")
+    loaded = load_run(run / "checkpoints" / "last.ckpt")
+    dm, model = loaded.datamodule, loaded.module.model
+    suppress_eos(model)
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    checkpoint["state_dict"] = loaded.module.state_dict()
+    never_ends = tmp_path / "never_ends.ckpt"
+    torch.save(checkpoint, never_ends)
+    source = dm.pairs("test")[0].source
+    ((ids, finished),) = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, [source], max_len=2)
+    assert (len(ids), finished) == (2, False)
+    code, out, _ = run_evaluate(
+        capsys, never_ends, "--translate", source, "--max-len", "2", "--attention-out", tmp_path / "maps",
     )
-    assert code == 0
+    assert code == 0 and out.splitlines()[-1] == dm.tgt_tokenizer.decode(ids)
     parser = _Collect()
     parser.feed((tmp_path / "maps" / "sentence_1" / "head_view.html").read_text(encoding="utf-8"))
     data = json.loads(parser.scripts[0])
