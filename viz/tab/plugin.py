@@ -143,12 +143,31 @@ def _logged_json(run: str, tag: str, values: dict[int, np.ndarray], step: int | 
     during a run); MalformedRun if it is none."""
     value = values[step] if step in values else values[max(values)]
     try:
-        text = json.loads(value.item()) if value.dtype == object else None
+        text = json.loads(value.item(), parse_constant=_no_constant) if value.dtype == object else None
+    except _NonFinite as error:
+        raise MalformedRun(f"run {run!r} {tag} holds {error}, which is not JSON") from None
     except ValueError:  # not JSON, or more than one string
         text = None
     if not isinstance(text, dict):
         raise MalformedRun(f"run {run!r} {tag} is not a JSON object")
     return text
+
+
+class _NonFinite(Exception):
+    """NaN or an infinity in logged JSON: Python reads them, but no answer of the tab may hold them."""
+
+
+def _lowest(run: str, tag: str, scores) -> float | None:
+    """The lowest finite score of a logged array of scores (a method's best AER), None if it has none."""
+    scores = np.asarray(scores)
+    if not np.issubdtype(scores.dtype, np.number):
+        raise MalformedRun(f"run {run!r} {tag} is a {scores.dtype} array, expected numbers")
+    finite = scores[np.isfinite(scores)]
+    return float(finite.min()) if finite.size else None
+
+
+def _no_constant(name: str):
+    raise _NonFinite(name)
 
 
 SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
@@ -162,11 +181,32 @@ def _sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step:
     missing = [field for field in SENTENCE_FIELDS if field not in text]
     if missing:
         raise MalformedRun(f"run {run!r} {tag} lacks {', '.join(map(repr, missing))}")
+    for field in ("source", "target"):
+        if not isinstance(text[field], str):
+            raise MalformedRun(f"run {run!r} {tag} has a malformed {field!r} (expected a string)")
+    for field in SENTENCE_FIELDS[2:]:
+        if not isinstance(text[field], list) or not all(isinstance(token, str) for token in text[field]):
+            raise MalformedRun(f"run {run!r} {tag} has a malformed {field!r} (expected a list of strings)")
+    rows, cols = len(text["target_out"]), len(text["source_tokens"])
+    if len(text["target_in"]) != rows:
+        raise MalformedRun(f"run {run!r} {tag} has {len(text['target_in'])} 'target_in' tokens but {rows} "
+                           "'target_out' tokens")
+    gold = text.get("gold")
+    if gold is not None and not (isinstance(gold, list) and all(_link(link, rows, cols) for link in gold)):
+        raise MalformedRun(f"run {run!r} {tag} has a malformed 'gold' (expected null or a list of "
+                           f"[target, source] positions within {rows} × {cols})")
     methods = text.get("methods", [])
     if not isinstance(methods, list) or not all(map(_method_described, methods)):
         raise MalformedRun(f"run {run!r} {tag} has malformed 'methods' (expected a list of "
                            f"{{{', '.join(METHOD_FIELDS)}}})")
     return text
+
+
+def _link(link, rows: int, cols: int) -> bool:
+    """Whether ``link`` is one gold link [target position, source position] of a rows × cols map."""
+    return (isinstance(link, list) and len(link) == 2
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in link)
+            and 0 <= link[0] < rows and 0 <= link[1] < cols)
 
 
 def _method_described(method) -> bool:
@@ -400,7 +440,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
         for tag in sorted(tags):
             kind, name = STATISTIC_TAG.match(tag).groups()
             if step in data.get(tag, {}):
-                kinds.setdefault(kind, {})[name] = _rounded(np.asarray(data[tag][step]))
+                value = np.asarray(data[tag][step])
+                if value.ndim != 2 or not np.issubdtype(value.dtype, np.number):
+                    raise MalformedRun(f"run {run!r} {tag} is a {value.dtype} array of shape {value.shape}, "
+                                       "expected numbers (layers, heads)")
+                kinds.setdefault(kind, {})[name] = _rounded(value)
         if not kinds:
             steps = sorted(set().union(*(data[tag].keys() for tag in data))) if data else []
             raise RequestError(404, f"run {run!r} logged no head statistics at step {step} "
@@ -461,9 +505,16 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise RequestError(409, f"run {run!r} logged {method} maps of sentence {sentence} without their "
                                     "description (layers, label)")
         rows, cols = text["target_out"], text["source_tokens"]
-        if per_layer.shape[1:] != (len(rows), len(cols)):
+        if per_layer.ndim != 3 or per_layer.shape[1:] != (len(rows), len(cols)):
             raise RequestError(409, f"the logged {method} map {per_layer.shape} does not match the tokens "
                                     f"({len(rows)} × {len(cols)})")
+        if len(described["layers"]) != per_layer.shape[0]:
+            raise MalformedRun(f"run {run!r} logged {method} maps of {per_layer.shape[0]} layers but names "
+                               f"{len(described['layers'])} in {sentence_tag(sentence, 'text')}")
+        if per_head is not None and (per_head.ndim != 4 or per_head.shape[::2] != per_layer.shape[:2]
+                                     or per_head.shape[3] != per_layer.shape[2]):
+            raise MalformedRun(f"run {run!r} logged a {method} map per head of shape {per_head.shape}, which "
+                               f"does not match its map per layer {per_layer.shape}")
         gold = text.get("gold")
         aer = None if gold is None else _map_aer(method, described, per_layer, per_head, gold)
         answer = {"run": run, "step": step, "sentence": sentence}
@@ -498,7 +549,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             method, score = EXPLAIN_TAG.match(tag).groups()
             named.setdefault(method, {})[score] = values
         order = [name for name in METHODS if name in named and "aer" in named[name]]
-        history = {name: {s: float(np.min(aer)) for s, aer in named[name]["aer"].items()} for name in order}
+        history = {name: {s: lowest for s, aer in named[name]["aer"].items()
+                          if (lowest := _lowest(run, explain_tag(name, "aer"), aer)) is not None}
+                   for name in order}  # a diverged step's NaN scores are no point of the history
         present = [name for name in order if step in named[name]["aer"]]
         if not present:
             steps = sorted(set().union(*history.values()))
@@ -508,18 +561,26 @@ class AttentionPlugin(base_plugin.TBPlugin):
         for name in present:
             scores = {score: np.asarray(values[step]) for score, values in named[name].items()
                       if score != "layers" and step in values}
+            if any(np.ndim(scores.get(score)) != 1 for score in ("aer", "agreement")):
+                raise MalformedRun(f"run {run!r} {explain_tag(name, 'aer')} and "
+                                   f"{explain_tag(name, 'agreement')} must both be logged at step {step}, "
+                                   "one score per layer")
             about = named[name].get("layers", {})
             about = _logged_json(run, explain_tag(name, "layers"), about, step) if about else {
                 "label": METHODS[name].label, "layers": list(layer_names(len(scores["aer"])))}
+            if not isinstance(about.get("label"), str) or not isinstance(about.get("layers"), list):
+                raise MalformedRun(f"run {run!r} {explain_tag(name, 'layers')} is malformed (expected "
+                                   "{label, layers})")
             table = {"layers": [{"layer": layer, "aer": float(a)} for layer, a in zip(about["layers"],
-                                                                                       scores["aer"])]}
-            best = best_layer(table)
+                                                                                       scores["aer"])
+                                if np.isfinite(a)]}
+            best = best_layer(table) if table["layers"] else None  # None: every layer's AER was NaN
             heads = {score: _rounded(scores[score]) if score in scores else None
                      for score in ("head_aer", "head_agreement")}
             methods[name] = {"label": about["label"], "layers": about["layers"],
                              "aer": _rounded(scores["aer"]), "agreement": _rounded(scores["agreement"]),
                              **heads,
-                             "best": {"layer": best["layer"], "aer": round(best["aer"], DECIMALS)}}
+                             "best": best and {"layer": best["layer"], "aer": round(best["aer"], DECIMALS)}}
         rounded = {name: [[s, round(v, DECIMALS)] for s, v in sorted(steps.items())]
                    for name, steps in history.items()}
         return {"run": run, "step": step, "methods": methods, "history": rounded,
