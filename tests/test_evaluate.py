@@ -434,6 +434,19 @@ def test_exporting_a_source_longer_than_max_len_is_a_one_line_error(tmp_path):
     assert not (tmp_path / "maps").exists()
 
 
+def test_exporting_the_attention_of_overflowing_weights_is_a_one_line_error(tmp_path):
+    from training.run_checkpoints import CheckpointError
+
+    model, src_tok, tgt_tok = export_model(max_len=8)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(1e30)  # finite, as a diverged run's can be, but the attention overflows
+    message = "attention export: the model's attention for 'b a' is not finite"
+    with pytest.raises(CheckpointError, match=f"^{message}"):
+        export_attention(model, src_tok, tgt_tok, "b a", tgt_tok.encode("x"), tmp_path / "maps")
+    assert not (tmp_path / "maps").exists()
+
+
 # --- outputs checked before the work, options bounded, input that is not text ------------------------------
 
 @pytest.fixture

@@ -544,6 +544,15 @@ def _versioned(version):
         (_text_edit(lambda text: json.dumps(text | {"methods": [1]}).encode()),
          ("attention/sentence_0/text has malformed 'methods' (expected a list of {name, label, per_head, "
           "signed, layers})")),
+        (_text_edit(lambda text: json.dumps(text | {"source": float("nan")}).encode()),
+         "attention/sentence_0/text holds NaN, which is not JSON"),
+        (_text_edit(lambda text: json.dumps(text | {"source_tokens": 5}).encode()),
+         "attention/sentence_0/text has a malformed 'source_tokens' (expected a list of strings)"),
+        (_text_edit(lambda text: json.dumps(text | {"target_in": text["target_in"][:1]}).encode()),
+         "attention/sentence_0/text has 1 'target_in' tokens but 9 'target_out' tokens"),
+        (_text_edit(lambda text: json.dumps(text | {"gold": [[99, 0]]}).encode()),
+         ("attention/sentence_0/text has a malformed 'gold' (expected null or a list of [target, source] "
+          "positions within 9 × 9)")),
         (_versioned(2), "logged with layout version 2 of the attention summaries; this tab reads version 1"),
         (_versioned("x"),
          "logged with layout version 'x' of the attention summaries; this tab reads version 1"),
@@ -577,6 +586,27 @@ def test_non_finite_logged_weights_are_served_as_null(tiny_run, tmp_path):
     assert np.isnan(cross.reshape(-1)[::3]).all() and np.isfinite(cross.reshape(-1)[1::3]).all()
     answer = get(client, "/explanation?run=nan&step=12&sentence=0&method=attention")
     assert answer["per_head"][0][0][0][0] is None
+
+
+def _nan_aer(value):
+    """Every method's AER per layer NaN, as scores of a diverged run's maps come out."""
+    if EXPLAIN_AER.match(value.tag):
+        scores = np.frombuffer(value.tensor.tensor_content, dtype="<f4").copy()
+        scores[:] = np.nan
+        value.tensor.tensor_content = scores.tobytes()
+    return True
+
+
+EXPLAIN_AER = re.compile(r"^attention/explain/\w+/aer$")
+
+
+def test_explanation_scores_that_are_nan_have_no_best_layer_and_no_history(tiny_run, tmp_path):
+    rewritten(tiny_run, tmp_path / "logs" / "nan", _nan_aer)
+    client, _ = serve(tmp_path / "logs")
+    answer = get(client, "/explanations?run=nan&step=12")
+    assert answer["methods"] and all(method["best"] is None for method in answer["methods"].values())
+    assert all(aer is None for method in answer["methods"].values() for aer in method["aer"])
+    assert answer["history"] == {name: [] for name in answer["methods"]} and answer["leader"] is None
 
 
 def test_a_lens_of_a_diverged_run_is_logged_with_null():

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 from data.tokenizer import Tokenizer
 from evaluation.forced import sentence_pass
 from model import Transformer
+from training.run_checkpoints import CheckpointError
 from viz.headview import write_head_view
 from viz.plots import attention_heatmap
 
@@ -28,13 +29,19 @@ def export_attention(
     while generating; ``finished=False`` marks a hypothesis cut by its length limit before EOS (drawn without
     an ``</s>`` row). Files: ``<kind>_layer<l>_head<h>.png`` for every kind, layer and head, and
     ``head_view.html``; both label rows and columns as ``analysis.axes`` says. Returns the paths written. A
-    source or hypothesis the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``
-    before anything is written.
+    source or hypothesis the model cannot read in its ``max_len`` positions raises a one-line ``CorpusError``,
+    and weights whose attention is not finite (finite weights of a diverged run that overflow) a one-line
+    ``CheckpointError``, before anything is written.
     """
     seen = sentence_pass(
         model, src_tokenizer.encode(source), hypothesis, finished=finished, where="attention export"
     )
     tokens, maps = seen.tokens(src_tokenizer, tgt_tokenizer), seen.sentence_maps()
+    if not all(weights.isfinite().all() for layers in maps.values() for weights in layers):
+        raise CheckpointError(
+            f"attention export: the model's attention for {source[:50]!r} is not finite (its weights "
+            "overflow: the run diverged); use an earlier checkpoint"
+        )
     axes = tokens.axes
     directory.mkdir(parents=True, exist_ok=True)
     written = []

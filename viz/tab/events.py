@@ -67,12 +67,31 @@ def logged_json(run: str, tag: str, values: dict[int, np.ndarray], step: int | N
     during a run); MalformedRun if it is none."""
     value = values[step] if step in values else values[max(values)]
     try:
-        text = json.loads(value.item()) if value.dtype == object else None
+        text = json.loads(value.item(), parse_constant=_no_constant) if value.dtype == object else None
+    except _NonFinite as error:
+        raise MalformedRun(f"run {run!r} {tag} holds {error}, which is not JSON") from None
     except ValueError:  # not JSON, or more than one string
         text = None
     if not isinstance(text, dict):
         raise MalformedRun(f"run {run!r} {tag} is not a JSON object")
     return text
+
+
+class _NonFinite(Exception):
+    """NaN or an infinity in logged JSON: Python reads them, but no answer of the tab may hold them."""
+
+
+def _no_constant(name: str):
+    raise _NonFinite(name)
+
+
+def lowest(run: str, tag: str, scores) -> float | None:
+    """The lowest finite score of a logged array of scores (a method's best AER), None if it has none."""
+    scores = np.asarray(scores)
+    if not np.issubdtype(scores.dtype, np.number):
+        raise MalformedRun(f"run {run!r} {tag} is a {scores.dtype} array, expected numbers")
+    finite = scores[np.isfinite(scores)]
+    return float(finite.min()) if finite.size else None
 
 
 def sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step: int | None = None) -> dict:
@@ -82,11 +101,32 @@ def sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step: 
     missing = [field for field in SENTENCE_FIELDS if field not in text]
     if missing:
         raise MalformedRun(f"run {run!r} {tag} lacks {', '.join(map(repr, missing))}")
+    for field in ("source", "target"):
+        if not isinstance(text[field], str):
+            raise MalformedRun(f"run {run!r} {tag} has a malformed {field!r} (expected a string)")
+    for field in SENTENCE_FIELDS[2:]:
+        if not isinstance(text[field], list) or not all(isinstance(token, str) for token in text[field]):
+            raise MalformedRun(f"run {run!r} {tag} has a malformed {field!r} (expected a list of strings)")
+    rows, cols = len(text["target_out"]), len(text["source_tokens"])
+    if len(text["target_in"]) != rows:
+        raise MalformedRun(f"run {run!r} {tag} has {len(text['target_in'])} 'target_in' tokens but {rows} "
+                           "'target_out' tokens")
+    gold = text.get("gold")
+    if gold is not None and not (isinstance(gold, list) and all(_link(link, rows, cols) for link in gold)):
+        raise MalformedRun(f"run {run!r} {tag} has a malformed 'gold' (expected null or a list of "
+                           f"[target, source] positions within {rows} × {cols})")
     methods = text.get("methods", [])
     if not isinstance(methods, list) or not all(map(_method_described, methods)):
         raise MalformedRun(f"run {run!r} {tag} has malformed 'methods' (expected a list of "
                            f"{{{', '.join(METHOD_FIELDS)}}})")
     return text
+
+
+def _link(link, rows: int, cols: int) -> bool:
+    """Whether ``link`` is one gold link [target position, source position] of a rows × cols map."""
+    return (isinstance(link, list) and len(link) == 2
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in link)
+            and 0 <= link[0] < rows and 0 <= link[1] < cols)
 
 
 def _method_described(method) -> bool:

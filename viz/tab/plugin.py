@@ -52,6 +52,7 @@ from viz.tab.events import (
     abridged,
     leader,
     logged_json,
+    lowest,
     rounded,
     sentence_text,
 )
@@ -246,7 +247,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
         for tag in sorted(tags):
             kind, name = STATISTIC_TAG.match(tag).groups()
             if step in data.get(tag, {}):
-                kinds.setdefault(kind, {})[name] = rounded(np.asarray(data[tag][step]))
+                value = np.asarray(data[tag][step])
+                if value.ndim != 2 or not np.issubdtype(value.dtype, np.number):
+                    raise MalformedRun(f"run {run!r} {tag} is a {value.dtype} array of shape {value.shape}, "
+                                       "expected numbers (layers, heads)")
+                kinds.setdefault(kind, {})[name] = rounded(value)
         if not kinds:
             steps = sorted(set().union(*(data[tag].keys() for tag in data))) if data else []
             raise RequestError(404, f"run {run!r} logged no head statistics at step {step} "
@@ -282,9 +287,16 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise RequestError(409, f"run {run!r} logged {method} maps of sentence {sentence} without their "
                                     "description (layers, label)")
         rows, cols = text["target_out"], text["source_tokens"]
-        if per_layer.shape[1:] != (len(rows), len(cols)):
+        if per_layer.ndim != 3 or per_layer.shape[1:] != (len(rows), len(cols)):
             raise RequestError(409, f"the logged {method} map {per_layer.shape} does not match the tokens "
                                     f"({len(rows)} × {len(cols)})")
+        if len(described["layers"]) != per_layer.shape[0]:
+            raise MalformedRun(f"run {run!r} logged {method} maps of {per_layer.shape[0]} layers but names "
+                               f"{len(described['layers'])} in {sentence_tag(sentence, 'text')}")
+        if per_head is not None and (per_head.ndim != 4 or per_head.shape[::2] != per_layer.shape[:2]
+                                     or per_head.shape[3] != per_layer.shape[2]):
+            raise MalformedRun(f"run {run!r} logged a {method} map per head of shape {per_head.shape}, which "
+                               f"does not match its map per layer {per_layer.shape}")
         gold = text.get("gold")
         aer = None if gold is None else _map_aer(method, described, per_layer, per_head, gold)
         answer = {"run": run, "step": step, "sentence": sentence}
@@ -311,7 +323,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             method, score = EXPLAIN_TAG.match(tag).groups()
             named.setdefault(method, {})[score] = values
         order = [name for name in METHODS if name in named and "aer" in named[name]]
-        history = {name: {s: float(np.min(aer)) for s, aer in named[name]["aer"].items()} for name in order}
+        history = {name: {s: best for s, aer in named[name]["aer"].items()
+                          if (best := lowest(run, explain_tag(name, "aer"), aer)) is not None}
+                   for name in order}  # a diverged step's NaN scores are no point of the history
         present = [name for name in order if step in named[name]["aer"]]
         if not present:
             steps = sorted(set().union(*history.values()))
@@ -321,17 +335,26 @@ class AttentionPlugin(base_plugin.TBPlugin):
         for name in present:
             scores = {score: np.asarray(values[step]) for score, values in named[name].items()
                       if score != "layers" and step in values}
+            if any(np.ndim(scores.get(score)) != 1 for score in ("aer", "agreement")):
+                raise MalformedRun(f"run {run!r} {explain_tag(name, 'aer')} and "
+                                   f"{explain_tag(name, 'agreement')} must both be logged at step {step}, "
+                                   "one score per layer")
             about = named[name].get("layers", {})
             about = logged_json(run, explain_tag(name, "layers"), about, step) if about else {
                 "label": METHODS[name].label, "layers": list(layer_names(len(scores["aer"])))}
-            best = int(np.argmin(scores["aer"]))  # the first of ties
+            if not isinstance(about.get("label"), str) or not isinstance(about.get("layers"), list):
+                raise MalformedRun(f"run {run!r} {explain_tag(name, 'layers')} is malformed (expected "
+                                   "{label, layers})")
+            finite = np.flatnonzero(np.isfinite(scores["aer"]))
+            best = None if not finite.size else int(finite[np.argmin(scores["aer"][finite])])  # first of ties
             heads = {score: rounded(scores[score]) if score in scores else None
                      for score in ("head_aer", "head_agreement")}
             methods[name] = {"label": about["label"], "layers": about["layers"],
                              "aer": rounded(scores["aer"]), "agreement": rounded(scores["agreement"]),
                              **heads,
-                             "best": {"layer": about["layers"][best], "aer": round(float(scores["aer"][best]),
-                                                                                   DECIMALS)}}
+                             "best": None if best is None else {  # None: every layer's AER was NaN
+                                 "layer": about["layers"][best],
+                                 "aer": round(float(scores["aer"][best]), DECIMALS)}}
         rounded_history = {name: [[s, round(v, DECIMALS)] for s, v in sorted(steps.items())]
                            for name, steps in history.items()}
         return {"run": run, "step": step, "methods": methods, "history": rounded_history,
