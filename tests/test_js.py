@@ -34,3 +34,14 @@ def test_the_tabs_javascript_passes_its_unit_tests():
 def test_the_tabs_javascript_passes_eslint():
     done = run(NODE, str(ESLINT), "--max-warnings", "0", *LINTED)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_js_tests_vocabulary_is_the_routes():
+    """tests/js/vocabulary.json stands in for ./vocabulary in the unit tests; it must be what the route serves
+    (regenerate: python -c "import json; from viz.tab.plugin import vocabulary; print(json.dumps(vocabulary(),
+    ensure_ascii=False, indent=1))" > tests/js/vocabulary.json)."""
+    import json
+
+    from viz.tab.plugin import vocabulary
+
+    assert json.loads((REPO / "tests" / "js" / "vocabulary.json").read_text(encoding="utf-8")) == vocabulary()

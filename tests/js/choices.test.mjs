@@ -10,6 +10,7 @@ import {bestMap} from "../../viz/tab/static/grid.js";
 import {aerOf, mapName, mapOf, mapSet} from "../../viz/tab/static/maps.js";
 import {start, state} from "../../viz/tab/static/state.js";
 import {bestHead, defaultSort, shortName, statKeys} from "../../viz/tab/static/stats.js";
+import {VOCABULARY} from "./vocabulary.mjs";
 
 const ATTENTION = {name: "attention", label: "cross-attention", per_head: true, signed: false,
   layers: ["layer 1", "layer 2"]};
@@ -17,7 +18,7 @@ const IG = {name: "integrated_gradients", label: "Integrated Gradients", per_hea
   layers: ["embeddings", "layer 1", "layer 2"]};
 
 beforeEach(() => {
-  start([{run: "a", steps: [6, 12], sentences: [{id: 0}], kinds: ["encoder", "decoder", "cross"],
+  start(VOCABULARY, [{run: "a", steps: [6, 12], sentences: [{id: 0}], kinds: ["encoder", "decoder", "cross"],
     num_layers: {encoder: 2, decoder: 2, cross: 2}, num_heads: 2, methods: [ATTENTION, IG]}]);
   state.gold = true;
 });

@@ -7,6 +7,7 @@ import {
   currentMethod, currentStep, nearest, openHead, refreshRuns, selectKind, selectMethod, selectRun,
   selectSentence, selectStep, start, state, toggleOverlay, wire,
 } from "../../viz/tab/static/state.js";
+import {VOCABULARY} from "./vocabulary.mjs";
 
 const asked = [];
 globalThis.fetch = async (url) => {
@@ -45,14 +46,14 @@ test("nearest: the closest value, the first of ties; with notAbove the closest n
 });
 
 test("start opens the first run at its newest step, on cross maps where it has them", () => {
-  start([run("a", [10, 20, 30]), run("b", [5])]);
+  start(VOCABULARY, [run("a", [10, 20, 30]), run("b", [5])]);
   assert.deepEqual([state.run.run, currentStep(), state.kind, state.method], ["a", 30, "cross", "attention"]);
-  start([run("enc", [1, 2], {kinds: ["encoder"], methods: []})]);
+  start(VOCABULARY, [run("enc", [1, 2], {kinds: ["encoder"], methods: []})]);
   assert.deepEqual([state.kind, state.method], ["encoder", "attention"]); // no methods: attention
 });
 
 test("a new list of runs follows the newest step from the last one, and keeps a chosen earlier step", () => {
-  start([run("a", [10, 20])]);
+  start(VOCABULARY, [run("a", [10, 20])]);
   refreshRuns([run("a", [10, 20, 30])]);
   assert.equal(currentStep(), 30);
   selectStep(0);
@@ -63,7 +64,7 @@ test("a new list of runs follows the newest step from the last one, and keeps a 
 });
 
 test("another run keeps the nearest step, the sentence and the kind it has, and drops what it has not", () => {
-  start([run("a", [100, 200, 300]), run("b", [90, 210], {sentences: [{id: 5}], kinds: ["encoder", "decoder"],
+  start(VOCABULARY, [run("a", [100, 200, 300]), run("b", [90, 210], {sentences: [{id: 5}], kinds: ["encoder", "decoder"],
     methods: [ATTENTION]})]);
   selectStep(1);
   selectSentence("1");
@@ -82,7 +83,7 @@ test("another run keeps the nearest step, the sentence and the kind it has, and 
 });
 
 test("a method without heads opens a layer's own map; a kind with fewer layers the first head", () => {
-  start([run("a", [1])]);
+  start(VOCABULARY, [run("a", [1])]);
   state.head = {layer: 1, head: 2};
   state.overlay = [{layer: 0, head: 1}];
   selectMethod("integrated_gradients");
@@ -98,7 +99,7 @@ test("a method without heads opens a layer's own map; a kind with fewer layers t
 });
 
 test("choosing a method in your sentence explains it; on probes it prefetches the steps", async () => {
-  start([run("a", [1, 2])]);
+  start(VOCABULARY, [run("a", [1, 2])]);
   state.mode = "custom";
   selectMethod("integrated_gradients");
   assert.deepEqual(calls, ["sync", "draw", "explainCustom"]);
@@ -112,7 +113,7 @@ test("choosing a method in your sentence explains it; on probes it prefetches th
 });
 
 test("a head opened leaves the overlay; overlaying toggles, never the open head", () => {
-  start([run("a", [1])]);
+  start(VOCABULARY, [run("a", [1])]);
   toggleOverlay({layer: 0, head: 1});
   toggleOverlay({layer: 1, head: 2});
   toggleOverlay({layer: 0, head: 0}); // the open one
@@ -125,7 +126,7 @@ test("a head opened leaves the overlay; overlaying toggles, never the open head"
 });
 
 test("a sentence is a probe's id, or your own", () => {
-  start([run("a", [1])]);
+  start(VOCABULARY, [run("a", [1])]);
   selectSentence("1");
   assert.deepEqual([state.mode, state.sentence], ["probe", 1]);
   selectSentence("custom");
