@@ -35,6 +35,7 @@ from analysis.metrics import score_translations
 from bench.speed import describe_machine
 from data.corpora import CorpusError
 from data.pairs import Pair
+from data.special import SPECIALS
 from data.tokenizer import Tokenizer
 from evaluation.translate import translate
 from export.ctranslate2 import CTranslate2Translator, EngineError, export, import_ctranslate2
@@ -74,15 +75,16 @@ def quick_run(sentences: int) -> tuple[Transformer, Tokenizer, Tokenizer, list[P
     src = Tokenizer.train([p.source for p in splits["train"]])
     tgt = Tokenizer.train([p.target for p in splits["train"]])
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, d_model=32, num_heads=2, d_ff=64,
-                                          num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
-                                          max_len=64))
+    model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, **SPECIALS.ids, d_model=32,
+                                          num_heads=2, d_ff=64, num_encoder_layers=2, num_decoder_layers=2,
+                                          dropout=0.0, max_len=64))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     train = splits["train"]
     for step in range(40):
         chunk = train[(step * 32) % 224 : (step * 32) % 224 + 32]
         batch = collate([(i, src.encode(p.source), tgt.encode(p.target)) for i, p in enumerate(chunk)])
-        loss = F.cross_entropy(model(batch.src, batch.tgt_in).transpose(1, 2), batch.tgt_out, ignore_index=0)
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        loss = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=SPECIALS.pad_id)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

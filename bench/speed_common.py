@@ -101,6 +101,7 @@ def our_model(cfg: BenchConfig, device: torch.device) -> Transformer:
     config = TransformerConfig(
         src_vocab_size=cfg.vocab_size,
         tgt_vocab_size=cfg.vocab_size,
+        **SPECIALS.ids,
         d_model=cfg.d_model,
         num_heads=cfg.num_heads,
         num_encoder_layers=cfg.num_layers,

@@ -20,6 +20,12 @@ class SpecialTokens:
     unk_id: int = 3
 
     @property
+    def ids(self) -> dict[str, int]:
+        """Pad, BOS and EOS by name, the ids that frame a sentence, as ``collate`` and a model's config take
+        them: ``TransformerConfig(..., **SPECIALS.ids)``."""
+        return {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+
+    @property
     def tokens(self) -> list[str]:
         """The special token strings in id order."""
         return [self.pad, self.bos, self.eos, self.unk]

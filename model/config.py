@@ -1,6 +1,6 @@
 """The architecture of the Transformer: one frozen, validated config of primitives."""
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 from model.positions import POSITIONAL
@@ -16,10 +16,17 @@ class TransformerConfig:
     The defaults are the model of ``python train.py`` (configs/default.yaml), small enough to train on a
     laptop CPU; ``training.module.TranslationModule`` takes its defaults from here. The paper's base model is
     ``d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048, norm_first=False``.
+
+    The vocabulary sizes and the special ids have no defaults: they are the tokenizers' (``data.special``
+    defines the ids, ``train.py`` links them from the data), and the model keeps no copy of its own.
     """
 
     src_vocab_size: int
     tgt_vocab_size: int
+    _: KW_ONLY
+    pad_id: int
+    bos_id: int
+    eos_id: int
     d_model: int = 128
     num_heads: int = 4
     num_encoder_layers: int = 3
@@ -28,9 +35,6 @@ class TransformerConfig:
     dropout: float = 0.0
     attention_dropout: float = 0.0
     activation: Activation = "relu"
-    pad_id: int = 0
-    bos_id: int = 1
-    eos_id: int = 2
     max_len: int = 256
     # Pre-LN (normalise each sublayer's input) trains stably without long warm-up (Xiong et al. 2020);
     # post-LN (normalise after the residual sum) is the paper's §3.1 arrangement.

@@ -119,9 +119,10 @@ assert torch.allclose(F.scaled_dot_product_attention(q, k, v), out, atol=1e-6)  
 # the whole weight.
 
 # %%
+from data.special import SPECIALS
 from model import AttentionContext, causal_mask, decoder_self_mask, padding_mask
 
-PAD = 0
+PAD = SPECIALS.pad_id
 key_ids = torch.tensor([[7, 9, 4, PAD]])  # (B=1, Tk=4)
 attend = padding_mask(key_ids, pad_id=PAD)  # (B, 1, 1, Tk): broadcasts over heads and queries
 print("padding mask, shape", tuple(attend.shape), "\n", attend)
@@ -411,7 +412,7 @@ from model import Transformer, TransformerConfig
 tiny = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())["model"]
 architecture = ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff")
 config = TransformerConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
-                           **{name: tiny[name] for name in architecture})
+                           **SPECIALS.ids, **{name: tiny[name] for name in architecture})
 torch.manual_seed(0)
 untrained = Transformer(config).eval()
 with torch.no_grad():

@@ -20,6 +20,7 @@ def tiny_config(**overrides) -> TransformerConfig:
         "d_ff": 32,
         "dropout": 0.0,
         "max_len": 64,
+        **SPECIALS.ids,
     }
     settings.update(overrides)
     return TransformerConfig(**settings)

@@ -144,7 +144,7 @@ def test_tutorial_baseline_is_causal_and_ignores_padding():
     model = TutorialSeq2Seq(QUICK).eval()
     batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
     src, tgt_in = batch.src[:1], batch.tgt_in[:1, :4]
-    src = src[:, : int((src != 0).sum())]  # one sentence, no padding
+    src = src[:, : int((src != PAD_ID).sum())]  # one sentence, no padding
     logits = model(src, tgt_in)
 
     changed_future = tgt_in.clone()
@@ -163,7 +163,7 @@ def test_baseline_greedy_decoding_is_the_teacher_forced_argmax_and_batch_indepen
     src = make_batches(QUICK, 1, torch.device("cpu"))[0].src[:4]  # (4, S), padded
     rows = greedy_rerun(model, src)
     for i, row in enumerate(rows):
-        one = src[i : i + 1, : int((src[i] != 0).sum())]
+        one = src[i : i + 1, : int((src[i] != PAD_ID).sum())]
         assert greedy_rerun(model, one) == [row]
         limit = one.size(1) + 5  # the tutorial's: source tokens + 5
         assert len(row) <= limit

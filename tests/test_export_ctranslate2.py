@@ -10,12 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from data.batching import collate
+from data.special import SPECIALS
 from data.tokenizer import Tokenizer
 from data.toy import make_toy_splits
 from evaluation.translate import translate
 from export.ctranslate2 import INSTALL_HINT, CTranslate2Translator, EngineError, export, vocabulary
 from model import Transformer, TransformerConfig
-from tests.conftest import last_json, run_evaluate
+from tests.conftest import PAD, last_json, run_evaluate
 
 needs_ct2 = pytest.mark.skipif(
     __import__("importlib").util.find_spec("ctranslate2") is None,
@@ -41,7 +42,7 @@ def train_model(toy, *, steps: int = 80, **overrides) -> Transformer:
     settings = {"d_model": 32, "num_heads": 2, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 64,
                 "dropout": 0.0, "max_len": 64}
     settings.update(overrides)
-    model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, **settings))
+    model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, **SPECIALS.ids, **settings))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     pairs = splits["train"]
     for step in range(steps):
@@ -49,7 +50,8 @@ def train_model(toy, *, steps: int = 80, **overrides) -> Transformer:
         batch = collate(
             [(i, src.encode(p.source), tgt.encode(p.target)) for i, p in enumerate(pairs[start : start + 32])]
         )
-        loss = F.cross_entropy(model(batch.src, batch.tgt_in).transpose(1, 2), batch.tgt_out, ignore_index=0)
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        loss = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=PAD)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -187,7 +189,9 @@ def test_position_tables_other_than_the_sinusoid_equal_pytorch(positional, tmp_p
 @needs_ct2
 def test_export_refuses_what_it_cannot_map(toy, tmp_path):
     _, src, tgt = toy
-    model = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, d_model=16, num_heads=2, d_ff=32))
+    model = Transformer(TransformerConfig(
+        src.vocab_size, tgt.vocab_size, **SPECIALS.ids, d_model=16, num_heads=2, d_ff=32
+    ))
     object.__setattr__(model.config, "positional", "rope")  # a positional option another version may add
     with pytest.raises(EngineError, match=r"positional='rope' cannot be exported to CTranslate2"):
         export(model, src, tgt, tmp_path / "rope")
@@ -265,7 +269,9 @@ def test_engine_ctranslate2_scores_like_pytorch(tiny_run, capsys, tmp_path):
 @needs_ct2
 def test_engine_model_of_another_vocabulary_is_refused(tiny_run, capsys, tmp_path, toy):
     _, src, tgt = toy
-    other = Transformer(TransformerConfig(src.vocab_size, tgt.vocab_size, d_model=16, num_heads=2, d_ff=32))
+    other = Transformer(TransformerConfig(
+        src.vocab_size, tgt.vocab_size, **SPECIALS.ids, d_model=16, num_heads=2, d_ff=32
+    ))
     folder = export(other, src, tgt, tmp_path / "other")
     code, _, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--engine", "ctranslate2",
                                 "--engine-model", folder)
@@ -320,8 +326,8 @@ def test_the_position_table_of_each_side_is_the_one_the_model_holds(positional):
     from export.ctranslate2 import position_table
 
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(13, 11, d_model=16, num_heads=2, d_ff=32, max_len=24,
-                                          positional=positional))
+    model = Transformer(TransformerConfig(13, 11, **SPECIALS.ids, d_model=16, num_heads=2, d_ff=32,
+                                          max_len=24, positional=positional))
     positions = model.positions
     for side in ("encoder", "decoder"):
         if positional == "sinusoidal":

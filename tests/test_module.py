@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from analysis.metrics import score_translations
 from data.batching import collate
 from data.datamodule import TranslationDataModule
+from data.special import SPECIALS
+from tests.conftest import BOS, EOS, PAD
 from training.module import NonFiniteLossError, TranslationModule, dropout_seed
 
 
@@ -58,7 +60,7 @@ def test_loss_ignores_padding_and_accepts_packed_logits():
     m = module()
     logits = torch.randn(2, 3, 11)
     targets = torch.tensor([[5, 6, 0], [7, 0, 0]])
-    keep = targets != 0
+    keep = targets != PAD
     full = m.loss(logits, targets)
     packed = m.loss(logits[keep], targets[keep])
     torch.testing.assert_close(full, packed)
@@ -120,10 +122,10 @@ def test_training_loss_is_the_label_smoothed_mean_over_real_target_tokens():
     loss = m.training_step(batch, 0)
     logits = m.model(batch.src, batch.tgt_in)  # (B, T, V)
     expected = F.cross_entropy(
-        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0, label_smoothing=0.1
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1
     )  # mean over the 6 non-pad targets
     torch.testing.assert_close(loss, expected)
-    unsmoothed = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0)
+    unsmoothed = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
     assert not torch.allclose(loss, unsmoothed)
 
 
@@ -285,8 +287,8 @@ def test_validation_loss_is_the_unsmoothed_nll_per_target_token():
         for batch in dm.val_dataloader():
             logits = m.model(batch.src, batch.tgt_in)  # (B, T, V)
             flat = logits.flatten(0, 1), batch.tgt_out.flatten()
-            total += F.cross_entropy(*flat, ignore_index=0, reduction="sum")
-            tokens += int((batch.tgt_out != 0).sum())
+            total += F.cross_entropy(*flat, ignore_index=PAD, reduction="sum")
+            tokens += int((batch.tgt_out != PAD).sum())
     assert metrics["val/loss"] == pytest.approx(total.item() / tokens, rel=1e-5)
     assert metrics["val/ppl"] == pytest.approx(math.exp(total.item() / tokens), rel=1e-5)
 
@@ -368,23 +370,30 @@ def test_architecture_arguments_are_the_config_fields_with_the_config_defaults()
     parameters = inspect.signature(TranslationModule.__init__).parameters
     for field in fields(TransformerConfig):
         assert field.name in parameters, field.name
-        if field.default is not MISSING:  # the vocabulary sizes come from the data
+        if field.default is not MISSING:  # the vocabulary sizes and special ids come from the data
             assert parameters[field.name].default == field.default, field.name
     settings = {f.name: getattr(TransformerConfig, f.name) for f in fields(TransformerConfig)
                 if f.default is not MISSING}
     module = TranslationModule(src_vocab_size=13, tgt_vocab_size=11, d_model=32, positional="alibi")
-    assert module.config == TransformerConfig(
-        **{**settings, "src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 32, "positional": "alibi"}
-    )
+    ids = {"pad_id": PAD, "bos_id": BOS, "eos_id": EOS}  # the data's, which the module defaults to
+    changed = {"src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 32, "positional": "alibi"}
+    assert module.config == TransformerConfig(**{**settings, **ids, **changed})
 
 
-def test_the_models_default_special_ids_are_the_data_ones():
-    """model/ imports only torch, so TransformerConfig repeats the ids of data/special.py: they must agree."""
-    from data.special import SPECIALS
+def test_the_special_ids_are_spelled_once_in_data_special():
+    """The model has no ids of its own: a config must be given them, and the training module's defaults (for
+    a module built by hand, or a checkpoint saved without them) are the tokenizers' ids of data/special.py."""
+    import inspect
+
     from model import TransformerConfig
 
-    config = (TransformerConfig.pad_id, TransformerConfig.bos_id, TransformerConfig.eos_id)
-    assert config == (SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id)
+    with pytest.raises(TypeError, match="pad_id"):
+        TransformerConfig(src_vocab_size=13, tgt_vocab_size=11)  # type: ignore[call-arg]
+    parameters = inspect.signature(TranslationModule.__init__).parameters
+    defaults = tuple(parameters[name].default for name in ("pad_id", "bos_id", "eos_id"))
+    assert defaults == (SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id)
+    config = TranslationModule(src_vocab_size=13, tgt_vocab_size=11).config
+    assert (config.pad_id, config.bos_id, config.eos_id) == defaults
 
 
 def test_validation_sums_keep_the_token_losses_float32_would_round_away():
@@ -392,7 +401,7 @@ def test_validation_sums_keep_the_token_losses_float32_would_round_away():
     (2**24 + 1 == 2**24 in float32): the per-sentence and split sums are float64."""
     m = attach(module(decode_every_n_epochs=0))
     batch = padded_batch()
-    keep = batch.tgt_out != 0
+    keep = batch.tgt_out != PAD
     assert keep.sum(dim=1).tolist() == [4, 2]  # the targets and their EOS
     big = float(2**24)
     token_nll = torch.tensor([big, 1.0, 1.0, 1.0, 1.0, 1.0])  # float32, exact; row 0 first, then row 1

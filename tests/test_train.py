@@ -25,7 +25,7 @@ from data.batching import collate
 from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from evaluation.forced import sentence_pass
-from tests.conftest import REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
+from tests.conftest import PAD, REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from train import _pop_resume, find_resume_checkpoint
 from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
 from training.module import NonFiniteLossError, TranslationModule
@@ -754,7 +754,7 @@ def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_m
     _, maps = module.model(batch.src, batch.tgt_in, return_attention=True)
     maps = dict(zip(("encoder", "decoder", "cross"), maps))
     gold = [set(p.alignment) for p in PAIRS]
-    expected = summarize(maps, src_valid=batch.src != 0, tgt_valid=batch.tgt_out != 0, gold=gold)
+    expected = summarize(maps, src_valid=batch.src != PAD, tgt_valid=batch.tgt_out != PAD, gold=gold)
     for kind, named in expected.items():
         for name, values in named.items():
             torch.testing.assert_close(drawn[f"heads/{kind}_{name}"], values)
@@ -762,7 +762,7 @@ def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_m
     assert logged["heads/best_alignment"] == agreement.max().item() > agreement.mean().item()
     assert logged["heads/best_aer"] == aer.min().item() < aer.max().item()
     # Without the source mask, target positions facing source padding would count on the cross diagonal.
-    unmasked = summarize({"cross": maps["cross"]}, tgt_valid=batch.tgt_out != 0)
+    unmasked = summarize({"cross": maps["cross"]}, tgt_valid=batch.tgt_out != PAD)
     assert not torch.allclose(unmasked["cross"]["diagonal"], expected["cross"]["diagonal"])
 
 

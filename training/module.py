@@ -16,6 +16,7 @@ from lightning.pytorch.callbacks import Timer
 from torch import Tensor
 
 from analysis.metrics import score_translations
+from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
 from model.decoding import MAX_BEAM_SIZE
@@ -153,9 +154,9 @@ class TranslationModule(L.LightningModule):
         *,
         src_vocab_size: int = 0,
         tgt_vocab_size: int = 0,
-        pad_id: int = TransformerConfig.pad_id,
-        bos_id: int = TransformerConfig.bos_id,
-        eos_id: int = TransformerConfig.eos_id,
+        pad_id: int = SPECIALS.pad_id,
+        bos_id: int = SPECIALS.bos_id,
+        eos_id: int = SPECIALS.eos_id,
         d_model: int = TransformerConfig.d_model,
         num_heads: int = TransformerConfig.num_heads,
         num_encoder_layers: int = TransformerConfig.num_encoder_layers,
@@ -185,7 +186,8 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         check_training_settings(self.hparams)
-        # The architecture arguments, one for one with TransformerConfig's fields (whose defaults they take).
+        # The architecture arguments, one for one with TransformerConfig's fields (whose defaults they take;
+        # the special ids, which it leaves without defaults, default to data.special's).
         self.config = TransformerConfig(**{f.name: self.hparams[f.name] for f in fields(TransformerConfig)})
         self.model = Transformer(self.config)
         self._throughput_tokens = 0
