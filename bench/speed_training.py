@@ -23,6 +23,7 @@ from analysis.flops import matmul_flops
 from bench.speed_common import PAD, Batch, BenchConfig, make_batches, our_model, padding_share, timed
 from bench.tutorial_model import TutorialSeq2Seq
 from model import Transformer
+from model.packing import TokenIndex
 from training.precision import choose_precision, probe_hardware
 
 # The tutorial mixes a float causal mask with boolean padding masks. PyTorch converts them at every step (a
@@ -37,14 +38,14 @@ RECIPE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "multi30k.y
 def training_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     """Each model's loss as its own training code computes it.
 
-    ``model.Transformer`` is given ``keep`` as ``training/module.py`` gives it: its layers compute on the
-    tokens only, padding-free but for attention (``model.packing``), and it projects only the non-padding
-    target positions onto the vocabulary. The tutorial model computes every position and ignores padding in
-    the loss.
+    ``model.Transformer`` is given where the tokens sit, as ``training/module.py`` gives it: its layers
+    compute on the tokens only, padding-free but for attention (``model.packing``), and it projects only the
+    non-padding target positions onto the vocabulary. The tutorial model computes every position and ignores
+    padding in the loss.
     """
     if isinstance(model, Transformer):
-        keep = batch.tgt_out != PAD
-        return F.cross_entropy(model(batch.src, batch.tgt_in, keep=keep), batch.tgt_out[keep])
+        tokens = TokenIndex.of(batch.src, batch.tgt_in, PAD)  # these batches are not collated: found here
+        return F.cross_entropy(model(batch.src, batch.tgt_in, tokens=tokens), tokens.labels(batch.tgt_out))
     logits = model(batch.src, batch.tgt_in)  # (B, T, V)
     return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
 

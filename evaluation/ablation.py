@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from data.batching import Batch
 from evaluation.head_masks import Head, stacked_head_mask
 from model import Transformer
+from model.packing import TokenIndex
 
 
 class AnalysisError(Exception):
@@ -59,10 +60,11 @@ def ablation_losses(
         for group in _passes(len(ablations), b, max_rows):
             n = len(group)
             masks = stacked_head_mask(c, [ablations[i] for i in group], b, device=device)
-            targets = tgt_out.repeat(n, 1)  # (n*B, T)
-            keep = targets != c.pad_id  # no vocabulary projection for padding, as in training
-            logits = model(src.repeat(n, 1), tgt_in.repeat(n, 1), head_mask=masks, keep=keep)  # (N, V)
-            nll = F.cross_entropy(logits.float(), targets[keep], reduction="none")  # (N,)
+            rows_src, rows_tgt = src.repeat(n, 1), tgt_in.repeat(n, 1)  # (n*B, S), (n*B, T)
+            index = TokenIndex.of(rows_src, rows_tgt, c.pad_id)  # no vocabulary projection for padding
+            logits = model(rows_src, rows_tgt, head_mask=masks, tokens=index)  # (N, V)
+            targets = index.labels(tgt_out.repeat(n, 1))  # (N,)
+            nll = F.cross_entropy(logits.float(), targets, reduction="none")  # (N,)
             # Every ablation of the group scores the same tokens, in consecutive blocks of equal size.
             totals[group.start : group.stop] += nll.view(n, -1).sum(dim=1).double().cpu()
         tokens += int((tgt_out != c.pad_id).sum())

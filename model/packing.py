@@ -28,14 +28,24 @@ def token_index(keep: Tensor) -> Tensor:
 
 
 class TokenIndex(NamedTuple):
-    """Where the tokens of a teacher-forced batch sit, found ahead of the pass (see ``token_index``).
+    """Where the tokens of a teacher-forced batch sit (see ``token_index``): the one way to ask
+    ``Transformer.forward`` for logits at the target tokens only, packed as (N, V).
 
-    With it ``Transformer.forward`` computes its logits at the target tokens, packed, without asking the
-    device where they are. A training batch's targets ``tgt_out`` have their tokens where ``tgt_in`` has its.
+    Collating finds it on the CPU, so that the training pass asks the device nothing; ``TokenIndex.of`` finds
+    it now. A batch's targets ``tgt_out`` have their tokens where ``tgt_in`` has its.
     """
 
     source: Tensor  # (Ns,) int64: token_index(src != pad_id), src (B, S)
     target: Tensor  # (Nt,) int64: token_index(tgt_in != pad_id), tgt_in (B, T)
+
+    @classmethod
+    def of(cls, src: Tensor, tgt_in: Tensor, pad_id: int) -> "TokenIndex":
+        """The tokens of ``src`` (B, S) and ``tgt_in`` (B, T), found now: on a GPU the host waits for it."""
+        return cls(token_index(src != pad_id), token_index(tgt_in != pad_id))
+
+    def labels(self, tgt_out: Tensor) -> Tensor:
+        """(B, T) → (N,): the targets of the packed logits, in their order."""
+        return tgt_out.flatten().index_select(0, self.target)  # (N,)
 
 
 @dataclass(frozen=True)

@@ -217,7 +217,6 @@ class Transformer(nn.Module):
         *,
         return_attention: bool = False,
         head_mask: HeadMask | None = None,
-        keep: Tensor | None = None,
         tokens: TokenIndex | None = None,
     ) -> Tensor | tuple[Tensor, AttentionMaps]:
         """Teacher-forced pass.
@@ -228,45 +227,27 @@ class Transformer(nn.Module):
                 ``pad_id``.
             return_attention: also return every layer's attention weights (explicit, slower path).
             head_mask: optional per-head multipliers for ablation studies.
-            keep: (B, T) boolean, e.g. ``tgt_out != pad_id``: logits only at these positions, packed as
-                (N, V). Without ``return_attention``, on a device of ``PACK_DEVICES``, and where padding is at
-                least ``PACK_FROM`` of the batch's positions, the layers then compute on the tokens only (see
-                ``model.packing``).
-            tokens: where the tokens of ``src`` and ``tgt_in`` sit, found ahead (e.g. while collating): logits
-                at the target tokens, packed as (N, V), as with ``keep = tgt_in != pad_id``, but without a
-                host-device sync (the training pass). Not with ``keep``.
+            tokens: where the tokens of ``src`` and ``tgt_in`` sit (``TokenIndex``, found while collating or
+                by ``TokenIndex.of``): logits at the target tokens only, packed as (N, V), their labels
+                ``tokens.labels(tgt_out)``. Without ``return_attention``, on a device of ``PACK_DEVICES``,
+                and where padding is at least ``PACK_FROM`` of the batch's positions, the layers then compute
+                on the tokens only (see ``model.packing``). The padding share comes from the index's length,
+                which the host knows: no host-device sync.
 
         Returns:
-            logits (B, T, V) (or (N, V) with ``keep`` or ``tokens``), and with ``return_attention`` an
-            ``AttentionMaps``.
+            logits (B, T, V) (or (N, V) with ``tokens``), and with ``return_attention`` an ``AttentionMaps``.
         """
-        if keep is not None and tokens is not None:
-            raise ValueError("give keep or tokens, not both")
         masks = head_mask if head_mask is not None else NO_HEAD_MASK
-        packs = not return_attention and src.device.type in PACK_DEVICES
-        reselect = None  # the keep mask to select from logits at every target token, where they differ
-        if tokens is not None:
-            source, wanted = Packing(tokens.source, *src.shape), Packing(tokens.target, *tgt_in.shape)
-            total = src.numel() + tgt_in.numel()
-            # The padding share from shapes alone, which the host knows: no sync.
-            packed = source if packs and total - source.tokens - wanted.tokens >= PACK_FROM * total else False
-        elif keep is not None and packs and self._padding_share(src, tgt_in) >= PACK_FROM:
-            # The layers compute on the target tokens; logits come at them, or at keep if it differs.
-            packed, wanted = True, Packing.of(tgt_in != self.config.pad_id)
-            reselect = None if torch.equal(keep, tgt_in != self.config.pad_id) else keep
-        else:
-            packed, wanted = False, None if keep is None else Packing.of(keep)
+        wanted = None if tokens is None else Packing(tokens.target, *tgt_in.shape)
+        packed: bool | Packing = False
+        if wanted is not None and not return_attention and src.device.type in PACK_DEVICES:
+            source, total = Packing(tokens.source, *src.shape), src.numel() + tgt_in.numel()
+            packed = source if total - source.tokens - wanted.tokens >= PACK_FROM * total else False
         encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, packed=packed)
         out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=wanted)
-        logits = out.logits if reselect is None else wanted.pad(out.logits)[reselect]  # (N, V)
         if not return_attention:
-            return logits
-        return logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
-
-    def _padding_share(self, src: Tensor, tgt_in: Tensor) -> float:
-        """The share of the batch's source and target positions that are padding (a host-device sync)."""
-        pad = self.config.pad_id
-        return ((src == pad).sum() + (tgt_in == pad).sum()).item() / (src.numel() + tgt_in.numel())
+            return out.logits
+        return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
 
     @property
     def device(self) -> torch.device:

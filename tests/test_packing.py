@@ -6,8 +6,8 @@ import torch
 from model import Transformer
 from model.attention import KVCache, MultiHeadAttention
 from model.context import AttentionContext
-from model.packing import Packing
-from tests.conftest import BOS, PAD, random_ids, tiny_config
+from model.packing import Packing, TokenIndex, token_index
+from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 
 
 def padded_batch():
@@ -39,27 +39,29 @@ def test_pack_and_pad_literal():
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi", "relative"])
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_packed_training_pass_equals_the_padded_one(positional, norm_first, monkeypatch):
-    """Logits at the kept targets and every parameter's gradient, with each position encoding and both
+    """Logits at the target tokens and every parameter's gradient, with each position encoding and both
     norms."""
-    packings = []  # every Packing made: the pass with keep packs its source and its target
-    make = Packing.of
-    monkeypatch.setattr(Packing, "of", lambda keep: packings.append(make(keep)) or packings[-1])
+    pads = []  # the rows of every Packing.pad: the packed layers pad source and target around attention
+    pad = Packing.pad
+    monkeypatch.setattr(Packing, "pad", lambda self, x: pads.append(x.size(0)) or pad(self, x))
     torch.manual_seed(0)
     model = Transformer(tiny_config(positional=positional, norm_first=norm_first)).train()  # dropout 0
     src, tgt_in = padded_batch()
-    keep = tgt_in != PAD  # the training pass's keep: the targets of the non-padding inputs
+    keep = tgt_in != PAD  # the targets of the non-padding inputs
+    tokens = TokenIndex.of(src, tgt_in, PAD)
     targets = torch.randint(3, 11, (int(keep.sum()),))
 
     def logits_and_grads(packed: bool):
         model.zero_grad()
-        logits = model(src, tgt_in, keep=keep) if packed else model(src, tgt_in)[keep]
+        logits = model(src, tgt_in, tokens=tokens) if packed else model(src, tgt_in)[keep]
         torch.nn.functional.cross_entropy(logits, targets).backward()
         return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     packed_logits, packed_grads = logits_and_grads(packed=True)
-    assert sorted(p.tokens for p in packings) == sorted([int((src != PAD).sum()), int(keep.sum())])
+    assert set(pads) == {int((src != PAD).sum()), int(keep.sum())}
+    pads.clear()
     padded_logits, padded_grads = logits_and_grads(packed=False)
-    assert len(packings) == 2
+    assert pads == []
     assert packed_logits.shape == (int(keep.sum()), 11)
     torch.testing.assert_close(packed_logits, padded_logits, rtol=1e-5, atol=1e-5)
     assert packed_grads.keys() == padded_grads.keys()
@@ -83,25 +85,22 @@ def test_a_batch_with_little_padding_is_not_packed(tiny_model, monkeypatch):
     src, tgt_in = padded_batch()
     full_src, full_tgt = src.clone(), tgt_in.clone()
     full_src[full_src == PAD], full_tgt[full_tgt == PAD] = 5, 6  # no padding at all
-    keep = full_tgt != PAD
-    logits = tiny_model(full_src, full_tgt, keep=keep)
-    torch.testing.assert_close(logits, tiny_model(full_src, full_tgt)[keep])
+    logits = tiny_model(full_src, full_tgt, tokens=TokenIndex.of(full_src, full_tgt, PAD))
+    torch.testing.assert_close(logits, tiny_model(full_src, full_tgt).flatten(0, 1))
     assert [m.dim() for m in memories] == [3, 3]
     assert ((src == PAD).sum() + (tgt_in == PAD).sum()) / (src.numel() + tgt_in.numel()) >= PACK_FROM
-    tiny_model(src, tgt_in, keep=tgt_in != PAD)
+    tiny_model(src, tgt_in, tokens=TokenIndex.of(src, tgt_in, PAD))
     assert memories[-1].shape == (int((src != PAD).sum()), 16)
 
 
-def test_packed_pass_with_any_keep_and_head_mask_equals_the_padded_one(tiny_model):
-    """A ``keep`` other than the non-padding inputs, and heads silenced, on the packed path."""
+def test_packed_pass_with_heads_silenced_equals_the_padded_one(tiny_model):
     from model import HeadMask
 
     src, tgt_in = padded_batch()
-    keep = (tgt_in != PAD) & (torch.arange(6) % 2 == 0)
     head_mask = HeadMask(encoder=torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]]))
     torch.testing.assert_close(
-        tiny_model(src, tgt_in, keep=keep, head_mask=head_mask),
-        tiny_model(src, tgt_in, head_mask=head_mask)[keep],
+        tiny_model(src, tgt_in, tokens=TokenIndex.of(src, tgt_in, PAD), head_mask=head_mask),
+        tiny_model(src, tgt_in, head_mask=head_mask)[tgt_in != PAD],
     )
 
 
@@ -137,15 +136,16 @@ def test_collated_token_positions_are_the_packings_of_the_batch():
     assert torch.equal(batch.src_tokens, Packing.of(batch.src != PAD).index)
     for targets in (batch.tgt_in, batch.tgt_out):  # the same positions on both sides of the shift
         assert torch.equal(batch.tgt_tokens, Packing.of(targets != PAD).index)
+    found = TokenIndex.of(batch.src, batch.tgt_in, PAD)  # for batches that were not collated
+    assert torch.equal(found.source, batch.src_tokens) and torch.equal(found.target, batch.tgt_tokens)
+    assert found.labels(batch.tgt_out).tolist() == [4, EOS, 9, 10, 11, 12, EOS]  # the packed logits' targets
 
 
-def test_a_pass_given_token_positions_equals_the_pass_given_keep_and_finds_none(tiny_model, monkeypatch):
-    from model.packing import TokenIndex, token_index
-
+def test_a_pass_given_token_positions_equals_the_padded_pass_and_finds_none(tiny_model, monkeypatch):
     src, tgt_in = padded_batch()
     keep = tgt_in != PAD
     tokens = TokenIndex(token_index(src != PAD), token_index(keep))
-    expected = tiny_model(src, tgt_in, keep=keep)  # packed: padding is over PACK_FROM of this batch
+    expected = tiny_model(src, tgt_in)[keep]
     found = []
     make = Packing.of
     monkeypatch.setattr(Packing, "of", lambda keep: found.append(keep) or make(keep))
@@ -153,21 +153,17 @@ def test_a_pass_given_token_positions_equals_the_pass_given_keep_and_finds_none(
     pad = Packing.pad
     monkeypatch.setattr(Packing, "pad", lambda self, x: pads.append(x.shape) or pad(self, x))
     torch.testing.assert_close(tiny_model(src, tgt_in, tokens=tokens), expected)
-    assert found == [] and pads  # packed, on the positions given
+    assert found == [] and pads  # packed (padding is over PACK_FROM of this batch), on the positions given
     full_src, full_tgt = src.masked_fill(src == PAD, 5), tgt_in.masked_fill(tgt_in == PAD, 6)  # no padding
     full = TokenIndex(torch.arange(full_src.numel()), torch.arange(full_tgt.numel()))
     pads.clear()
     unpacked = tiny_model(full_src, full_tgt).flatten(0, 1)  # (B*T, V): every position is a token
     torch.testing.assert_close(tiny_model(full_src, full_tgt, tokens=full), unpacked)
     assert found == [] and pads == []  # below PACK_FROM: padded layers, logits gathered at the positions
-    with pytest.raises(ValueError, match="keep or tokens, not both"):
-        tiny_model(src, tgt_in, keep=keep, tokens=tokens)
 
 
 def test_packing_is_off_on_devices_it_was_not_measured_on(tiny_model, monkeypatch):
     """``PACK_DEVICES``: on a GPU the gathers and scatters cost more kernels than the padding they save."""
-    from model.packing import TokenIndex, token_index
-
     monkeypatch.setattr("model.transformer.PACK_DEVICES", ())  # as a CUDA batch sees it
     pads = []
     pad = Packing.pad
@@ -175,8 +171,7 @@ def test_packing_is_off_on_devices_it_was_not_measured_on(tiny_model, monkeypatc
     src, tgt_in = padded_batch()
     keep = tgt_in != PAD
     tokens = TokenIndex(token_index(src != PAD), token_index(keep))
-    for logits in (tiny_model(src, tgt_in, tokens=tokens), tiny_model(src, tgt_in, keep=keep)):
-        torch.testing.assert_close(logits, tiny_model(src, tgt_in)[keep])
+    torch.testing.assert_close(tiny_model(src, tgt_in, tokens=tokens), tiny_model(src, tgt_in)[keep])
     assert pads == []
 
 
@@ -197,6 +192,6 @@ def test_each_mask_is_made_safe_once_per_pass_not_once_per_layer(tiny_model, mon
 
     monkeypatch.setattr(model.context, "guard_empty_rows", counted)
     src, tgt_in = padded_batch()
-    tiny_model(src, tgt_in, keep=tgt_in != PAD)
+    tiny_model(src, tgt_in, tokens=TokenIndex.of(src, tgt_in, PAD))
     b, s, t = *src.shape, tgt_in.size(1)
     assert calls == [(b, 1, 1, s), (b, 1, t, t), (b, 1, 1, s)]  # two layers each side

@@ -150,12 +150,14 @@ def test_per_sentence_head_masks_match_separate_runs(tiny_model):
     torch.testing.assert_close(logits[1], tiny_model(src, tgt_in, head_mask=HeadMask(cross=masks[1]))[1])
 
 
-def test_logits_at_kept_positions_equal_the_full_logits_there(tiny_model):
+def test_logits_at_the_target_tokens_equal_the_full_logits_there(tiny_model):
+    from model.packing import TokenIndex
+
     src, tgt_in = batch()
-    keep = torch.tensor([[True, True, False, True, False]] * 3)
-    packed = tiny_model(src, tgt_in, keep=keep)
-    assert packed.shape == (9, 11)
-    torch.testing.assert_close(packed, tiny_model(src, tgt_in)[keep])
+    tgt_in[0, 3:], tgt_in[2, 2:] = PAD, PAD  # 3, 5 and 2 target tokens
+    packed = tiny_model(src, tgt_in, tokens=TokenIndex.of(src, tgt_in, PAD))
+    assert packed.shape == (10, 11)
+    torch.testing.assert_close(packed, tiny_model(src, tgt_in)[tgt_in != PAD])
 
 
 def test_dropout_keeps_about_1_minus_p_and_rescales():

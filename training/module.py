@@ -20,7 +20,7 @@ from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
 from model.decoding import MAX_BEAM_SIZE
-from model.packing import TokenIndex, token_index
+from model.packing import TokenIndex
 from training.upgrade import upgrade_state_dict
 
 
@@ -63,7 +63,7 @@ def token_index_of(batch, pad_id: int) -> TokenIndex:
     """Where the tokens of a batch sit: as collated (on the CPU), or found now for a batch without them."""
     if getattr(batch, "src_tokens", None) is not None and getattr(batch, "tgt_tokens", None) is not None:
         return TokenIndex(batch.src_tokens, batch.tgt_tokens)
-    return TokenIndex(token_index(batch.src != pad_id), token_index(batch.tgt_out != pad_id))
+    return TokenIndex.of(batch.src, batch.tgt_in, pad_id)
 
 
 def dropout_seed(base_seed: int, step: int, rank: int) -> int:
@@ -236,8 +236,7 @@ class TranslationModule(L.LightningModule):
         """The label-smoothed loss of a batch: the model's forward and the loss, one graph for ``compile``."""
         tokens = token_index_of(batch, self.config.pad_id)
         logits = self._training_forward()(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
-        targets = batch.tgt_out.flatten().index_select(0, tokens.target)  # (N,)
-        return self.loss(logits, targets, self.hparams.label_smoothing)
+        return self.loss(logits, tokens.labels(batch.tgt_out), self.hparams.label_smoothing)
 
     def _is_log_step(self) -> bool:
         """Whether the metrics of the current optimiser step reach the logger (every ``log_every_n_steps``-th,
@@ -428,9 +427,10 @@ class TranslationModule(L.LightningModule):
 
     def validation_step(self, batch, batch_idx: int) -> None:
         keep = batch.tgt_out != self.config.pad_id
-        logits = self.model(batch.src, batch.tgt_in, keep=keep)  # (N, V)
-        nll = self.loss(logits, batch.tgt_out[keep], reduction="none")  # (N,), the kept tokens in row order
-        rows = torch.arange(keep.size(0), device=keep.device)[:, None].expand_as(keep)[keep]  # (N,)
+        tokens = token_index_of(batch, self.config.pad_id)
+        logits = self.model(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
+        nll = self.loss(logits, tokens.labels(batch.tgt_out), reduction="none")  # (N,), tokens in row order
+        rows = tokens.target // keep.size(1)  # (N,): each token's sentence
         dtype = sum_dtype(self.device)
         per_sentence = torch.zeros(keep.size(0), dtype=dtype, device=nll.device).index_add_(
             0, rows, nll.to(dtype)
