@@ -21,17 +21,19 @@ class Kind:
     help: str  # what one row of its map shows
     rows: str  # "source" or "target": the side its queries come from
     cols: str  # the side its keys come from
+    causal: bool  # its queries see no later key: the upper triangle of its maps is masked
+    aligns: bool  # target → source: the maps that explanation methods explain and gold alignments score
 
 
 # In the order of ``model.AttentionMaps``' fields.
 ATTENTION_KINDS = (
     Kind("encoder", "encoder self-attention", "Encoder", "Each source token attends to every source token",
-         "source", "source"),
+         "source", "source", causal=False, aligns=False),
     Kind("decoder", "decoder self-attention", "Decoder",
          "Each target position attends to the tokens read so far (causal; grey: the masked future); a row is "
-         "labelled with the token generated there", "target", "target"),
+         "labelled with the token generated there", "target", "target", causal=True, aligns=False),
     Kind("cross", "cross-attention", "Cross", "Target → source: a row shows where the model looks to produce "
-         "that word", "target", "source"),
+         "that word", "target", "source", causal=False, aligns=True),
 )
 KINDS = tuple(kind.name for kind in ATTENTION_KINDS)
 KIND_LABELS = {kind.name: kind.label for kind in ATTENTION_KINDS}

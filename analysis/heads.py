@@ -20,7 +20,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from analysis.axes import ATTENTION_KINDS
+from analysis.axes import ATTENTION_KINDS, Kind
 
 
 @dataclass(frozen=True)
@@ -304,13 +304,20 @@ _TOTALS = {
     "previous": partial(_offset_total, offset=-1),
     "next": partial(_offset_total, offset=+1),
 }
-# Which statistics mean something for each kind: the causal decoder never sees the next token (its share is
-# always 0), and across languages only the diagonal (monotone alignment) has a positional reading.
-_KIND_STATISTICS = {
-    "encoder": ("entropy", "distance", "diagonal", "previous", "next"),
-    "decoder": ("entropy", "distance", "diagonal", "previous"),
-    "cross": ("entropy", "distance", "diagonal"),
-}
+
+
+def _kind_statistics(kind: Kind) -> tuple[str, ...]:
+    """Which statistics of ``_TOTALS`` mean something for a kind: across languages (queries and keys from
+    different sides) only the diagonal (monotone alignment) has a positional reading, and a causal kind never
+    sees the next token (its share is always 0)."""
+    names = ("entropy", "distance", "diagonal")
+    if kind.rows == kind.cols:
+        names += ("previous",) if kind.causal else ("previous", "next")
+    return names
+
+
+_KIND_STATISTICS = {kind.name: _kind_statistics(kind) for kind in ATTENTION_KINDS}  # kind -> statistic names
+_ALIGNS = {kind.name: kind.aligns for kind in ATTENTION_KINDS}  # kind -> scored against gold alignments
 
 
 Totals = dict[str, dict[str, tuple[Tensor, Tensor]]]  # kind -> statistic -> (sum (L, H), count ())
@@ -348,7 +355,7 @@ def summary_totals(
             name: _TOTALS[name](folded, query_valid=query_valid, key_valid=key_valid)
             for name in _KIND_STATISTICS[kind]
         }
-        if kind == "cross" and gold is not None:
+        if _ALIGNS[kind] and gold is not None:
             hits, aligned, links = alignment_counts(folded, gold, query_valid, key_valid)
             sums["agreement"] = hits, aligned
             sums["aer"] = aligned + links - 2.0 * hits, aligned + links  # AER = 1 - 2|A∩G| / (|A| + |G|)

@@ -1,4 +1,5 @@
 # The source of notebooks/tour.ipynb: python notebooks/build.py rebuilds the notebook from this file.
+# Over 500 lines on purpose: it is one notebook, read top to bottom, each cell building on the last.
 
 # %% [markdown]
 # # A guided tour: from scaled dot-product attention to a trained model's heads

@@ -28,7 +28,7 @@ def module(**overrides):
 
 def test_inverse_sqrt_schedule_warms_up_linearly_then_decays():
     m = module(schedule="inverse_sqrt")
-    factors = [m._lr_factor(step) for step in range(8)]
+    factors = [m.lr_schedule.factor(step) for step in range(8)]
     assert factors[:4] == [0.25, 0.5, 0.75, 1.0]
     assert factors[4:] == pytest.approx(
         [math.sqrt(4 / 5), math.sqrt(4 / 6), math.sqrt(4 / 7), math.sqrt(4 / 8)]
@@ -37,23 +37,23 @@ def test_inverse_sqrt_schedule_warms_up_linearly_then_decays():
 
 def test_cosine_schedule_reaches_zero_at_the_last_step():
     m = module(schedule="cosine")
-    m._total_steps = lambda: 12  # the Trainer's estimate during fit
-    assert m._lr_factor(3) == 1.0
-    assert m._lr_factor(7) == pytest.approx(0.5 * (1 + math.cos(math.pi * 4 / 8)))
-    assert m._lr_factor(11) == pytest.approx(0.0)
+    m._trainer = SimpleNamespace(estimated_stepping_batches=12)  # the Trainer's estimate during fit
+    assert m.lr_schedule.factor(3) == 1.0
+    assert m.lr_schedule.factor(7) == pytest.approx(0.5 * (1 + math.cos(math.pi * 4 / 8)))
+    assert m.lr_schedule.factor(11) == pytest.approx(0.0)
 
 
 def test_cosine_schedule_needs_a_last_step():
     m = module(schedule="cosine")
     m._trainer = SimpleNamespace(estimated_stepping_batches=math.inf)  # no max_epochs, no max_steps
-    assert m._lr_factor(3) == 1.0  # warm-up needs no end
+    assert m.lr_schedule.factor(3) == 1.0  # warm-up needs no end
     with pytest.raises(ValueError, match="bound the run with --trainer.max_epochs or --trainer.max_steps"):
-        m._lr_factor(4)
+        m.lr_schedule.factor(4)
 
 
 def test_constant_schedule_after_warm_up():
     m = module(schedule="constant")
-    assert [m._lr_factor(s) for s in (0, 3, 100)] == [0.25, 1.0, 1.0]
+    assert [m.lr_schedule.factor(s) for s in (0, 3, 100)] == [0.25, 1.0, 1.0]
 
 
 def test_loss_ignores_padding_and_accepts_packed_logits():

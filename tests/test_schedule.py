@@ -11,7 +11,8 @@ import torch
 from lightning.pytorch.callbacks import Timer
 
 from tests.conftest import read_events, train_tiny
-from training.module import TranslationModule, cosine_decay, time_budget_steps
+from training.module import TranslationModule
+from training.schedule import cosine_decay, time_budget_steps
 
 WARMUP, BUDGET = 10, 100.0  # steps, seconds
 
@@ -45,7 +46,7 @@ def time_module(elapsed: float, *, stepping_batches: float = math.inf) -> Transl
 
 
 def factor(module: TranslationModule, step: int) -> float:
-    return module._lr_factor(step - 1)  # the scheduler counts steps from 0
+    return module.lr_schedule.factor(step - 1)  # the scheduler counts steps from 0
 
 
 def test_warm_up_is_in_steps_whatever_the_time():
@@ -68,14 +69,14 @@ def test_learning_rate_factor_follows_the_elapsed_share_of_the_budget():
 
 def test_max_epochs_ending_first_bounds_the_schedule():
     module = time_module(50.0, stepping_batches=150)  # the epochs end after 150 updates, before the budget
-    assert module.estimated_total_steps(100) == 150
+    assert module.lr_schedule.estimated_total_steps(100) == 150
     assert factor(module, 100) == pytest.approx(0.5 * (1 + math.cos(math.pi * 90 / 140)))
     assert factor(module, 150) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_estimate_reaches_the_optimizer():
     module = time_module(50.0)
-    assert module.estimated_total_steps(100) == pytest.approx(200)
+    assert module.lr_schedule.estimated_total_steps(100) == pytest.approx(200)
     optimizers = module.configure_optimizers()
     optimizer, scheduler = optimizers["optimizer"], optimizers["lr_scheduler"]["scheduler"]
     for _ in range(100):

@@ -1,4 +1,5 @@
-"""The training system around the plain ``model.Transformer``: loss, optimiser, schedule, validation metrics.
+"""The training system around the plain ``model.Transformer``: loss, optimiser, validation metrics; the
+learning-rate schedule it steps is ``training.schedule``'s.
 
 Shape legend: B batch, S source length, T target length, V target vocabulary size.
 """
@@ -6,13 +7,11 @@ Shape legend: B batch, S source length, T target length, V target vocabulary siz
 import math
 import time
 from dataclasses import fields
-from typing import Literal
 
 import lightning as L
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import Timer
 from torch import Tensor
 
 from analysis.metrics import score_translations
@@ -21,23 +20,8 @@ from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
 from model.decoding import MAX_BEAM_SIZE
 from model.packing import TokenIndex
+from training.schedule import LearningRateSchedule, Schedule
 from training.upgrade import upgrade_state_dict
-
-
-def cosine_decay(step: int, warmup: int, total: float) -> float:
-    """Cosine decay from 1 at the end of warm-up (``step == warmup``) to 0 at ``step == total`` (1-based)."""
-    if total <= warmup:
-        return 0.0 if step > warmup else 1.0
-    progress = min(max((step - warmup) / (total - warmup), 0.0), 1.0)
-    return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def time_budget_steps(step: int, time_fraction: float) -> float:
-    """Total updates a run will make if it keeps the pace of its first ``step`` updates, which took
-    ``time_fraction`` of its time budget; infinite before any time has passed."""
-    if time_fraction <= 0.0:
-        return math.inf
-    return max(step / min(time_fraction, 1.0), float(step))
 
 
 def sum_dtype(device: torch.device) -> torch.dtype:
@@ -172,7 +156,7 @@ class TranslationModule(L.LightningModule):
         positional: Positional = TransformerConfig.positional,
         lr: float = 2e-3,
         warmup_steps: int = 200,
-        schedule: Literal["inverse_sqrt", "cosine", "cosine_time", "constant"] = "cosine",
+        schedule: Schedule = "cosine",
         weight_decay: float = 0.01,
         adam_beta2: float = 0.98,
         label_smoothing: float = 0.1,
@@ -196,7 +180,7 @@ class TranslationModule(L.LightningModule):
         self._train_forward = None  # torch.compile of self.model.forward, made at the first training step
         self._bad_loss: Tensor | None = None  # the first non-finite training loss (see _watch_loss)
         self._bad_loss_step: Tensor | None = None  # its step, or -1
-        self._shared_pace: tuple[int, float] | None = None  # (step, rank 0's time fraction), see cosine_time
+        self.lr_schedule = LearningRateSchedule(self.hparams.schedule, self.hparams.warmup_steps, self)
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
 
@@ -226,8 +210,8 @@ class TranslationModule(L.LightningModule):
             self.log("train/loss", loss.detach().cpu(), prog_bar=True, batch_size=batch.src.size(0))
             self.log("train/lr", host_scalar(self.optimizers().param_groups[0]["lr"]))
             if self.hparams.schedule == "cosine_time":
-                self.log("train/time_fraction", host_scalar(self._time_fraction()))
-                total = self.estimated_total_steps(self.global_step + 1)
+                self.log("train/time_fraction", host_scalar(self.lr_schedule.time_fraction()))
+                total = self.lr_schedule.estimated_total_steps(self.global_step + 1)
                 self.log("train/estimated_total_steps", host_scalar(total))
         self._count_tokens(batch)
         return loss
@@ -333,81 +317,13 @@ class TranslationModule(L.LightningModule):
             lr=self.hparams.lr,
             betas=(0.9, self.hparams.adam_beta2),
         )
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_factor)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_schedule.factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
-
-    def _lr_factor(self, step: int) -> float:
-        """Multiplier of the peak learning rate at optimiser step ``step`` (0-based)."""
-        warmup = self.hparams.warmup_steps
-        step += 1
-        if step <= warmup:
-            return step / warmup
-        if self.hparams.schedule == "inverse_sqrt":
-            return math.sqrt(max(warmup, 1) / step)
-        if self.hparams.schedule == "cosine":
-            return cosine_decay(step, warmup, max(self._total_steps(), warmup + 1))
-        if self.hparams.schedule == "cosine_time":
-            return cosine_decay(step, warmup, self._shared_total_steps(step))
-        return 1.0
-
-    def _total_steps(self) -> int:
-        total = self.trainer.estimated_stepping_batches
-        if math.isinf(total):
-            raise ValueError(
-                "schedule='cosine' decays to zero at the last step: bound the run with --trainer.max_epochs "
-                "or --trainer.max_steps, or pick --model.schedule inverse_sqrt or cosine_time"
-            )
-        return int(total)
-
-    # -- the time-budgeted schedule --------------------------------------------------------------------------
-
-    def _timer(self) -> Timer:
-        timers = [c for c in self.trainer.callbacks if isinstance(c, Timer)]
-        if not timers:
-            raise ValueError(
-                "schedule='cosine_time' decays over the time budget: give the Trainer max_time "
-                "(--trainer.max_time, e.g. 00:01:00:00)"
-            )
-        return timers[0]
-
-    def _time_fraction(self) -> float:
-        """Share of the time budget spent training so far: the Timer's elapsed training time (validation
-        included, as max_time counts it; restored from the checkpoint on resume) over elapsed + remaining."""
-        timer = self._timer()
-        elapsed = timer.time_elapsed("train")
-        remaining = timer.time_remaining("train")
-        if remaining is None:
-            return 0.0
-        return elapsed / max(elapsed + remaining, 1e-9)
-
-    def _shared_total_steps(self, step: int) -> float:
-        """``estimated_total_steps(step)``, the same on every rank of a distributed run.
-
-        Each rank's Timer is its own clock; learning rates computed from them would differ, and the replicas
-        drift apart. So rank 0's share of the budget is broadcast, every ``log_every_n_steps`` steps (a
-        collective makes the host wait; the pace changes slowly), and between broadcasts the total follows
-        from the pace then: ``step_then / fraction_then``.
-        """
-        if getattr(self.trainer, "world_size", 1) <= 1:
-            return self.estimated_total_steps(step)
-        if self._shared_pace is None or step % self.trainer.log_every_n_steps == 0:
-            fraction = self.trainer.strategy.broadcast(self._time_fraction(), src=0)
-            self._shared_pace = (step, float(fraction))
-        then, fraction = self._shared_pace
-        by_time = time_budget_steps(then, fraction) if then > 0 else math.inf
-        return min(max(by_time, float(step)), float(self.trainer.estimated_stepping_batches))
-
-    def estimated_total_steps(self, step: int) -> float:
-        """Updates the run will make in all, estimated after ``step`` updates: as many as fit into the time
-        budget at the pace measured so far (``step`` over the fraction of the budget spent), or the
-        ``max_epochs``/``max_steps`` bound if that comes first."""
-        by_time = time_budget_steps(step, self._time_fraction())
-        return min(by_time, float(self.trainer.estimated_stepping_batches))
 
     def on_train_start(self) -> None:
         self._base_seed = torch.initial_seed()
         if self.hparams.schedule == "cosine_time":
-            self._timer()  # fail now, not at the end of warm-up
+            self.lr_schedule.timer()  # fail now, not at the end of warm-up
 
     # -- validation ------------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import {beforeEach, test} from "node:test";
 
 import {
-  currentMethod, currentStep, nearest, openHead, refreshRuns, selectKind, selectMethod, selectRun,
+  alignmentKind, aligns, currentMethod, currentStep, kindOf, nearest, openHead, refreshRuns, selectKind, selectMethod, selectRun,
   selectSentence, selectStep, start, state, toggleOverlay, wire,
 } from "../../viz/tab/static/state.js";
 import {VOCABULARY} from "./vocabulary.mjs";
@@ -50,6 +50,16 @@ test("start opens the first run at its newest step, on cross maps where it has t
   assert.deepEqual([state.run.run, currentStep(), state.kind, state.method], ["a", 30, "cross", "attention"]);
   start(VOCABULARY, [run("enc", [1, 2], {kinds: ["encoder"], methods: []})]);
   assert.deepEqual([state.kind, state.method], ["encoder", "attention"]); // no methods: attention
+});
+
+test("the kinds' meaning comes from the vocabulary: cross maps align, decoder maps are causal", () => {
+  start(VOCABULARY, [run("a", [10])]);
+  assert.equal(alignmentKind(), "cross");
+  assert.deepEqual(["encoder", "decoder", "cross"].map((k) => aligns(k)), [false, false, true]);
+  assert.deepEqual(["encoder", "decoder", "cross"].map((k) => kindOf(k).causal), [false, true, false]);
+  assert.equal(aligns(), true); // the shown kind: cross
+  selectKind("decoder");
+  assert.equal(aligns(), false);
 });
 
 test("a new list of runs follows the newest step from the last one, and keeps a chosen earlier step", () => {

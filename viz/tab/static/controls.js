@@ -4,7 +4,7 @@
 import {h} from "./dom.js";
 import {colourBar} from "./heatmap.js";
 import {
-  currentMethod, currentStep, draw, kindTitle, selectKind, selectMethod, selectRun, selectSentence, selectStep, state,
+  aligns, currentMethod, currentStep, draw, kindTitle, selectKind, selectMethod, selectRun, selectSentence, selectStep, state,
 } from "./state.js";
 
 const ui = {};
@@ -79,11 +79,11 @@ export function syncControls() {
     title: `${m.label}: ${m.per_head ? "per head and per layer" : "one map per layer"}${m.signed ? ", signed" : ""}`},
   m.label)));
   ui.method.value = currentMethod().name;
-  ui.methodLabel.classList.toggle("dim", state.kind !== "cross");
-  ui.methodLabel.title = state.kind === "cross"
+  ui.methodLabel.classList.toggle("dim", !aligns());
+  ui.methodLabel.title = aligns()
     ? "what the cross maps show: attention weights, or another explanation of what the model uses"
     : "explanation methods explain the cross maps (target → source): choosing one shows them";
-  const goldApplies = state.kind === "cross" && run.has_gold && state.mode === "probe";
+  const goldApplies = aligns() && run.has_gold && state.mode === "probe";
   ui.gold.disabled = !goldApplies;
   ui.goldLabel.title = goldApplies ? "outline the gold word alignment on cross-attention maps"
     : "gold links exist for cross-attention of probe sentences on data with gold alignments";

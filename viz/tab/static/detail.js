@@ -10,7 +10,7 @@ import {lensNote, lensPanel} from "./lens.js";
 import {linesView} from "./lines.js";
 import {headColour} from "./grid.js";
 import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
-import {draw, kindNames, kindOf, kindTitle, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
+import {aligns, draw, kindNames, kindOf, kindTitle, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
 import {shortName, statKeys} from "./stats.js";
 
 const LINES_WIDTH = 300;
@@ -140,13 +140,13 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
   ui.detail.dataset.head = sel.head === null ? "" : String(sel.head);
   ui.detail.dataset.mode = state.mode;
   const onLit = lensView ? (lit) => { if (lit && lit.rows.size === 1) lensView.showRow([...lit.rows][0]); } : null;
-  wireFocus(ui.detail, body, {lines, shift: state.kind === "cross" ? null : selfShift(set.rows, set.cols),
+  wireFocus(ui.detail, body, {lines, shift: aligns() ? null : selfShift(set.rows, set.cols),
     shape: [rowsN, colsN], onLit});
 }
 
 // The open map's AER on this sentence, or why there is none.
 function aerBadge(set, sel) {
-  if (set.kind !== "cross") return null;
+  if (!aligns(set.kind)) return null;
   const aer = aerOf(set, sel);
   if (aer !== null) {
     return h("span", {class: "aer-badge", "data-aer": String(aer),
@@ -271,7 +271,7 @@ function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
     class: "token", "data-axis": "row", "data-index": String(i), title: `query ${i}: ${t}`,
     style: `left:0;top:${labelH + i * cell}px;width:${labelW}px;height:${cell}px;line-height:${cell}px`}, t)));
   const canvas = h("canvas", {style: `left:${labelW}px;top:${labelH}px`});
-  const causal = state.kind === "decoder";
+  const causal = kindOf(state.kind).causal;
   drawMatrix(canvas, matrix, w, hgt, {gold, numbers: state.numbers, causal, ...scaleFor(set, matrix)});
   node.append(canvas);
   for (let i = 0; i < rowsN; i++) {

@@ -6,7 +6,7 @@
 // rows `tr[data-method]` of #explain-table with cells `td.best-layer`, `td.best-aer`.
 
 import {fmt, h, sparkline} from "./dom.js";
-import {selectMethod, state} from "./state.js";
+import {aligns, selectMethod, state} from "./state.js";
 
 const ui = {};
 
@@ -50,7 +50,7 @@ export function drawExplanations(explanations) {
   const [lo, hi] = [Math.min(...values), Math.max(...values)];
   const rows = (state.run.methods || []).filter((m) => methods[m.name]).map((m) => {
     const scores = methods[m.name];
-    const on = m.name === state.method && state.kind === "cross";
+    const on = m.name === state.method && aligns();
     return h("tr", {"data-method": m.name, class: [on ? "shown" : "", leader?.method === m.name ? "lead" : ""]
       .join(" ").trim() || null, title: `show the maps of ${m.label}`, onclick: () => selectMethod(m.name)},
     h("td", {class: "method-name"}, m.label),

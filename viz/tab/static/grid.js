@@ -97,7 +97,7 @@ export function drawGrid(data, set, stats, explanations) {
   const cell = (me) => {
     const matrix = mapOf(set, me);
     const canvas = h("canvas");
-    drawMatrix(canvas, matrix, w, hgt, {gold: scale >= 8 ? set.gold : null, causal: state.kind === "decoder",
+    drawMatrix(canvas, matrix, w, hgt, {gold: scale >= 8 ? set.gold : null, causal: kindOf(state.kind).causal,
       ...scaleFor(set, matrix)});
     const overlayIndex = state.overlay.findIndex((o) => sameHead(o, me));
     const isHead = me.head !== null;

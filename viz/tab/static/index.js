@@ -47,7 +47,7 @@ import {bestMap, drawGrid, gridSection} from "./static/grid.js";
 import {explained, mapOf, mapSet} from "./static/maps.js";
 import {bannerSection, drawBanner, explainCustom, syncTranslate, translateControls} from "./static/sentence.js";
 import {
-  currentMethod, currentStep, nearest, prefetchSteps, refreshRuns, start, state, update, wire,
+  currentMethod, currentStep, kindOf, nearest, prefetchSteps, refreshRuns, start, state, update, wire,
 } from "./static/state.js";
 import {drawStats, statsSection} from "./static/stats.js";
 import {CSS} from "./static/style.js";
@@ -147,9 +147,10 @@ function explanationOf(run, step, sentence) {
   return failed(cached(explanationUrl(run, step, sentence, currentMethod().name)));
 }
 
-// The logit lens of the shown sentence, for decoder and cross maps: {error} says why there is none.
+// The logit lens of the shown sentence, for the maps whose rows are target positions (decoder and cross maps):
+// {error} says why there is none.
 function lensOf() {
-  if (state.kind === "encoder") return null;
+  if (kindOf(state.kind).rows !== "target") return null;
   if (state.mode === "custom") return state.custom.lens || null;
   if (!state.run.has_lens) return {error: "This run logged no logit lens."};
   return failed(cached(lensUrl(state.run.run, currentStep(), state.sentence)));

@@ -7,10 +7,10 @@
 
 import {fmt} from "./dom.js";
 import {scaleOf} from "./heatmap.js";
-import {currentMethod, state} from "./state.js";
+import {aligns, currentMethod, state} from "./state.js";
 
 /** Whether the shown maps are the chosen method's (cross maps) rather than one kind's attention weights. */
-export const explained = () => state.kind === "cross";
+export const explained = () => aligns();
 
 /**
  * The map set of `data` (an ./attention or ./translate answer) for the shown kind, with `explanation` (an
@@ -20,7 +20,7 @@ export const explained = () => state.kind === "cross";
 export function mapSet(data, explanation) {
   const kd = data.kinds[state.kind];
   const method = currentMethod();
-  const gold = state.kind === "cross" && state.gold && data.gold ? data.gold : null;
+  const gold = aligns() && state.gold && data.gold ? data.gold : null;
   const layerNames = (n) => Array.from({length: n}, (_, l) => `layer ${l + 1}`);
   if (!explained()) {
     return {kind: state.kind, method: null, label: null, signed: false, rows: kd.rows, cols: kd.cols,
@@ -30,13 +30,13 @@ export function mapSet(data, explanation) {
   const e = explanation && explanation.method === method.name ? explanation : null;
   if (method.name === "attention") {
     // The heads come from the attention answer (the same weights), the layer maps and AER from ./explanation.
-    return {kind: "cross", method: "attention", label: method.label, signed: false, rows: kd.rows, cols: kd.cols,
+    return {kind: state.kind, method: "attention", label: method.label, signed: false, rows: kd.rows, cols: kd.cols,
       layers: e ? e.layers : method.layers.length ? method.layers : layerNames(kd.weights.length),
       heads: kd.weights[0].length, perHead: kd.weights, perLayer: e ? e.per_layer : null,
       aer: e ? e.aer || null : null, gold};
   }
   if (!e) return null;
-  return {kind: "cross", method: e.method, label: e.label, signed: e.signed, rows: e.rows, cols: e.cols,
+  return {kind: state.kind, method: e.method, label: e.label, signed: e.signed, rows: e.rows, cols: e.cols,
     layers: e.layers, heads: e.per_head ? e.per_head[0].length : 0, perHead: e.per_head, perLayer: e.per_layer,
     aer: e.aer || null, gold};
 }

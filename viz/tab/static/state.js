@@ -11,7 +11,7 @@ export const state = {
   run: null, // the run's entry from ./runs
   stepIndex: 0,
   sentence: 0,
-  kind: "cross",
+  kind: null, // the shown attention kind: a name from the vocabulary's kinds (set by start)
   method: "attention", // the explanation method of the cross maps (a name from the run's `methods`)
   mode: "probe", // "probe": logged probe sentences; "custom": the user's translated sentence
   custom: null, // the ./translate response
@@ -54,8 +54,13 @@ export const layersOf = (kind) => state.run.num_layers[kind];
 
 /** The names of the attention kinds, in the backend's order. */
 export const kindNames = () => state.vocabulary.kinds.map((k) => k.name);
-/** An attention kind's entry in ./vocabulary: {name, label, short, help, rows, cols}. */
+/** An attention kind's entry in ./vocabulary: {name, label, short, help, rows, cols, causal, aligns}. */
 export const kindOf = (name) => state.vocabulary.kinds.find((k) => k.name === name);
+/** Whether kind `name` (the shown one by default) is the target → source kind: the maps that explanation
+ * methods explain and gold alignments score. */
+export const aligns = (name = state.kind) => kindOf(name).aligns;
+/** The name of the target → source kind. */
+export const alignmentKind = () => state.vocabulary.kinds.find((k) => k.aligns).name;
 /** A kind's label as a title, its first letter a capital. */
 export const kindTitle = (name) => {
   const {label} = kindOf(name);
@@ -88,7 +93,7 @@ export function start(vocabulary, runs) {
   state.runs = runs;
   state.run = runs[0];
   state.stepIndex = runs[0].steps.length - 1;
-  state.kind = runs[0].kinds.includes("cross") ? "cross" : runs[0].kinds[0];
+  state.kind = runs[0].kinds.includes(alignmentKind()) ? alignmentKind() : runs[0].kinds[0];
   state.method = currentMethod().name;
 }
 
@@ -151,7 +156,7 @@ export function selectKind(kind) {
 /** Show the cross maps of explanation method `name` (switching to cross maps: methods explain those). */
 export function selectMethod(name) {
   state.method = name;
-  state.kind = "cross";
+  state.kind = alignmentKind();
   state.focus = null;
   state.pinned = null;
   clampHeads();
@@ -163,10 +168,10 @@ export function selectMethod(name) {
 // Keep the open and overlaid maps among those the shown kind and method have: heads where they have heads,
 // else the layers' own maps.
 function clampHeads() {
-  const method = state.kind === "cross" ? currentMethod() : null;
+  const method = aligns() ? currentMethod() : null;
   const L = method && method.layers.length ? method.layers.length : layersOf(state.kind);
   const H = method && !method.per_head ? 0 : state.run.num_heads;
-  const ok = (x) => x.layer < L && (x.head === null ? state.kind === "cross" : x.head < H);
+  const ok = (x) => x.layer < L && (x.head === null ? aligns() : x.head < H);
   if (!ok(state.head)) state.head = {layer: 0, head: H ? 0 : null};
   state.overlay = state.overlay.filter(ok);
 }
@@ -200,7 +205,7 @@ export function leaveCustom() {
 export async function prefetchSteps() {
   const run = state.run;
   const sentence = state.sentence;
-  const method = state.kind === "cross" ? currentMethod().name : null;
+  const method = aligns() ? currentMethod().name : null;
   for (const step of [...run.steps].reverse()) {
     if (state.run !== run || state.sentence !== sentence) return;
     try {

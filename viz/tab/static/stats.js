@@ -4,7 +4,7 @@
 // (over the explanation sentences, from ./explanations); sortable; the best-aligned cross-attention head starred.
 
 import {fmt, h, sameHead} from "./dom.js";
-import {draw, kindOf, openHead, state, toggleOverlay} from "./state.js";
+import {aligns, draw, kindOf, openHead, state, toggleOverlay} from "./state.js";
 
 const METHOD_KEY = "aer:"; // column keys of the methods' AER: "aer:<method>"
 
@@ -61,7 +61,7 @@ function firstDirection(definition) {
 
 // The methods with heads whose AER over the explanation sentences the table shows (cross-attention only).
 function methodColumns(explanations) {
-  if (state.kind !== "cross" || !explanations || !explanations.methods) return [];
+  if (!aligns() || !explanations || !explanations.methods) return [];
   const known = new Map((state.run.methods || []).map((m) => [m.name, m]));
   return Object.entries(explanations.methods).filter(([name, m]) => m.head_aer && known.has(name))
     .map(([name, m]) => ({key: `${METHOD_KEY}${name}`, name, label: m.label, values: m.head_aer}));
