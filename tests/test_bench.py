@@ -255,6 +255,9 @@ def test_oracle_length_decoding_is_greedy_without_eos_cut_at_the_reference_lengt
 
     torch.manual_seed(3)
     model = Transformer(tiny_config(positional="alibi", tie_output_embedding=False)).eval()
+    with torch.no_grad():  # feature 0 carries nothing, so that suppress_eos below changes the EOS logit alone
+        model.decoder_norm.weight[0], model.decoder_norm.bias[0] = 0.0, 1.0
+        model.output_proj.weight[:, 0] = 0.0
     src = random_ids(3, 5, 13, generator=torch.Generator().manual_seed(1))
     lengths = torch.tensor([2, 7, 4])
     oracle = oracle_length_greedy(model, src, lengths)
