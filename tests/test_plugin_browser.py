@@ -268,6 +268,13 @@ def test_hovering_a_token_lights_its_row_and_column_and_its_lines(tab):
     assert len(css(driver, "#lines-view line")) == sum(w >= LINE_MIN_WEIGHT for w in weights)
 
 
+def open_map(driver) -> tuple[int, int | None]:
+    """The layer and head (None for a layer's own map) of the enlarged map; it opens on the best-aligned."""
+    detail = css(driver, "#detail")[0]
+    head = detail.get_attribute("data-head")
+    return int(detail.get_attribute("data-layer")), None if head == "" else int(head)
+
+
 def test_step_slider_shows_the_chosen_step_and_its_weights(tab):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
@@ -279,8 +286,10 @@ def test_step_slider_shows_the_chosen_step_and_its_weights(tab):
     wait(driver, lambda: css(driver, "#detail")[0].get_attribute("data-step") == str(first),
          "the slider did not change the shown step")
     assert f"step {first}" in css(driver, "#step-label")[0].text
-    # The value under the mouse is the API's weight at that step (cross, L1 H1, the middle cell).
-    weights = api.get("attention", run=run["run"], step=first, sentence=0)["kinds"]["cross"]["weights"][0][0]
+    # The value under the mouse is the API's weight at that step (cross, the open head, the middle cell).
+    layer, head = open_map(driver)
+    answer = api.get("attention", run=run["run"], step=first, sentence=0)
+    weights = answer["kinds"]["cross"]["weights"][layer][head]
     canvas = css(driver, "#detail .matrix canvas")[0]
     rows, cols = len(weights), len(weights[0])
     i, j = rows // 2, cols // 2
@@ -465,13 +474,15 @@ def test_choosing_a_method_shows_its_maps_and_their_aer_badges(tab):
                                      for head in range(len(heads[0]))}
             expected = {(layer, head): aer for layer, row in enumerate(answer["aer"]["per_head"])
                         for head, aer in enumerate(row)}
-            matrix, open_aer = heads[0][0], answer["aer"]["per_head"][0][0]
-            assert css(driver, "#detail")[0].get_attribute("data-head") == "0"
+            layer, head = open_map(driver)
+            assert head is not None  # a head's map is open
+            matrix, open_aer = heads[layer][head], answer["aer"]["per_head"][layer][head]
         else:  # one map per layer: no head cells, the layers' own maps
             assert heads is None and not cells(driver)
             expected = {}
-            matrix, open_aer = answer["per_layer"][0], answer["aer"]["per_layer"][0]
-            assert css(driver, "#detail")[0].get_attribute("data-head") == ""
+            layer, head = open_map(driver)
+            assert head is None  # a layer's own map is open
+            matrix, open_aer = answer["per_layer"][layer], answer["aer"]["per_layer"][layer]
         expected |= {(layer, None): aer for layer, aer in enumerate(answer["aer"]["per_layer"])}
         assert badges(driver) == expected
         badge = css(driver, "#detail .detail-head .aer-badge")[0]
@@ -569,7 +580,8 @@ def test_your_sentence_with_a_method_shows_that_methods_map(tab):
     explanation = expected["explanation"]
     assert css(driver, "#detail")[0].get_attribute("data-method") == "value_norms"
     assert tokens(driver, "row") == explanation["rows"]
-    matrix = explanation["per_head"][0][0]
+    layer, head = open_map(driver)
+    matrix = explanation["per_head"][layer][head]
     i, j = len(matrix) // 2, len(matrix[0]) // 2  # the translation may be short: the middle cell
     assert value_under_mouse(driver, matrix, i, j) == f"{matrix[i][j]:.4f}"
     assert "no AER" in css(driver, "#detail .no-aer")[0].text  # no gold links for a typed sentence
@@ -579,7 +591,7 @@ def test_your_sentence_with_a_method_shows_that_methods_map(tab):
     expected = api.get("translate", run=run["run"], text=text, beam=1, method="grad_x_input")["explanation"]
     assert css(driver, "#detail")[0].get_attribute("data-mode") == "custom"
     assert len(css(driver, "#grid .layer-cell")) == len(expected["layers"])
-    matrix = expected["per_layer"][0]
+    matrix = expected["per_layer"][open_map(driver)[0]]
     assert value_under_mouse(driver, matrix, i, j) == f"{matrix[i][j]:.4f}"
     # Integrated Gradients' steps beyond what the route allows: the route's message is shown.
     choose_method(driver, "value_norms")
