@@ -1,4 +1,4 @@
-"""Readers for parallel corpora on disk: two line-aligned files, TSV, and SCAN.
+"""Readers for parallel corpora on disk: two line-aligned files, TSV, ``source ||| target`` lines, and SCAN.
 
 Every reader returns a list of :class:`~data.pairs.Pair` with whitespace normalised (ends stripped, runs of
 whitespace collapsed to one space, Windows and old Mac line endings accepted). Bad input raises one
@@ -127,6 +127,24 @@ def read_parallel(source_path: PathLike, target_path: PathLike) -> list[Pair]:
             "parallel files must match line for line",
         )
     return [Pair(source, target) for source, target in zip(sources, targets, strict=True)]
+
+
+def read_bitext(path: PathLike) -> list[Pair]:
+    """Read ``source ||| target`` lines (the form of fast_align, eflomal and gold alignment sets).
+
+    Raises:
+        CorpusError: a line lacks the `` ||| `` separator or has an empty side, or the file is unreadable.
+    """
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        source, bar, target = line.partition("|||")
+        source, target = _normalise(source), _normalise(target)
+        if not bar or "|||" in target:
+            raise CorpusError(path, number, "expected one 'source ||| target' pair a line")
+        if not source or not target:
+            raise CorpusError(path, number, f"empty {'source' if not source else 'target'} side")
+        pairs.append(Pair(source, target))
+    return pairs
 
 
 def read_tsv(path: PathLike) -> list[Pair]:

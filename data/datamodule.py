@@ -19,20 +19,21 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
 from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
-from data.corpora import CorpusError, filter_by_length, read_parallel, read_scan, read_tsv
+from data.corpora import CorpusError, filter_by_length, read_bitext, read_parallel, read_scan, read_tsv
 from data.pairs import Pair
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer, TokenizerKind
 from data.toy import make_toy_splits
 
-DatasetName = Literal["toy", "copy", "reverse", "multi30k", "tsv", "scan"]
+DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "scan"]
 SplitName = Literal["train", "val", "test"]
 SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
 _TOY_TASKS = {"toy": "translate", "copy": "copy", "reverse": "reverse"}
 _SCAN_VAL_FRACTION = 0.05
 TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json"}
-DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30k": "test2016", "tsv": "test",
-                      "scan": "test"}
+DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30k": "test2016",
+                      "parallel": "test", "tsv": "test", "scan": "test"}
+_FILE_DATASETS = ("multi30k", "parallel", "tsv", "scan")
 MAX_AUTO_WORKERS = 4
 
 
@@ -67,12 +68,16 @@ class TranslationDataModule(L.LightningDataModule):
 
     Args:
         dataset: ``toy`` (the built-in toy translation task, no files needed), ``copy`` or ``reverse`` (toy
-            sanity tasks), ``multi30k`` (``train``/``val``/test files ``<split>.<lang>`` in ``path``), ``tsv``
+            sanity tasks), ``multi30k`` (``train``/``val``/test files ``<split>.<lang>`` in ``path``),
+            ``parallel`` (the same layout for any corpus, with ``test`` as its test split; files may be
+            gzipped: KFTT's ``train.ja.gz``), ``tsv``
             (``train.tsv``, ``val.tsv``, ``test.tsv`` of ``source<TAB>target`` lines in ``path``) or ``scan``
             (the SCAN folder with ``<scan_split>_split/tasks_{train,test}_<scan_split>.txt[.gz]``).
         path: the corpus folder; required for multi30k, tsv and scan.
-        source_lang: multi30k: the file extension of the source language (either direction works).
-        target_lang: multi30k: the file extension of the target language.
+        source_lang: multi30k, parallel: the file extension of the source language (either direction works).
+        target_lang: multi30k, parallel: the file extension of the target language.
+        val_split: multi30k, parallel, tsv: the name of the validation files (``dev`` for KFTT's
+            ``dev.ja.gz``); ``None``: ``val``.
         test_split: which file is the test split; ``None``: the dataset's own (``test2016`` for multi30k,
             ``test`` for tsv). multi30k: ``test`` also means ``test2016``; or name another, such as
             ``test2017`` or ``mscoco2017``. tsv: ``<name>.tsv``. Ignored by toy tasks and scan.
@@ -88,7 +93,7 @@ class TranslationDataModule(L.LightningDataModule):
             its gold links (``data.toy``), where explanation methods can be told apart.
         seed: seeds the toy generator, the SCAN validation hold-out and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
-            and ``bpe`` for multi30k and tsv.
+            and ``bpe`` for multi30k, parallel and tsv.
         vocab_size: the largest vocabulary of each tokenizer, special tokens included.
         split_punctuation: subword tokenizers: make each punctuation character a piece of its own before
             learning subwords (``dog.`` becomes ``▁dog`` and ``.``).
@@ -103,6 +108,9 @@ class TranslationDataModule(L.LightningDataModule):
             with CUDA.
         tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
             restore those instead of training new ones.
+        gold_sentences: a gold alignment set's sentences, one ``source ||| target`` pair a line: training
+            pairs that repeat one of them (compared without spaces and case) are dropped, so that the set
+            stays unseen (the count is reported).
     """
 
     def __init__(
@@ -113,6 +121,7 @@ class TranslationDataModule(L.LightningDataModule):
         source_lang: str = "de",
         target_lang: str = "en",
         test_split: str | None = None,
+        val_split: str | None = None,
         scan_split: str = "simple",
         toy_train_size: int = 50_000,
         toy_val_size: int = 1_000,
@@ -130,11 +139,14 @@ class TranslationDataModule(L.LightningDataModule):
         eval_max_tokens: int | None = None,
         num_workers: int | Literal["auto"] = "auto",
         tokenizer_dir: str | None = None,
+        gold_sentences: str | None = None,
     ) -> None:
         super().__init__()
-        if dataset not in ("toy", "copy", "reverse", "multi30k", "tsv", "scan"):
-            raise ValueError(f"dataset must be toy, copy, reverse, multi30k, tsv or scan, got {dataset!r}")
-        if dataset in ("multi30k", "tsv", "scan") and path is None:
+        if dataset not in ("toy", "copy", "reverse", *_FILE_DATASETS):
+            raise ValueError(
+                f"dataset must be toy, copy, reverse, multi30k, parallel, tsv or scan, got {dataset!r}"
+            )
+        if dataset in _FILE_DATASETS and path is None:
             raise ValueError(f"dataset={dataset!r} reads files: give the corpus folder as path")
         if tokenizer not in (None, "word", "bpe", "unigram"):
             raise ValueError(f"tokenizer must be word, bpe, unigram or None, got {tokenizer!r}")
@@ -151,7 +163,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.dataset = dataset
         self.path = path
         self.source_lang, self.target_lang = source_lang, target_lang
-        self.test_split, self.scan_split = test_split, scan_split
+        self.test_split, self.val_split, self.scan_split = test_split, val_split, scan_split
+        if val_split is not None and dataset not in ("multi30k", "parallel", "tsv"):
+            raise ValueError(f"val_split names validation files; dataset {dataset!r} has none")
         self.toy_sizes = {"train": toy_train_size, "val": toy_val_size, "test": toy_test_size}
         self.toy_split, self.toy_max_train_words = toy_split, toy_max_train_words
         if toy_phenomena and dataset != "toy":
@@ -159,7 +173,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.toy_phenomena = toy_phenomena
         self.seed = seed
         self.tokenizer_kind: TokenizerKind = tokenizer or (
-            "bpe" if dataset in ("multi30k", "tsv") else "word"
+            "bpe" if dataset in ("multi30k", "parallel", "tsv") else "word"
         )
         if split_punctuation and self.tokenizer_kind == "word":
             raise ValueError(
@@ -173,6 +187,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.eval_max_tokens = eval_max_tokens or max_tokens
         self.num_workers = num_workers
         self.tokenizer_dir = tokenizer_dir
+        self.gold_sentences = gold_sentences
 
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
         self._tokenizers: tuple[Tokenizer, Tokenizer] | None = None  # (source, target)
@@ -241,7 +256,7 @@ class TranslationDataModule(L.LightningDataModule):
                 max_train_words=self.toy_max_train_words,
                 phenomena=self.toy_phenomena,
             )
-        if self.dataset == "multi30k":
+        if self.dataset in ("multi30k", "parallel"):
             return {split: read_parallel(self._file(split), self._file(split, "target")) for split in SPLITS}
         if self.dataset == "tsv":
             test = self._file("test")
@@ -268,11 +283,13 @@ class TranslationDataModule(L.LightningDataModule):
         folder = Path(self.path)
         if self.dataset == "scan":
             return _scan_file(folder, self.scan_split, "test" if split == "test" else "train")
-        name = (self.test_split or DEFAULT_TEST_SPLIT[self.dataset]) if split == "test" else split
+        names = {"test": self.test_split or DEFAULT_TEST_SPLIT[self.dataset], "val": self.val_split or "val"}
+        name = names.get(split, split)
         if self.dataset == "tsv":
-            return folder / f"{name}.tsv"
-        name = "test2016" if name == "test" else name  # multi30k
-        return folder / f"{name}.{self.source_lang if side == 'source' else self.target_lang}"
+            return _maybe_gzipped(folder / f"{name}.tsv")
+        if self.dataset == "multi30k" and name == "test":
+            name = "test2016"
+        return _maybe_gzipped(folder / f"{name}.{self.source_lang if side == 'source' else self.target_lang}")
 
     def origin(
         self, split: SplitName, index: int, side: Literal["source", "target"] = "source"
@@ -380,9 +397,11 @@ class TranslationDataModule(L.LightningDataModule):
         if self._train_pairs is not None:
             return
         raw = self._raw_splits()["train"]
-        encoded = self._encode(raw)
+        index = self._not_gold(raw) if self.gold_sentences is not None else list(range(len(raw)))
+        pairs = [raw[i] for i in index]
+        encoded = self._encode(pairs)
         kept, dropped = filter_by_length(
-            list(zip(raw, encoded, strict=True)), max_len=self.max_train_len, lengths=_lengths(encoded)
+            list(zip(pairs, encoded, strict=True)), max_len=self.max_train_len, lengths=_lengths(encoded)
         )
         if dropped:
             rank_zero_info(
@@ -390,8 +409,21 @@ class TranslationDataModule(L.LightningDataModule):
                 f"max_train_len={self.max_train_len} tokens."
             )
         self._train_pairs = [pair for pair, _ in kept]
-        self._train_index = [index for _, (index, _, _) in kept]
+        self._train_index = [index[i] for _, (i, _, _) in kept]
         self._encoded["train"] = [(i, s, t) for i, (_, (_, s, t)) in enumerate(kept)]
+
+    def _not_gold(self, pairs: list[Pair]) -> list[int]:
+        """Indices of ``pairs`` less those that repeat a sentence pair of ``gold_sentences`` (compared without
+        spaces and case: gold sets are often segmented or cased otherwise than the training text)."""
+        assert self.gold_sentences is not None
+        gold = {_loose(p) for p in read_bitext(self.gold_sentences)}
+        kept = [i for i, p in enumerate(pairs) if _loose(p) not in gold]
+        if len(kept) < len(pairs):
+            rank_zero_info(
+                f"Dropped {len(pairs) - len(kept)} training pairs that repeat a sentence pair of "
+                f"{self.gold_sentences}."
+            )
+        return kept
 
     def _encoded_split(self, split: SplitName) -> list[Item]:
         if split == "train":
@@ -472,6 +504,16 @@ class TranslationDataModule(L.LightningDataModule):
 def _lengths(items: list[Item]) -> list[int]:
     """Per item, the longer padded sequence the model sees: source + EOS or BOS + target."""
     return [max(len(s), len(t)) + 1 for _, s, t in items]
+
+
+def _loose(pair: Pair) -> tuple[str, str]:
+    return "".join(pair.source.casefold().split()), "".join(pair.target.casefold().split())
+
+
+def _maybe_gzipped(path: Path) -> Path:
+    """``path``, or ``path.gz`` where only that exists."""
+    gzipped = path.with_name(path.name + ".gz")
+    return gzipped if not path.exists() and gzipped.exists() else path
 
 
 def _scan_held_out(count: int, seed: int) -> set[int]:

@@ -75,8 +75,8 @@ def check_finite(run: LoadedRun, checkpoint: str) -> None:
 def check_test_split(run: LoadedRun, test_split: str | None) -> None:
     """--test-split chooses among the test files of a corpus on disk; the toy tasks and SCAN have one."""
     dataset = run.datamodule.dataset
-    if test_split is not None and dataset not in ("multi30k", "tsv"):
+    if test_split is not None and dataset not in ("multi30k", "parallel", "tsv"):
         raise InputError(
             f"--test-split {test_split}: the run's {dataset} data has a single test set; --test-split "
-            "is for multi30k and tsv corpora"
+            "is for multi30k, parallel and tsv corpora"
         )

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from data.corpora import CorpusError, filter_by_length, read_lines, read_parallel, read_scan, read_tsv
+from data.corpora import (
+    CorpusError,
+    filter_by_length,
+    read_bitext,
+    read_lines,
+    read_parallel,
+    read_scan,
+    read_tsv,
+)
 from data.pairs import Pair
 
 CORPORA = Path(
@@ -242,3 +250,15 @@ def test_scan_simple_split_sizes_and_first_pair():
     assert train[1] == Pair(
         "run opposite left after walk right", "I_TURN_RIGHT I_WALK I_TURN_LEFT I_TURN_LEFT I_RUN"
     )
+
+
+def test_bitext_lines_read_source_and_target_around_the_bars(tmp_path):
+    path = tmp_path / "gold.src-tgt"
+    path.write_text("京都 の  寺 ||| a temple  in kyoto\nx|||y\n", encoding="utf-8")
+    assert read_bitext(path) == [Pair("京都 の 寺", "a temple in kyoto"), Pair("x", "y")]
+    path.write_text("ok ||| fine\nno bars here\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"gold.src-tgt:2: expected one 'source \|\|\| target' pair a line"):
+        read_bitext(path)
+    path.write_text("ok ||| \n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"gold.src-tgt:1: empty target side"):
+        read_bitext(path)

@@ -340,6 +340,37 @@ def test_multi30k_dataset_reads_either_direction_and_test_means_test2016(tmp_pat
     assert en_de.pairs("test")[0] == Pair("one test2017 sentence", "ein test2017 satz")
 
 
+def test_parallel_dataset_reads_gzipped_files_and_a_named_val_split(tmp_path):
+    for name in ("train", "dev", "test"):
+        write_lines(tmp_path / f"{name}.ja.gz", [f"{name} の 文", f"{name} の 二"])
+        write_lines(tmp_path / f"{name}.en.gz", [f"the {name} sentence", f"{name} two"])
+    data = TranslationDataModule(
+        dataset="parallel", path=str(tmp_path), source_lang="ja", target_lang="en", val_split="dev"
+    )
+    assert data.tokenizer_kind == "bpe"
+    assert data.pairs("val")[1] == Pair("dev の 二", "dev two")
+    assert data.pairs("test")[0] == Pair("test の 文", "the test sentence")
+    assert data.origin("val", 1) == (str(tmp_path / "dev.ja.gz"), 2)
+    with pytest.raises(ValueError, match="val_split names validation files; dataset 'toy' has none"):
+        TranslationDataModule(dataset="toy", val_split="dev")
+
+
+def test_training_pairs_that_repeat_a_gold_sentence_pair_are_dropped(tmp_path, caplog):
+    train = ["概要\tSummary", "沿革\tHistory", "概要\tSummary", "京都 の 寺\tA temple in Kyoto"]
+    folder = tsv_folder(tmp_path / "corpus", train)
+    # The gold set segments and cases its sentences otherwise: compared without spaces and case.
+    write_lines(tmp_path / "gold.txt", ["概 要 ||| summary", "京都 の 寺 ||| a temple in kyoto ."])
+    data = TranslationDataModule(
+        dataset="tsv", path=folder, tokenizer="word", gold_sentences=str(tmp_path / "gold.txt")
+    )
+    with caplog.at_level(logging.INFO):
+        kept = data.pairs("train")
+    assert kept == [Pair("沿革", "History"), Pair("京都 の 寺", "A temple in Kyoto")]
+    assert "Dropped 2 training pairs that repeat a sentence pair of" in caplog.text
+    # Messages still name the line each kept pair was read from.
+    assert data._train_index == [1, 3]
+
+
 def scan_folder(folder: Path, n_train: int) -> str:
     """A SCAN folder with the simple split: a plain training file and a gzipped test file."""
     train = [f"IN: jump {i} OUT: I_JUMP" for i in range(n_train)]
@@ -367,7 +398,7 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dataset": "wmt"}, "dataset must be toy, copy, reverse, multi30k, tsv or scan, got 'wmt'"),
+        ({"dataset": "wmt"}, "dataset must be toy, copy, reverse, multi30k, parallel, tsv or scan"),
         ({"dataset": "multi30k"}, "dataset='multi30k' reads files: give the corpus folder as path"),
         ({"tokenizer": "chars"}, "tokenizer must be word, bpe, unigram or None, got 'chars'"),
         (
