@@ -15,7 +15,7 @@ from data.corpora import (
     read_scan,
     read_tsv,
 )
-from data.pairs import Pair
+from data.pairs import Pair, word_spans
 
 CORPORA = Path(
     os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
@@ -262,3 +262,17 @@ def test_bitext_lines_read_source_and_target_around_the_bars(tmp_path):
     path.write_text("ok ||| \n", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"gold.src-tgt:1: empty target side"):
         read_bitext(path)
+
+
+def test_a_pair_without_spaces_between_its_words_names_them_and_their_spans():
+    words = ("两", "只", "猫", "吃", "了")
+    pair = Pair("two cats eat", "两只猫吃了", ((0, 0), (0, 1), (1, 2), (2, 3)), target_words=words)
+    assert pair.words("source") == ("two", "cats", "eat")
+    assert pair.words("target") == ("两", "只", "猫", "吃", "了")
+    assert word_spans(pair.target, pair.words("target")) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert word_spans("  苹果 吃了", ["苹果", "吃", "了"]) == [(2, 4), (5, 6), (6, 7)]
+    assert word_spans(pair.source, pair.words("source")) == [(0, 3), (4, 8), (9, 12)]
+    with pytest.raises(ValueError, match=r"word 2 \('狗'\) is not at character 2 of '苹果吃了'"):
+        word_spans("苹果吃了", ["苹果", "狗"])
+    with pytest.raises(ValueError, match="goes on after its 1 words"):
+        word_spans("苹果吃了", ["苹果"])
