@@ -10,9 +10,9 @@ class Pair:
     """A source sentence and its target sentence, both plain text with words separated by single spaces.
 
     ``alignment`` holds the gold links ``(source_word_index, target_word_index)``: 0-based positions among
-    the words of each side, sorted by target position. It is ``None`` when unknown (real corpora) and known for the
-    built-in toy tasks and gold alignment sets. These are the *sure* links; ``possible`` holds the links that
-    a gold set marks as possible only (Och & Ney 2003: an aligner is not faulted for proposing them nor for
+    the words of each side, sorted by target position. It is ``None`` when unknown (real corpora) and known
+    for the built-in toy tasks and gold alignment sets. These are the *sure* links; ``possible`` holds the
+    links that a gold set marks as possible only (Och & Ney 2003: an aligner is not faulted for proposing them nor for
     leaving them out); ``None`` or empty where every gold link is sure.
 
     The words of a side are ``text.split()``, unless the side is written without spaces between its words
@@ -29,8 +29,9 @@ class Pair:
 
     def words(self, side: str) -> tuple[str, ...]:
         """The words the alignment indexes on ``side`` (``"source"`` or ``"target"``)."""
-        given, text = (self.source_words, self.source) if side == "source" else (self.target_words, self.target)
-        return given if given is not None else tuple(text.split())
+        if side == "source":
+            return self.source_words if self.source_words is not None else tuple(self.source.split())
+        return self.target_words if self.target_words is not None else tuple(self.target.split())
 
 
 def word_spans(text: str, words: tuple[str, ...] | list[str]) -> list[tuple[int, int]]:
