@@ -12,8 +12,8 @@ class Pair:
     ``alignment`` holds the gold links ``(source_word_index, target_word_index)``: 0-based positions among
     the words of each side, sorted by target position. It is ``None`` when unknown (real corpora) and known
     for the built-in toy tasks and gold alignment sets. These are the *sure* links; ``possible`` holds the
-    links that a gold set marks as possible only (Och & Ney 2003: an aligner is not faulted for proposing them nor for
-    leaving them out); ``None`` or empty where every gold link is sure.
+    links that a gold set marks as possible only (Och & Ney 2003: an aligner is not faulted for proposing
+    them nor for leaving them out); ``None`` or empty where every gold link is sure.
 
     The words of a side are ``text.split()``, unless the side is written without spaces between its words
     (Chinese, Japanese): then ``source_words`` / ``target_words`` give the segmentation the links index, and
