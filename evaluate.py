@@ -30,6 +30,7 @@ from pathlib import Path
 
 from analysis.explain.attributions import IG_STEPS, MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
+from analysis.metrics import BLEU_TOKENIZERS
 from data.corpora import CorpusError
 from evaluation.ablation import AnalysisError
 from evaluation.inputs import (
@@ -44,7 +45,7 @@ from evaluation.inputs import (
     resolve_device,
 )
 from evaluation.loading import choose_checkpoint, load
-from evaluation.result import print_summary, scored_result, write_output
+from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
 from evaluation.scoring import read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
@@ -115,6 +116,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(data, "--test-split", metavar="NAME", only=DATA,
         help="another test set of the corpus, e.g. test2017 or mscoco2017")
     add(data, "--data-path", help="corpus folder, if it moved since training")
+    add(data, "--bleu-tokenize", choices=BLEU_TOKENIZERS, metavar="NAME", only={SCORE, ENGINE},
+        help=f"sacreBLEU's tokenizer of the BLEU (default: the one it prescribes for the run's target "
+             f"language: zh for Chinese, ja-mecab for Japanese, ko-mecab for Korean, else 13a; as during "
+             f"training). One of {', '.join(BLEU_TOKENIZERS)}")
 
     decoding = parser.add_argument_group("the model and its decoding")
     add(decoding, "--average-last", type=int, metavar="K",
@@ -270,6 +275,7 @@ def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     as the PyTorch engine's translations are."""
     dm = run.datamodule
     pairs = read_pairs(args, run)
+    bleu_tokenize(args, run)  # its packages, before translating
     done = translate_with_engine(
         args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, [p.source for p in pairs]
     )

@@ -32,11 +32,12 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
+from analysis.metrics import bleu_metric
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from training.callbacks import InterruptCheckpoint, SaveTokenizers
 from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
-from training.module import NonFiniteLossError, TranslationModule
+from training.module import NonFiniteLossError, TranslationModule, validation_bleu_tokenizer
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
 from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
@@ -386,6 +387,10 @@ def _main(args: list[str]) -> TrainCLI:
     else:
         start_step = check_resume_checkpoint(checkpoint, cli.model)
     check_save_folders(cli.trainer)
+    try:  # validation's BLEU: ja-mecab and ko-mecab need packages of their own
+        bleu_metric(validation_bleu_tokenizer(cli.datamodule))
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)
     try:
         cli.trainer.fit(

@@ -12,6 +12,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from viz.fonts import use_script_fonts
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         sys.exit(f"error: {args.run_dir} has no {', '.join(missing)} (a run on the toy data logs them)")
 
+    use_script_fonts()  # as every figure of the project: CJK glyphs from an installed CJK font
     figure = Figure(figsize=(5.5, 3.2), dpi=110)
     ax = figure.add_subplot()
     for tag, label in wanted.items():

@@ -31,7 +31,7 @@ import torch
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.metrics import score_translations
+from analysis.metrics import bleu_tokenizer, score_translations
 from bench.speed import describe_machine
 from data.corpora import CorpusError
 from data.pairs import Pair
@@ -41,6 +41,7 @@ from evaluation.translate import translate
 from export.ctranslate2 import CTranslate2Translator, EngineError, export, import_ctranslate2
 from model import Transformer
 from training.checkpoints import CheckpointError, load_run
+from training.module import validation_bleu_tokenizer
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,15 @@ def quick_run(sentences: int) -> tuple[Transformer, Tokenizer, Tokenizer, list[P
     return model.eval(), src, tgt, splits["test"]
 
 
-def checkpoint_run(args) -> tuple[Transformer, Tokenizer, Tokenizer, list[Pair]]:
+def checkpoint_run(args) -> tuple[Transformer, Tokenizer, Tokenizer, list[Pair], str]:
+    """The checkpoint's model, tokenizers and test pairs (``--max-sentences`` of them), and sacreBLEU's
+    tokenizer for its target language."""
     run = load_run(args.checkpoint, data_path=args.data_path, test_split=args.test_split)
     pairs = run.datamodule.pairs("test")
     if args.max_sentences:
         pairs = pairs[: args.max_sentences]
     dm = run.datamodule
-    return run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, pairs
+    return run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, validation_bleu_tokenizer(dm)
 
 
 def time_decoding(decode, repeats: int) -> tuple[float, list[list[int]]]:
@@ -111,7 +114,9 @@ def time_decoding(decode, repeats: int) -> tuple[float, list[list[int]]]:
     return statistics.median(times), output
 
 
-def measure(model, src, tgt, pairs, args, model_dir: Path) -> list[dict]:
+def measure(model, src, tgt, pairs, args, model_dir: Path, *, bleu_tokenize: str) -> list[dict]:
+    """Each decoding's speed and agreement with PyTorch's, and its BLEU (sacreBLEU's ``bleu_tokenize``) when
+    the pairs have references."""
     sources = [p.source for p in pairs]
     references = [p.target for p in pairs]
     has_references = all(r.strip() for r in references)
@@ -147,7 +152,8 @@ def measure(model, src, tgt, pairs, args, model_dir: Path) -> list[dict]:
             pytorch_speed or result["sentences_per_second"]
         )
         if has_references:
-            result["bleu"] = score_translations([tgt.decode(i) for i in ids], references).bleu
+            hypotheses = [tgt.decode(i) for i in ids]
+            result["bleu"] = score_translations(hypotheses, references, tokenize=bleu_tokenize).bleu
         rows.append(result)
     return rows
 
@@ -200,10 +206,13 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     import_ctranslate2()
     torch.set_num_threads(args.threads)
-    model, src, tgt, pairs = quick_run(48) if args.quick else checkpoint_run(args)
+    if args.quick:  # toy pairs, scored with 13a as their validation BLEU is
+        (model, src, tgt, pairs), tokenize = quick_run(48), bleu_tokenizer(None)
+    else:
+        model, src, tgt, pairs, tokenize = checkpoint_run(args)
     with tempfile.TemporaryDirectory(prefix="ctranslate2-bench-") as folder:
         model_dir = export(model, src, tgt, Path(folder) / "model")
-        rows = measure(model, src, tgt, pairs, args, model_dir)
+        rows = measure(model, src, tgt, pairs, args, model_dir, bleu_tokenize=tokenize)
     results = {
         "machine": describe_machine(torch.device("cpu")),
         "ctranslate2": import_ctranslate2().__version__,

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from analysis.explain.registry import METHODS
+from viz.fonts import use_script_fonts
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.run_dir} has no explain/<method>/best_aer scalars (runs on gold-aligned "
                  "data with --attention.explanation_sentences above 0 log them)")
 
+    use_script_fonts()  # as every figure of the project: CJK glyphs from an installed CJK font
     figure = Figure(figsize=(7.5, 3.4), dpi=110)
     ax = figure.add_subplot()
     for name, tag in tags.items():

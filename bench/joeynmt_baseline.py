@@ -368,13 +368,13 @@ def main(argv: list[str] | None = None) -> dict | None:
     hyps = out / "test2016.hyp.en"
     decode_seconds = translate(python, config, checkpoint, args.data / "test2016.de", hyps, env)
 
-    from analysis.metrics import score_translations
+    from analysis.metrics import bleu_tokenizer, score_translations
 
     hypotheses = hyps.read_text(encoding="utf-8").splitlines()
     references = (args.data / "test2016.en").read_text(encoding="utf-8").splitlines()
     if len(hypotheses) != len(references):
         raise RuntimeError(f"{hyps}: {len(hypotheses)} translations of {len(references)} sentences")
-    scores = score_translations(hypotheses, references)
+    scores = score_translations(hypotheses, references, tokenize=bleu_tokenizer("en"))
     result = {
         "model": "JoeyNMT Transformer, " + RECIPE,
         "recipe_changes": recipe_changes(args),

@@ -35,7 +35,7 @@ if __package__ in (
 ):  # run as `python bench/multi30k_baseline.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.metrics import score_translations
+from analysis.metrics import bleu_tokenizer, score_translations
 from bench.speed_common import BOS, EOS, PAD, BenchConfig
 from bench.tutorial_model import TutorialSeq2Seq
 from data.batching import Batch, collate
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             pairs = pairs[:50]
         hypotheses = translate_split(model, dm, pairs)
         (out / f"{split}.hyp.en").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-        s = score_translations(hypotheses, [p.target for p in pairs])
+        s = score_translations(hypotheses, [p.target for p in pairs], tokenize=bleu_tokenizer(dm.target_lang))
         scores[split] = {
             "bleu": s.bleu,
             "chrf": s.chrf,

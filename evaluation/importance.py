@@ -142,15 +142,20 @@ def measure_head_importance(
     max_rows: int = 256,
     max_len: int | None = None,
     progress: Callable[[int], object] | None = None,
+    bleu_tokenize: str | None = None,
 ) -> HeadImportance:
     """Silence every head on its own; measure the loss on ``pairs`` and, optionally, greedy translations.
 
     The loss costs about (1 + number of heads) teacher-forced passes over ``pairs``, the translation scores
     (1 + number of heads) greedy decodings of the first ``decode_sentences`` pairs (None: no decoding), both
     batched ``max_rows // batch_size`` ablations to a pass. ``progress`` is called with sentence counts.
+    ``bleu_tokenize`` is sacreBLEU's tokenizer of their BLEU (``analysis.metrics.bleu_tokenizer`` of the
+    target language: ``zh`` for Chinese), needed with ``decode_sentences``.
     """
     if not pairs:
         raise AnalysisError("no sentences to measure head importance on")
+    if decode_sentences and bleu_tokenize is None:
+        raise ValueError("decode_sentences needs bleu_tokenize, sacreBLEU's tokenizer of the target language")
     heads = all_heads(model.config)
     ablations: list[Collection[Head]] = [(), *[(h,) for h in heads]]  # the intact model first
     losses = ablation_losses(
@@ -173,7 +178,9 @@ def measure_head_importance(
         )
         references = [p.target for p in decoded]
         scores = [
-            score_translations([tgt_tokenizer.decode(ids) for ids in hyps], references)
+            score_translations(
+                [tgt_tokenizer.decode(ids) for ids in hyps], references, tokenize=bleu_tokenize
+            )
             for hyps in translations
         ]
         importance.baseline_scores, importance.scores = scores[0], scores[1:]

@@ -11,9 +11,23 @@ import os
 import sys
 from pathlib import Path
 
-from analysis.metrics import score_translations, sentence_scores
+from analysis.metrics import bleu_metric, score_translations, sentence_scores
 from data.pairs import Pair
+from evaluation.inputs import InputError
 from training.checkpoints import LoadedRun
+from training.module import validation_bleu_tokenizer
+
+
+def bleu_tokenize(args, run: LoadedRun) -> str:
+    """The sacreBLEU tokenizer of the BLEU: --bleu-tokenize, else the one prescribed for the run's target
+    language, as its validation BLEU was tokenized (``zh`` for Chinese). A tokenizer whose packages are
+    missing is refused here, in one line, before anything is translated."""
+    tokenize = args.bleu_tokenize or validation_bleu_tokenizer(run.datamodule)
+    try:
+        bleu_metric(tokenize)
+    except ValueError as error:
+        raise InputError(f"--bleu-tokenize: {error}" if args.bleu_tokenize else str(error)) from None
+    return tokenize
 
 
 def scored_result(
@@ -24,8 +38,8 @@ def scored_result(
     without it). evaluate.py prints the first before it writes the second (``write_sentences``).
 
     Args:
-        args: evaluate.py's options; reads beam_size, length_penalty, tsv, split, checkpoint, average_last and
-            output.
+        args: evaluate.py's options; reads beam_size, length_penalty, tsv, split, checkpoint, average_last,
+            output and bleu_tokenize.
         hypotheses_ids: per pair, the target token ids of its translation (EOS and padding removed).
         seconds: how long translating took, for sentences per second.
         device: where it ran, as reported.
@@ -33,7 +47,7 @@ def scored_result(
     tokenizer = run.datamodule.tgt_tokenizer
     hypotheses = [tokenizer.decode(ids) for ids in hypotheses_ids]
     references = [p.target for p in pairs]
-    scores = score_translations(hypotheses, references)
+    scores = score_translations(hypotheses, references, tokenize=bleu_tokenize(args, run))
     sentences = sentence_scores([p.source for p in pairs], references, hypotheses) if args.output else []
     result = {
         **scores.as_dict(),

@@ -18,7 +18,7 @@ from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.inputs import analysis_directory, check_new
 from evaluation.pruning import prune_count, pruned_loss
-from evaluation.result import scored_result
+from evaluation.result import bleu_tokenize, scored_result
 from evaluation.translate import translate
 from training.checkpoints import LoadedRun
 
@@ -68,6 +68,7 @@ def analyse_heads(args, run: LoadedRun, pairs: list[Pair], draw=None) -> tuple[d
     importance = measure_head_importance(
         model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, decode_sentences=decode,
         batch_size=args.batch_size, max_rows=args.ablation_batch, max_len=args.max_len, progress=bar.update,
+        bleu_tokenize=bleu_tokenize(args, run),
     )
     bar.close()
     added: dict = {}
@@ -94,6 +95,7 @@ def score(args, run: LoadedRun, device, draw_importance=None) -> tuple[dict, lis
     dm, model = run.datamodule, run.module.model
     pairs = read_pairs(args, run)
     check_lengths(args, run, pairs, targets=analysing_heads(args))
+    bleu_tokenize(args, run)  # its packages, before any long computation
     if args.alignment:  # before any long computation
         check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer)
     added, pruned = {}, []

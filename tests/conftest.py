@@ -74,6 +74,41 @@ def short_tsv_corpus(folder, **files: list[str]):
     return folder
 
 
+# English and Chinese as learners pair them (Tatoeba's cmn.txt style): full-width punctuation, no spaces.
+CHINESE_PAIRS = [
+    ("I like cats.", "我喜欢猫。"),
+    ("I like dogs.", "我喜欢狗。"),
+    ("He likes tea.", "他喜欢茶。"),
+    ("She likes books.", "她喜欢书。"),
+    ("We drink tea.", "我们喝茶。"),
+    ("They read books.", "他们看书。"),
+    ("I see a cat.", "我看见一只猫。"),
+    ("He sees a dog.", "他看见一只狗。"),
+    ("Is this your book?", "这是你的书吗？"),
+    ("This is my cat.", "这是我的猫。"),
+    ("Where is the dog?", "狗在哪里？"),
+    ("The tea is hot.", "茶很热。"),
+]
+
+
+def chinese_tsv_corpus(folder, *, chinese_source: bool = False):
+    """A tsv corpus folder of ``CHINESE_PAIRS`` (train, val and test alike): English to Chinese, or with
+    ``chinese_source`` Chinese to English."""
+    lines = [f"{zh}\t{en}" if chinese_source else f"{en}\t{zh}" for en, zh in CHINESE_PAIRS]
+    return short_tsv_corpus(folder, train=lines * 4, val=lines[:6], test=lines[6:])
+
+
+def train_chinese(save_dir, *extra: str, chinese_source: bool = False):
+    """``train_tiny`` for one epoch on ``chinese_tsv_corpus`` (seconds): the run dir."""
+    data = chinese_tsv_corpus(save_dir / "data", chinese_source=chinese_source)
+    languages = ("zh", "en") if chinese_source else ("en", "zh")
+    return train_tiny(
+        save_dir / "runs", "--data.dataset", "tsv", "--data.path", str(data), "--data.tokenizer", "bpe",
+        "--data.vocab_size", "120", "--data.source_lang", languages[0], "--data.target_lang", languages[1],
+        "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0", *extra,
+    )
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A finished two-epoch run of the tiny config (seconds on a CPU)."""

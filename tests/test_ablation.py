@@ -151,7 +151,8 @@ def test_a_head_whose_output_is_already_zero_is_worth_nothing(tiny_model):
 
 
 def scores(bleu, exact_match):
-    return TranslationScores(bleu, chrf=2 * bleu, exact_match=exact_match, num_sentences=4, signature="s")
+    return TranslationScores(bleu, chrf=2 * bleu, exact_match=exact_match, num_sentences=4, signature="s",
+                             bleu_tokenize="13a")
 
 
 def test_importance_is_the_loss_increase_and_rank_one_is_the_most_important_head():

@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from analysis.metrics import score_translations
+from analysis.metrics import bleu_tokenizer, score_translations
 from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
@@ -84,6 +84,12 @@ def check_training_settings(settings) -> None:
     for name in ("decode_max_sentences", "decode_max_len"):
         if settings[name] is not None and settings[name] < 1:
             raise ValueError(f"{name} must be at least 1, or null, got {settings[name]}")
+
+
+def validation_bleu_tokenizer(datamodule) -> str:
+    """The sacreBLEU tokenizer of validation BLEU: the one prescribed for the data's ``target_lang`` (the toy
+    tasks keep 13a; a data module without one, too)."""
+    return bleu_tokenizer(getattr(datamodule, "target_lang", None))
 
 
 class TranslationModule(L.LightningModule):
@@ -413,7 +419,7 @@ class TranslationModule(L.LightningModule):
         hypotheses = [datamodule.tgt_tokenizer.decode(ids) for _, ids in decoded]
         references = [pairs[i].target for i, _ in decoded]
         # Not torchmetrics' SacreBLEUScore: float32, no sacreBLEU exp smoothing (0 if no 4-gram matches).
-        scores = score_translations(hypotheses, references)
+        scores = score_translations(hypotheses, references, tokenize=self._bleu_tokenize())
         self.log("val/bleu", scores.bleu, sync_dist=True)
         self.log("val/chrf", scores.chrf, sync_dist=True)
         self.log("val/exact_match", scores.exact_match, sync_dist=True)
@@ -443,6 +449,11 @@ class TranslationModule(L.LightningModule):
         }
         if metrics:
             self.logger.log_hyperparams(dict(self.hparams), metrics)
+
+    def _bleu_tokenize(self) -> str:
+        """sacreBLEU's tokenizer for the target language of the data (``zh`` for Chinese, 13a for the toy
+        tasks), as evaluate.py chooses it."""
+        return validation_bleu_tokenizer(self.trainer.datamodule)
 
     def setup(self, stage: str) -> None:
         """Check that the model can read every pair it will be given, so that a sentence longer than

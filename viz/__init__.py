@@ -4,6 +4,8 @@ One module per picture, from the plainest (tensors in, a figure out) to the ATTE
 
     plots.py            matplotlib figures (Agg, no pyplot): one map as a heatmap, a layers × heads grid of
                         maps, a layers × heads matrix of a statistic
+    fonts.py            the font fallback every figure starts with, so that Chinese, Japanese and Korean
+                        tokens are drawn with an installed CJK font (or one warning says how to install one)
     explain_figures.py  explanations drawn: one sentence under every method, the methods' scores by layer
     headview.py         one sentence's attention as a standalone HTML file, drawn by the tab's own lines.js
                         and heatmap.js (embedded in the file), so that the file and the tab cannot drift apart

@@ -7,7 +7,8 @@ Shape legend:
     Tk  key positions (columns of a map)
 
 Figures are built on matplotlib's Agg canvas directly, without pyplot, so they need no display and leave
-no global state behind. `SummaryWriter.add_figure(tag, figure, step)` logs one as an image and closes it.
+no global state behind but the font fallback for CJK tokens (``viz.fonts``). `SummaryWriter.add_figure(tag,
+figure, step)` logs one as an image and closes it.
 """
 
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from viz.fonts import check_glyphs, use_script_fonts
+
 DPI = 80
 MAX_LABELS = 40  # beyond this many tokens an axis shows every k-th label only
 MAX_GRID_LABELS = 24  # grid panels are small: beyond this many tokens their labels are left out
@@ -24,7 +27,9 @@ MAX_LABEL_CHARS = 12
 
 
 def new_figure(width: float, height: float, *, dpi: int = DPI) -> Figure:
-    """A figure of width × height inches on an Agg canvas, with constrained layout."""
+    """A figure of width × height inches on an Agg canvas, with constrained layout, whose text falls back to
+    a CJK font for Chinese, Japanese and Korean tokens."""
+    use_script_fonts()
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -41,9 +46,14 @@ def _as_numpy(weights, ndim: int, name: str) -> np.ndarray:
 
 
 def _check_tokens(tokens: Sequence[str] | None, length: int, name: str) -> list[str] | None:
+    """The tokens as labels (shortened); a warning if no installed font can draw their script."""
     if tokens is not None and len(tokens) != length:
         raise ValueError(f"{name} has {len(tokens)} tokens but the map has {length} positions on that axis")
-    return None if tokens is None else [_shorten(str(t)) for t in tokens]
+    if tokens is None:
+        return None
+    labels = [_shorten(str(t)) for t in tokens]
+    check_glyphs(labels)
+    return labels
 
 
 def _shorten(token: str) -> str:

@@ -16,8 +16,24 @@ function el(name, attrs = {}, text = null) {
   return node;
 }
 
-function clip(token, n = 16) {
-  return token.length > n ? `${token.slice(0, n - 1)}…` : token;
+// Label widths are measured in the page's font, not guessed from a count of characters: a Chinese or
+// Japanese character is about twice as wide as a Latin letter.
+const MAX_LABEL = 103; // px of text in a label column of at most 110 px
+let measuring = null;
+
+function textWidth(text, px) {
+  measuring = measuring || document.createElement("canvas").getContext("2d");
+  measuring.font = `${px}px ${getComputedStyle(document.body).fontFamily}`;
+  return measuring.measureText(text).width;
+}
+
+// The token, shortened with an ellipsis to 16 characters and to MAX_LABEL pixels at `px`.
+function clip(token, px, n = 16) {
+  let shown = token.length > n ? `${token.slice(0, n - 1)}…` : token;
+  for (let kept = Math.min(token.length, n - 1); kept > 1 && textWidth(shown, px) > MAX_LABEL; kept--) {
+    shown = `${token.slice(0, kept - 1)}…`;
+  }
+  return shown;
 }
 
 /**
@@ -35,8 +51,9 @@ export function linesView({rows, cols, heads, top = 26, step = 20, width = 300})
   top = Math.max(top, 22);
   const fullHeight = Math.ceil(top + n * step + 6);
   const font = step < 16 ? 11 : step < 22 ? 12 : 13;
-  const longest = Math.max(...[...rows, ...cols].map((t) => clip(t).length));
-  const labelWidth = Math.min(110, Math.max(40, 7 + font * 0.6 * longest));
+  const labels = new Map([...rows, ...cols].map((t) => [t, clip(t, font)]));
+  const widest = Math.max(...[...labels.values()].map((t) => textWidth(t, font)));
+  const labelWidth = Math.min(110, Math.max(40, 7 + Math.ceil(widest)));
   const x0 = labelWidth + 6;
   const x1 = width - labelWidth - 6;
   const svg = el("svg", {width, height: fullHeight, viewBox: `0 0 ${width} ${fullHeight}`, class: "lines-svg"});
@@ -58,7 +75,7 @@ export function linesView({rows, cols, heads, top = 26, step = 20, width = 300})
     const label = el("text", {
       x: left ? x0 - 4 : x1 + 4, y: yRow(i), "text-anchor": left ? "end" : "start",
       "dominant-baseline": "central", "font-size": font,
-    }, clip(token));
+    }, labels.get(token));
     label.append(el("title", {}, token));
     g.append(label);
     svg.append(g);

@@ -114,7 +114,10 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .token { position: absolute; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; cursor: default;
          border-radius: 3px; color: #343a40; }
 .token[data-axis="row"] { text-align: right; padding-right: 5px; }
-.token[data-axis="col"] { writing-mode: vertical-rl; transform: rotate(180deg); text-align: start; padding-top: 5px; }
+/* Column labels read bottom to top. Sideways: vertical writing would set Chinese and Japanese characters
+   upright, and the turn would then stand them on their heads. */
+.token[data-axis="col"] { writing-mode: vertical-rl; text-orientation: sideways; transform: rotate(180deg);
+                          text-align: start; padding-top: 5px; }
 .token.hl-soft { background: #fff3bf; }
 .token.highlight, .token:hover { background: var(--lit); color: #000; font-weight: 600; }
 .band { position: absolute; pointer-events: none; display: none; border: 2px solid #000; border-radius: 2px;
@@ -157,7 +160,8 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 #lens-panel h3 { font-size: 13px; font-weight: 600; margin: 0 0 2px; }
 #lens-panel h3 .sub { font-weight: 400; color: var(--muted); margin-left: 6px; font-size: 12px; }
 .lens-overview { display: grid; gap: 1px; margin: 4px 0 8px; align-items: end; }
-.lens-overview .lens-col { writing-mode: vertical-rl; transform: rotate(180deg); font-size: 11px; height: 56px;
+.lens-overview .lens-col { writing-mode: vertical-rl; text-orientation: sideways; transform: rotate(180deg);
+                           font-size: 11px; height: 56px;
                            overflow: hidden; text-overflow: ellipsis; white-space: nowrap; text-align: start;
                            color: #343a40; justify-self: center; }
 .lens-overview .lens-rowname { font-size: 11px; color: var(--muted); text-align: right; padding-right: 4px;
