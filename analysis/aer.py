@@ -72,7 +72,8 @@ def count_links(
     """
     if not len(predicted) == len(sure) == len(possible):
         raise ValueError(
-            f"{len(predicted)} predicted alignments for {len(sure)} sure and {len(possible)} possible gold ones"
+            f"{len(predicted)} predicted alignments for {len(sure)} sure and {len(possible)} possible "
+            "gold ones"
         )
     total = LinkCounts()
     for a, s, p in zip(predicted, sure, possible, strict=True):

@@ -1,17 +1,17 @@
 """Gold word alignments on disk, in the forms the word-alignment literature ships them.
 
 One line of links a sentence pair, in the Pharaoh form: ``i-j`` a sure link between source word ``i`` and
-target word ``j``, ``ipj`` (or ``i?j``) a link the annotators marked possible only (Och & Ney 2003, section 5),
-counted from 0 or from 1 (gold sets differ: say which). A line may be empty: a pair with no links. The
-sentences come beside them as ``source ||| target`` lines or as two line-aligned files; word positions refer
-to their whitespace-split words.
+target word ``j``, ``ipj`` (or ``i?j``) a link the annotators marked possible only (Och & Ney 2003,
+section 5), counted from 0 or from 1 (gold sets differ: say which). A line may be empty: a pair with no
+links. The sentences come beside them as ``source ||| target`` lines or as two line-aligned files; word
+positions refer to their whitespace-split words.
 
 Links past the end of their sentence (six in the KFTT Japanese–English set) are dropped and counted, never a
 crash; any other bad input raises one :class:`~data.corpora.CorpusError` naming the file and line.
 """
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -153,5 +153,6 @@ def read_gold(
         if lost:
             dropped += lost
             dropped_lines.append(number)
-        gold.append(replace(pair, alignment=_by_target(kept_sure), possible=_by_target(kept_possible) or None))
+        possible = _by_target(kept_possible) or None
+        gold.append(replace(pair, alignment=_by_target(kept_sure), possible=possible))
     return GoldSet(gold, dropped, tuple(dropped_lines))

@@ -137,5 +137,6 @@ def test_kftt_gold_set_reads_with_its_six_links_past_the_end():
     assert gold.dropped == 6 and gold.dropped_lines == (351, 354, 355, 356)  # as its README says
     assert all(pair.possible is None for pair in gold.pairs)  # all its links are sure
     first = gold.pairs[0]
-    assert first.words("source")[:2] == ("足利", "義満") and first.words("target")[:2] == ("yoshimitsu", "ashikaga")
+    assert first.words("source")[:2] == ("足利", "義満")
+    assert first.words("target")[:2] == ("yoshimitsu", "ashikaga")
     assert (0, 1) in first.alignment  # "1-2": 足利 – ashikaga
