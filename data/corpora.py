@@ -40,12 +40,13 @@ def _normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def read_lines(path: PathLike) -> list[str]:
+def read_lines(path: PathLike, *, keep_blank_ends: bool = False) -> list[str]:
     """Read a UTF-8 text file (``.gz`` allowed) into lines, without line endings (``\\n`` or ``\\r\\n``; or
     ``\\r`` in a file with no ``\\n`` at all, as old Macs wrote them).
 
     Lines are otherwise returned as they are (callers normalise whitespace after splitting fields). Blank
-    lines at the very end of the file are dropped; blank lines elsewhere are kept for the caller to report.
+    lines at the very end of the file are dropped, unless ``keep_blank_ends`` (a file where a blank line means
+    something, such as a sentence without alignment links); blank lines elsewhere are kept for the caller.
 
     Raises:
         CorpusError: the path is missing or a folder, the file is not valid gzip or UTF-8 (the message names
@@ -79,9 +80,13 @@ def read_lines(path: PathLike) -> list[str]:
     # ends its lines the old Mac way; read whole, it would be one line.
     newline = "\r" if "\r" in text and "\n" not in text else "\n"
     lines = [line.removesuffix("\r") for line in text.split(newline)]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
+    if keep_blank_ends:
+        if text.endswith(newline):
+            lines.pop()  # the end of the last line, not a line of its own
+    else:
+        while lines and not lines[-1].strip():
+            lines.pop()
+    if not text.strip():
         raise CorpusError(path, None, "file is empty")
     _check_word_lengths(path, lines)
     return lines

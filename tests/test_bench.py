@@ -1,8 +1,10 @@
 """The benchmark runs, measures equal work on both sides, and its baseline is a correct seq2seq model."""
 
+import gzip
 import json
 import math
 import os
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -804,3 +806,84 @@ def test_an_ema_run_keeps_the_average_and_the_raw_weights_and_evaluate_reads_eac
 
     with pytest.raises(SystemExit, match="holds no raw weights .* not an EMA run"):
         raw_weights(tiny_run / "checkpoints" / "last.ckpt")
+
+
+KFTT_ROWS = ["forward", "reverse", "intersection", "union", "grow-diag-final-and"]
+
+
+def synthetic_kftt(root: Path, *, train_pairs: int, gold_pairs: int) -> Path:
+    """A KFTT-shaped folder: a word-for-word language, source word ``jK`` translated as target word ``eK``
+    in the same order, so every correct link is known."""
+    rng = random.Random(0)
+    lengths = [rng.randint(3, 7) for _ in range(train_pairs + gold_pairs)]
+    sentences = [[rng.randrange(15) for _ in range(length)] for length in lengths]
+
+    def side(words: list[int], prefix: str) -> str:
+        return " ".join(f"{prefix}{word}" for word in words)
+
+    kftt = root / "kftt-ja-en"
+    (kftt / "gold").mkdir(parents=True)
+    train, gold = sentences[:train_pairs], sentences[train_pairs:]
+    for lang, prefix in (("ja", "j"), ("en", "E")):  # capitals in training English: the bench lowercases it
+        text = "".join(side(words, prefix) + "\n" for words in train)
+        (kftt / f"train.{lang}.gz").write_bytes(gzip.compress(text.encode()))
+    (kftt / "gold" / "ja-en.src-tgt").write_text(
+        "".join(f"{side(words, 'j')} ||| {side(words, 'e')}\n" for words in gold), encoding="utf-8"
+    )
+    links = [" ".join(f"{k}-{k}" for k in range(1, len(words) + 1)) for words in gold]
+    links[0] += " 9-9"  # past the end of a sentence of at most 7 words: dropped
+    (kftt / "gold" / "ja-en.gold").write_text("".join(line + "\n" for line in links), encoding="utf-8")
+    return root
+
+
+def test_kftt_eflomal_aligns_and_scores_a_small_synthetic_corpus(tmp_path, capsys):
+    """bench/kftt_eflomal.py: eflomal aligns a corpus laid out like KFTT and analysis.aer scores it."""
+    pytest.importorskip("eflomal")
+    from bench.kftt_eflomal import main
+
+    corpora = synthetic_kftt(tmp_path / "corpora", train_pairs=300, gold_pairs=20)
+    results = main(["--corpora", str(corpora), "--samplers", "1", "--json", str(tmp_path / "out.json")])
+
+    assert results["train_pairs"] == 300 and results["gold_pairs"] == 20
+    assert results["dropped_gold_links"] == 1
+    assert list(results["scores"]) == KFTT_ROWS
+    scores = results["scores"]
+    # A word-for-word language is easy: each row finds (nearly) every gold link, and nothing else.
+    for name in KFTT_ROWS:
+        assert scores[name]["aer"] < 0.1, (name, scores[name])
+    # the intersection keeps only what both directions agree on: never less precise than either direction
+    directions = scores["forward"], scores["reverse"]
+    assert scores["intersection"]["precision"] >= max(score["precision"] for score in directions)
+    assert scores["union"]["recall"] >= max(score["recall"] for score in directions)
+    assert json.loads((tmp_path / "out.json").read_text())["scores"] == scores
+    printed = capsys.readouterr().out
+    assert "dropped 1 past the end of their sentence (lines 1)" in printed
+    for name in KFTT_ROWS:
+        score = scores[name]
+        row = f"{name:<22}{score['precision']:>10.1%}{score['recall']:>10.1%}{100 * score['aer']:>8.1f}"
+        assert row in printed.splitlines()
+
+
+def test_kftt_eflomal_without_the_corpus_says_so_and_returns(tmp_path, capsys):
+    from bench.kftt_eflomal import main
+
+    assert main(["--corpora", str(tmp_path)]) is None
+    assert capsys.readouterr().out.startswith(f"skipped: the KFTT corpus is not in {tmp_path}")
+
+
+KFTT = CORPORA / "kftt-ja-en"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not KFTT.is_dir(), reason=f"KFTT not found in {KFTT} (set CORPORA_DIR)")
+def test_kftt_eflomal_on_the_real_gold_set():
+    """5,000 training pairs and one sampler, to stay within a minute; the full run is the bench's."""
+    pytest.importorskip("eflomal")
+    from bench.kftt_eflomal import main
+
+    results = main(["--corpora", str(CORPORA), "--train-pairs", "5000", "--samplers", "1"])
+    scores = results["scores"]
+    assert results["gold_pairs"] == 582 and results["dropped_gold_links"] == 6
+    assert scores["grow-diag-final-and"]["aer"] < min(scores["forward"]["aer"], scores["reverse"]["aer"])
+    assert scores["intersection"]["precision"] > 0.7
+    assert 0.3 < scores["grow-diag-final-and"]["aer"] < 0.7

@@ -1,0 +1,158 @@
+"""Gold word alignments on disk, in the forms the word-alignment literature ships them.
+
+One line of links a sentence pair, in the Pharaoh form: ``i-j`` a sure link between source word ``i`` and
+target word ``j``, ``ipj`` (or ``i?j``) a link the annotators marked possible only (Och & Ney 2003,
+section 5), counted from 0 or from 1 (gold sets differ: say which). A line may be empty: a pair with no
+links. The sentences come beside them as ``source ||| target`` lines or as two line-aligned files; word
+positions refer to their whitespace-split words.
+
+Links past the end of their sentence (six in the KFTT Japanese–English set) are dropped and counted, never a
+crash; any other bad input raises one :class:`~data.corpora.CorpusError` naming the file and line.
+"""
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from data.corpora import CorpusError, PathLike, read_bitext, read_lines, read_parallel
+from data.pairs import Pair
+
+Link = tuple[int, int]  # (source word, target word), 0-based
+
+
+def parse_links(line: str, *, one_based: bool) -> tuple[set[Link], set[Link]]:
+    """The sure and the possible-only links of one Pharaoh line, 0-based ``(source, target)``.
+
+    A link written both ways (``3-4 3p4``) is sure.
+
+    Raises:
+        ValueError: a token is not ``i-j``, ``ipj`` or ``i?j`` with non-negative integers (positive when
+            ``one_based``); the message names the token.
+    """
+    sure, possible = set(), set()
+    first = 1 if one_based else 0
+    for token in line.split():
+        for separator in "-p?":
+            source, found, target = token.partition(separator)
+            if found:
+                break
+        else:
+            raise ValueError(f"link {token!r} is not i-j (sure), ipj or i?j (possible)")
+        if not (source.isascii() and source.isdigit() and target.isascii() and target.isdigit()):
+            raise ValueError(f"link {token!r} does not join two word positions (whole numbers)")
+        link = (int(source) - first, int(target) - first)
+        if min(link) < 0:
+            raise ValueError(f"link {token!r} has a position 0, but positions count from 1 here")
+        (sure if separator == "-" else possible).add(link)
+    return sure, possible - sure
+
+
+def format_links(links: Iterable[Link]) -> str:
+    """One Pharaoh line of sure links, 0-based, sorted by source then target position: ``0-0 1-2 2-1``."""
+    return " ".join(f"{source}-{target}" for source, target in sorted(links))
+
+
+def write_links(path: PathLike, alignments: Iterable[Iterable[Link]]) -> None:
+    """Write one Pharaoh line (0-based, sure links) a sentence pair, as aligners print them."""
+    Path(path).write_text("".join(format_links(links) + "\n" for links in alignments), encoding="utf-8")
+
+
+def _by_target(links: Iterable[Link]) -> tuple[Link, ...]:
+    return tuple(sorted(links, key=lambda link: (link[1], link[0])))
+
+
+@dataclass(frozen=True)
+class GoldSet:
+    """Sentence pairs with their gold links, as read by :func:`read_gold`.
+
+    Each pair's ``alignment`` holds its sure links (an empty tuple where the gold has none) and ``possible``
+    its possible-only links (``None`` where there are none), both sorted by target then source position.
+    """
+
+    pairs: list[Pair]
+    dropped: int = 0  # links past the end of their sentence, left out
+    dropped_lines: tuple[int, ...] = ()  # the links file's lines (1-based) that had such links
+
+    def sure(self) -> list[set[Link]]:
+        """Each pair's sure links, the ``S`` of AER."""
+        return [set(pair.alignment or ()) for pair in self.pairs]
+
+    def possible(self) -> list[set[Link]]:
+        """Each pair's possible-only links (``P`` of AER is these and the sure ones)."""
+        return [set(pair.possible or ()) for pair in self.pairs]
+
+    def reversed(self) -> "GoldSet":
+        """The same gold with source and target swapped, for a model that translates the other way."""
+
+        def swap(links: tuple[Link, ...] | None) -> tuple[Link, ...] | None:
+            return None if links is None else _by_target((target, source) for source, target in links)
+
+        pairs = [
+            Pair(
+                pair.target, pair.source, swap(pair.alignment), swap(pair.possible),
+                source_words=pair.target_words, target_words=pair.source_words,
+            )
+            for pair in self.pairs
+        ]
+        return replace(self, pairs=pairs)
+
+    def summary(self) -> str:
+        """One line for the log: how many pairs and links, and what was dropped."""
+        sure = sum(len(pair.alignment or ()) for pair in self.pairs)
+        possible = sum(len(pair.possible or ()) for pair in self.pairs)
+        line = f"gold alignments: {len(self.pairs)} sentence pairs, {sure} sure and {possible} possible links"
+        if self.dropped:
+            lines = ", ".join(map(str, self.dropped_lines))
+            line += f"; dropped {self.dropped} past the end of their sentence (lines {lines})"
+        return line
+
+
+def read_gold(
+    sentences: PathLike,
+    alignments: PathLike,
+    *,
+    one_based: bool,
+    target_sentences: PathLike | None = None,
+) -> GoldSet:
+    """Read a gold alignment set.
+
+    Args:
+        sentences: ``source ||| target`` lines; or, with ``target_sentences``, the source side's lines.
+        alignments: one line of Pharaoh links a sentence pair (see the module's docstring).
+        one_based: whether the links count words from 1 (as the KFTT and RWTH sets do) or from 0.
+        target_sentences: the target side, line-aligned with ``sentences``.
+
+    Raises:
+        CorpusError: a file is unreadable, a link is malformed, or the links file has another number of lines
+            than there are sentence pairs.
+    """
+    if target_sentences is None:
+        pairs = read_bitext(sentences)
+    else:
+        pairs = read_parallel(sentences, target_sentences)
+    lines = read_lines(alignments, keep_blank_ends=True)
+    if len(lines) != len(pairs):
+        shorter = min(len(lines), len(pairs))
+        raise CorpusError(
+            alignments,
+            shorter + 1,
+            f"{'ends' if len(lines) < len(pairs) else 'goes on'} after {shorter} lines of links, but "
+            f"{os.fspath(sentences)} has {len(pairs)} sentence pairs; give one line a pair (blank for none)",
+        )
+    gold, dropped, dropped_lines = [], 0, []
+    for number, (pair, line) in enumerate(zip(pairs, lines, strict=True), start=1):
+        try:
+            sure, possible = parse_links(line, one_based=one_based)
+        except ValueError as e:
+            raise CorpusError(alignments, number, str(e)) from None
+        lengths = len(pair.words("source")), len(pair.words("target"))
+        kept_sure = {(s, t) for s, t in sure if s < lengths[0] and t < lengths[1]}
+        kept_possible = {(s, t) for s, t in possible if s < lengths[0] and t < lengths[1]}
+        lost = len(sure) + len(possible) - len(kept_sure) - len(kept_possible)
+        if lost:
+            dropped += lost
+            dropped_lines.append(number)
+        possible = _by_target(kept_possible) or None
+        gold.append(replace(pair, alignment=_by_target(kept_sure), possible=possible))
+    return GoldSet(gold, dropped, tuple(dropped_lines))
