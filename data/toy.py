@@ -34,6 +34,28 @@ its gold links, so that alignment methods can be told apart where a permutation 
     >>> links  # the second "the" (5) and "ja" (6) have none; "du" (2) has two, "saw" (4) two
     ((3, 0), (2, 1), (0, 2), (1, 2), (6, 3), (4, 4), (4, 5))
 
+With ``script="han"`` the target is written in Chinese characters, in real Chinese words of one or two
+characters (the lexicon is ``data.toy_han``), without spaces: a pair's ``target`` is its words joined with
+nothing between them and its ``target_words`` lists them, the segmentation its links index. The order is
+Chinese: the source's (SVO, adjectives before the noun) but for the prepositional phrase, which comes before
+the verb in a frame: ``subject [在 np 下] verb [了] [object]``. Nouns have no plural. The alignment phenomena
+are those of Chinese:
+
+* **measure words** (one-to-many): a numeral becomes the numeral and the measure word of its noun
+  (``two cats`` → 两只猫, ``three books`` → 三本书), both linked to the numeral; ``a``, ``this`` and
+  ``every`` take one too (一只, 这只, 每只), both linked to the determiner;
+* **frames** (one-to-many, apart): a preposition becomes a word before its noun phrase and a localizer after
+  it, both linked to the preposition (``under the table`` → 在桌子下);
+* **an aspect particle** (unaligned target word): 了 follows every verb of an action (not the states 喜欢
+  liked, 认识 knew, 爱 loved, 害怕 feared), linked to nothing;
+* **no articles** (unaligned source word): ``the`` has no translation.
+
+    >>> words, links = translate("the two big cats saw a dog".split(), script="han")
+    >>> "".join(words), words
+    ('两只大猫看见了一只狗', ['两', '只', '大', '猫', '看见', '了', '一', '只', '狗'])
+    >>> links  # "the" (0) and 了 (5) have none; "two" (1) has 两 and 只, "a" (5) has 一 and 只
+    ((1, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 6), (5, 7), (6, 8))
+
 Copy and reverse use random strings of the letters ``a`` to ``z``; their alignments are the identity and the
 anti-diagonal.
 """
@@ -41,9 +63,12 @@ anti-diagonal.
 import random
 import string
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
+from data import toy_han as han
 from data.pairs import Pair
+
+Script = Literal["latin", "han"]
 
 # --- The lexicon: source word -> target stem or word --------------------------------------------------------
 
@@ -113,6 +138,7 @@ PARTICLE = "ja"  # with ``phenomena``: after every transitive verb, linked to no
 _NOUN_NUMBER: dict[str, tuple[str, bool]] = {
     word: (stem, plural) for sg, pl, stem in NOUNS for word, plural in ((sg, False), (pl, True))
 }
+_SINGULAR: dict[str, str] = {word: sg for sg, pl, _ in NOUNS for word in (sg, pl)}
 _VERBS: dict[str, tuple[str, bool]] = {
     **{w: (stem, True) for w, stem in TRANSITIVE_VERBS.items()},
     **{w: (stem, False) for w, stem in INTRANSITIVE_VERBS.items()},
@@ -129,6 +155,18 @@ def _check_lexicon() -> None:
     target += [form for sg, pl, _ in DETERMINERS.values() for form in (sg, pl) if form is not None]
     target += [*NUMERALS.values(), *PREPOSITIONS.values(), *CONJUNCTIONS.values(), AUXILIARY, PARTICLE]
     assert len(target) == len(set(target)), "two source words translate to the same target word"
+    # The Han-script lexicon covers exactly the source words (its target words need not be distinct).
+    for name, ours, theirs in (
+        ("nouns", {sg for sg, _, _ in NOUNS}, han.NOUNS),
+        ("adjectives", ADJECTIVES, han.ADJECTIVES),
+        ("verbs", _VERBS, han.VERBS),
+        ("determiners", DETERMINERS, han.DETERMINERS),
+        ("numerals", NUMERALS, han.NUMERALS),
+        ("prepositions", PREPOSITIONS, han.PREPOSITIONS),
+        ("conjunctions", CONJUNCTIONS, han.CONJUNCTIONS),
+    ):
+        assert set(ours) == set(theirs), f"data.toy_han's {name} differ: {set(ours) ^ set(theirs)}"
+    assert han.STATIVE_VERBS <= set(TRANSITIVE_VERBS)
 
 
 _check_lexicon()
@@ -138,16 +176,33 @@ _check_lexicon()
 _Emitted = list[tuple[str, tuple[int, ...]]]  # (target word, the indices of the source words it translates)
 
 
+class _NounPhrase(NamedTuple):
+    """A source noun phrase ``[det] [numeral] adjective* noun``, each part the index of its word."""
+
+    det: int | None
+    numeral: int | None
+    adjectives: tuple[int, ...]
+    noun: int
+    plural: bool
+
+
+class _Clause(NamedTuple):
+    """A source clause ``[conjunction] subject verb [object] [preposition noun-phrase]``, by word index."""
+
+    conjunction: int | None
+    subject: _NounPhrase
+    verb: int
+    obj: _NounPhrase | None  # None exactly when the verb is intransitive
+    preposition: int | None
+    pp: _NounPhrase | None
+
+
 class _Parser:
-    """A recursive-descent parser of the source grammar that emits the target words in target order.
+    """A recursive-descent parser of the source grammar; each target language emits words from its parse."""
 
-    ``phenomena``: translate with the alignment phenomena of the module's docstring.
-    """
-
-    def __init__(self, words: Sequence[str], phenomena: bool = False) -> None:
+    def __init__(self, words: Sequence[str]) -> None:
         self.words = list(words)
         self.i = 0
-        self.phenomena = phenomena
 
     def _peek(self) -> str | None:
         return self.words[self.i] if self.i < len(self.words) else None
@@ -159,38 +214,31 @@ class _Parser:
             f"in {' '.join(self.words)!r}"
         )
 
-    def sentence(self) -> _Emitted:
-        out = self.clause()
+    def sentence(self) -> list[_Clause]:
+        clauses = [self.clause(None)]
         while (word := self._peek()) is not None:
             if word not in CONJUNCTIONS:
                 raise self._fail("a conjunction or the end of the sentence")
-            out.append((CONJUNCTIONS[word], (self.i,)))
             self.i += 1
-            out += self.clause()
-        return out
+            clauses.append(self.clause(self.i - 1))
+        return clauses
 
-    def clause(self) -> _Emitted:
-        subject, subject_plural = self.noun_phrase()
+    def clause(self, conjunction: int | None) -> _Clause:
+        subject = self.noun_phrase()
         verb = self._peek()
         if verb not in _VERBS:
             raise self._fail("a verb")
         verb_index = self.i
         self.i += 1
-        stem, transitive = _VERBS[verb]
-        obj: _Emitted = self.noun_phrase()[0] if transitive else []
-        pp: _Emitted = []
-        if (prep := self._peek()) in PREPOSITIONS:
+        obj = self.noun_phrase() if _VERBS[verb][1] else None
+        prep_index = pp = None
+        if self._peek() in PREPOSITIONS:
             prep_index = self.i
             self.i += 1
-            pp = self.noun_phrase()[0] + [(PREPOSITIONS[prep], (prep_index,))]
-        # Verb-final, with the prepositional phrase before the object.
-        verb_words = [(stem + ("an" if subject_plural else "a"), (verb_index,))]
-        if self.phenomena:
-            verb_words = [(AUXILIARY, (verb_index,)), *verb_words, *([(PARTICLE, ())] if transitive else [])]
-        return subject + pp + obj + verb_words
+            pp = self.noun_phrase()
+        return _Clause(conjunction, subject, verb_index, obj, prep_index, pp)
 
-    def noun_phrase(self) -> tuple[_Emitted, bool]:
-        """Parse ``[det] [numeral] adjective* noun``; return its translation and whether it is plural."""
+    def noun_phrase(self) -> _NounPhrase:
         det = numeral = None
         if self._peek() in DETERMINERS:
             det = self.i
@@ -209,39 +257,110 @@ class _Parser:
             )
         if det is None and numeral is None:
             raise self._fail("a determiner or numeral before the noun")
-        stem, plural = _NOUN_NUMBER[noun]
+        plural = _NOUN_NUMBER[noun][1]
         if numeral is not None and not plural:
             raise self._fail("a plural noun after a numeral")
-        out: _Emitted = []
-        if det is not None:
-            sg, pl = DETERMINERS[self.words[det]][:2]
-            if (pl if plural else sg) is None:
-                raise self._fail(f"a {'singular' if plural else 'plural'} noun after {self.words[det]!r}")
-            # With phenomena, the numeral carries a determiner before it, and the singular "the" is dropped.
-            merged = self.phenomena and numeral is not None
-            dropped = self.phenomena and self.words[det] == "the" and not plural
-            if not (merged or dropped):
-                out.append((pl if plural else sg, (det,)))  # type: ignore[arg-type]
-        out.append((stem + ("i" if plural else "o"), (self.i,)))
-        out += [(ADJECTIVES[self.words[a]] + ("es" if plural else "e"), (a,)) for a in adjectives]
-        if numeral is not None:
-            carried = (det, numeral) if self.phenomena and det is not None else (numeral,)
-            out.append((NUMERALS[self.words[numeral]], carried))
+        if det is not None and DETERMINERS[self.words[det]][1 if plural else 0] is None:
+            raise self._fail(f"a {'singular' if plural else 'plural'} noun after {self.words[det]!r}")
         self.i += 1
-        return out, plural
+        return _NounPhrase(det, numeral, tuple(adjectives), self.i - 1, plural)
+
+
+def _latin(words: Sequence[str], clauses: list[_Clause], phenomena: bool) -> _Emitted:
+    """The invented SOV target: verb last, the prepositional phrase (as a postpositional one) before the
+    object; ``phenomena`` as in the module's docstring."""
+    out: _Emitted = []
+    for c in clauses:
+        if c.conjunction is not None:
+            out.append((CONJUNCTIONS[words[c.conjunction]], (c.conjunction,)))
+        out += _latin_noun_phrase(words, c.subject, phenomena)
+        if c.pp is not None:
+            assert c.preposition is not None
+            out += _latin_noun_phrase(words, c.pp, phenomena)
+            out.append((PREPOSITIONS[words[c.preposition]], (c.preposition,)))
+        if c.obj is not None:
+            out += _latin_noun_phrase(words, c.obj, phenomena)
+        verb = (_VERBS[words[c.verb]][0] + ("an" if c.subject.plural else "a"), (c.verb,))
+        if phenomena:
+            out += [(AUXILIARY, (c.verb,)), verb, *([(PARTICLE, ())] if c.obj is not None else [])]
+        else:
+            out.append(verb)
+    return out
+
+
+def _latin_noun_phrase(words: Sequence[str], np: _NounPhrase, phenomena: bool) -> _Emitted:
+    """``[det] noun adjective* [numeral]``, determiner and adjectives agreeing with the noun in number."""
+    out: _Emitted = []
+    plural = np.plural
+    if np.det is not None:
+        form = DETERMINERS[words[np.det]][1 if plural else 0]
+        assert form is not None  # the parser checked the agreement
+        # With phenomena, the numeral carries a determiner before it, and the singular "the" is dropped.
+        merged = phenomena and np.numeral is not None
+        dropped = phenomena and words[np.det] == "the" and not plural
+        if not (merged or dropped):
+            out.append((form, (np.det,)))
+    out.append((_NOUN_NUMBER[words[np.noun]][0] + ("i" if plural else "o"), (np.noun,)))
+    out += [(ADJECTIVES[words[a]] + ("es" if plural else "e"), (a,)) for a in np.adjectives]
+    if np.numeral is not None:
+        carried = (np.det, np.numeral) if phenomena and np.det is not None else (np.numeral,)
+        out.append((NUMERALS[words[np.numeral]], carried))
+    return out
+
+
+def _han(words: Sequence[str], clauses: list[_Clause]) -> _Emitted:
+    """The Chinese-order target: ``subject [preposition np localizer] verb [了] [object]``."""
+    out: _Emitted = []
+    for c in clauses:
+        if c.conjunction is not None:
+            out.append((han.CONJUNCTIONS[words[c.conjunction]], (c.conjunction,)))
+        out += _han_noun_phrase(words, c.subject)
+        if c.pp is not None:
+            assert c.preposition is not None
+            before, localizer = han.PREPOSITIONS[words[c.preposition]]
+            out += [(before, (c.preposition,)), *_han_noun_phrase(words, c.pp)]
+            if localizer is not None:
+                out.append((localizer, (c.preposition,)))
+        out.append((han.VERBS[words[c.verb]], (c.verb,)))
+        if words[c.verb] not in han.STATIVE_VERBS:
+            out.append((han.PERFECTIVE, ()))
+        if c.obj is not None:
+            out += _han_noun_phrase(words, c.obj)
+    return out
+
+
+def _han_noun_phrase(words: Sequence[str], np: _NounPhrase) -> _Emitted:
+    """``[det] [numeral measure-word] adjective* noun``; a measure word links to the word that asks for it."""
+    noun, measure = han.NOUNS[_SINGULAR[words[np.noun]]]
+    out: _Emitted = []
+    if np.det is not None:
+        alone, before_numeral, counted = han.DETERMINERS[words[np.det]]
+        word = before_numeral if np.numeral is not None else alone
+        out += [(w, (np.det,)) for w in (word, measure if counted else None) if w is not None]
+    if np.numeral is not None:
+        out += [(han.NUMERALS[words[np.numeral]], (np.numeral,)), (measure, (np.numeral,))]
+    out += [(han.ADJECTIVES[words[a]], (a,)) for a in np.adjectives]
+    out.append((noun, (np.noun,)))
+    return out
 
 
 def translate(
-    source_words: Sequence[str], *, phenomena: bool = False
+    source_words: Sequence[str], *, phenomena: bool = False, script: Script = "latin"
 ) -> tuple[list[str], tuple[tuple[int, int], ...]]:
     """Translate a toy-language sentence word by word, reordering and inflecting by the rules above.
 
     Returns the target words and the gold alignment ``(source_index, target_index)`` sorted by target index
     (then source index). Without ``phenomena`` it is a permutation; with it, a target word may have two
-    links or none, and a source word two or none (see the module's docstring).
+    links or none, and a source word two or none (see the module's docstring). ``script="han"``: the
+    target in Chinese characters, its own order and phenomena (``phenomena`` does not apply).
     Raises ``ValueError`` naming the offending word if ``source_words`` is not a sentence of the language.
     """
-    emitted = _Parser(source_words, phenomena).sentence()
+    if script not in ("latin", "han"):
+        raise ValueError(f"script must be 'latin' or 'han', got {script!r}")
+    if phenomena and script != "latin":
+        raise ValueError(f"phenomena are a variant of script 'latin'; script {script!r} has its own")
+    clauses = _Parser(source_words).sentence()
+    emitted = _han(source_words, clauses) if script == "han" else _latin(source_words, clauses, phenomena)
     links = tuple((src, tgt) for tgt, (_, sources) in enumerate(emitted) for src in sorted(sources))
     return [word for word, _ in emitted], links
 
@@ -307,9 +426,11 @@ def _symbol_string(rng: random.Random) -> list[str]:
     return rng.choices(_SYMBOLS, k=rng.randint(MIN_WORDS, MAX_WORDS))
 
 
-def _make_pair(task: str, words: list[str], phenomena: bool = False) -> Pair:
+def _make_pair(task: str, words: list[str], phenomena: bool = False, script: Script = "latin") -> Pair:
     if task == "translate":
-        target, alignment = translate(words, phenomena=phenomena)
+        target, alignment = translate(words, phenomena=phenomena, script=script)
+        if script == "han":  # written without spaces: the words the links index are listed
+            return Pair(" ".join(words), "".join(target), alignment, target_words=tuple(target))
     elif task == "copy":
         target, alignment = words, tuple((i, i) for i in range(len(words)))
     else:  # reverse
@@ -328,6 +449,7 @@ def make_toy_splits(
     seed: int = 1234,
     max_train_words: int = 12,
     phenomena: bool = False,
+    script: Script = "latin",
 ) -> dict[str, list[Pair]]:
     """Generate the train, val and test splits of a toy task, deterministically from ``seed``.
 
@@ -341,6 +463,9 @@ def make_toy_splits(
         max_train_words: the length threshold of the ``"length"`` split; unused by ``"random"``.
         phenomena: ``"translate"`` only: one-to-many, many-to-one and unaligned words in the translations
             (see the module's docstring); the source sentences are the same as without.
+        script: ``"translate"`` only: ``"latin"`` (the invented language) or ``"han"`` (the target in
+            Chinese characters, without spaces, each pair listing its ``target_words``; see the module's
+            docstring); the source sentences are the same for both.
 
     Returns:
         ``{"train": [...], "val": [...], "test": [...]}``. No source sentence occurs twice, within or across
@@ -352,6 +477,12 @@ def make_toy_splits(
         raise ValueError(f"split must be 'random' or 'length', got {split!r}")
     if phenomena and task != "translate":
         raise ValueError(f"phenomena are a variant of the translate task, not of {task!r}")
+    if script not in ("latin", "han"):
+        raise ValueError(f"script must be 'latin' or 'han', got {script!r}")
+    if script != "latin" and task != "translate":
+        raise ValueError(f"script {script!r} is a variant of the translate task, not of {task!r}")
+    if phenomena and script != "latin":
+        raise ValueError(f"phenomena are a variant of script 'latin'; script {script!r} has its own")
     sizes = {"train": train_size, "val": val_size, "test": test_size}
     if train_size < 1 or val_size < 0 or test_size < 0:
         raise ValueError(f"need train_size >= 1 and val_size, test_size >= 0, got {sizes}")
@@ -393,4 +524,7 @@ def make_toy_splits(
         "val": short[train_size : train_size + val_size],
         "test": long if split == "length" else short[train_size + val_size :],
     }
-    return {name: [_make_pair(task, words, phenomena) for words in chunk] for name, chunk in chunks.items()}
+    return {
+        name: [_make_pair(task, words, phenomena, script) for words in chunk]
+        for name, chunk in chunks.items()
+    }

@@ -1,7 +1,11 @@
 """The built-in toy tasks: the translation rules on literal examples, gold alignments, determinism, splits."""
 
+import doctest
+
 import pytest
 
+import data.toy
+from data.pairs import word_spans
 from data.toy import MAX_WORDS, MIN_WORDS, NUMERALS, make_toy_splits, translate
 
 SMALL = {"train_size": 2000, "val_size": 200, "test_size": 200}
@@ -198,3 +202,83 @@ def test_phenomena_splits_keep_the_sources_and_are_checked():
     assert any(p.target != q.target for p, q in zip(plain["train"], varied["train"]))
     with pytest.raises(ValueError, match="phenomena are a variant of the translate task, not of 'copy'"):
         make_toy_splits(task="copy", train_size=5, phenomena=True)
+
+
+def test_the_module_docstring_examples_hold():
+    """The examples in ``data.toy``'s docstring, Latin and Han script, are its specification too."""
+    result = doctest.testmod(data.toy)
+    assert result.failed == 0 and result.attempted == 7
+
+
+# -- the target in Chinese characters ------------------------------------------------------------------------
+
+
+def han(source: str) -> tuple[list[str], dict[int, list[int]]]:
+    """The Han-script words of ``source`` and, per target word, the source words it is linked to."""
+    words, links = translate(source.split(), script="han")
+    assert list(links) == sorted(links, key=lambda link: (link[1], link[0]))
+    return words, {t: [s for s, tt in links if tt == t] for t in range(len(words))}
+
+
+def test_han_target_is_chinese_in_chinese_order():
+    #   source: a(0) girl(1) found(2) the(3) ball(4) under(5) the(6) old(7) table(8)
+    sentence = "a girl found the ball under the old table"
+    words, links = translate(sentence.split(), script="han")
+    assert "".join(words) == "一个女孩在老桌子下找到了球"
+    assert words == ["一", "个", "女孩", "在", "老", "桌子", "下", "找到", "了", "球"]
+    assert links == ((0, 0), (0, 1), (1, 2), (5, 3), (7, 4), (8, 5), (5, 6), (2, 7), (4, 9))
+
+
+def test_han_measure_words_link_two_target_words_to_one_source_numeral():
+    words, by_target = han("the two big cats saw three books")
+    assert words == ["两", "只", "大", "猫", "看见", "了", "三", "本", "书"]
+    assert by_target[0] == by_target[1] == [1]  # 两只 <- two
+    assert by_target[6] == by_target[7] == [5]  # 三本 <- three: the measure word is the noun's
+    assert han("these two horses ran")[0] == ["这", "两", "匹", "马", "跑", "了"]
+    words, by_target = han("every teacher saw this letter")
+    assert words == ["每", "位", "老师", "看见", "了", "这", "封", "信"]
+    assert by_target[0] == by_target[1] == [0] and by_target[5] == by_target[6] == [3]
+
+
+def test_han_aspect_particle_is_unaligned_and_the_has_no_translation():
+    words, by_target = han("the dog chased the cats and the children laughed")
+    assert words == ["狗", "追赶", "了", "猫", "而且", "孩子", "笑", "了"]
+    assert by_target[2] == by_target[7] == []  # 了 after each verb of an action, linked to nothing
+    assert {s for links in by_target.values() for s in links} == {1, 2, 4, 5, 7, 8}  # no "the" (0, 3, 6)
+    assert han("the dog liked the cat")[0] == ["狗", "喜欢", "猫"]  # a state takes no 了
+
+
+def test_han_pairs_have_no_spaces_and_list_the_words_their_links_index():
+    splits = make_toy_splits(train_size=300, val_size=50, test_size=50, seed=3, script="han")
+    for pair in [p for split in splits.values() for p in split]:
+        words = pair.target_words
+        assert words is not None and pair.words("target") == words
+        assert " " not in pair.target and pair.target == "".join(words)
+        assert all(1 <= len(w) <= 2 for w in words)
+        spans = word_spans(pair.target, words)
+        assert [pair.target[a:b] for a, b in spans] == list(words)
+        n_src = len(pair.source.split())
+        assert all(0 <= s < n_src and 0 <= t < len(words) for s, t in pair.alignment)
+        linked = {t for _, t in pair.alignment}
+        assert {words[t] for t in range(len(words)) if t not in linked} <= {"了"}
+
+
+def test_han_splits_are_seeded_and_translate_the_latin_sources():
+    han_splits = make_toy_splits(**SMALL, seed=7, script="han")
+    assert han_splits == make_toy_splits(**SMALL, seed=7, script="han")
+    latin = make_toy_splits(**SMALL, seed=7)
+    assert [p.source for p in han_splits["train"]] == [p.source for p in latin["train"]]
+    assert make_toy_splits(**SMALL, seed=8, script="han")["train"] != han_splits["train"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"script": "kana"}, "script must be 'latin' or 'han', got 'kana'"),
+        ({"script": "han", "task": "copy"}, "script 'han' is a variant of the translate task, not of 'copy'"),
+        ({"script": "han", "phenomena": True}, "phenomena are a variant of script 'latin'"),
+    ],
+)
+def test_han_script_refuses_what_it_is_not_for(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_toy_splits(**{**SMALL, **kwargs})
