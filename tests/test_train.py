@@ -766,6 +766,26 @@ def test_head_statistics_average_over_stats_sentences_with_padding_masked(hand_m
     assert not torch.allclose(unmasked["cross"]["diagonal"], expected["cross"]["diagonal"])
 
 
+def test_head_statistics_score_no_alignment_when_a_word_is_two_tokens(hand_made, recorded, monkeypatch):
+    # The links index words; with "x y" one word of two tokens (as a Chinese word of two characters is), a
+    # link's word position is no token position, so no AER is logged rather than a wrong one.
+    datamodule, module = hand_made
+    experiment, drawn = recorded
+    logged = {}
+    monkeypatch.setattr(module, "log", lambda name, value, **kwargs: logged.__setitem__(name, value))
+    pairs = [*PAIRS[:1], Pair("a b", "x y z w", ((0, 0), (1, 1), (0, 2)), target_words=("x y", "z", "w"))]
+    served = SimpleNamespace(
+        pairs=lambda split: pairs,
+        src_tokenizer=datamodule.src_tokenizer,
+        tgt_tokenizer=datamodule.tgt_tokenizer,
+    )
+    logger = AttentionLogger(num_sentences=1, stats_sentences=2)
+    logger._prepare(served)
+    logger._log_head_statistics(experiment, module.model, module.config, 0, module)
+    assert "heads/cross_entropy" in drawn and "heads/cross_aer" not in drawn
+    assert "heads/best_aer" not in logged and "heads/best_alignment" not in logged
+
+
 def _decoded(summary_value):
     return tensor_util.make_ndarray(summary_value.tensor)
 

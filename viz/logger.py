@@ -270,7 +270,12 @@ class AttentionLogger(L.Callback):
 
     def _log_head_statistics(self, experiment, model, special, step, pl_module) -> None:
         items = self._stats_items
-        has_gold = all(self._pairs[i].alignment is not None for i, _, _ in items)
+        # The gold links index words: they are cells of the maps only where every word is one token.
+        has_gold = all(
+            (pair := self._pairs[i]).alignment is not None
+            and (len(src), len(tgt)) == (len(pair.words("source")), len(pair.words("target")))
+            for i, src, tgt in items
+        )
         totals = None
         for chunk in statistics_batches(items, model.config, self.stats_max_bytes):
             batch = collate(chunk, pad_id=special.pad_id, bos_id=special.bos_id, eos_id=special.eos_id)
