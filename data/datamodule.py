@@ -23,7 +23,7 @@ from data.corpora import CorpusError, filter_by_length, read_bitext, read_parall
 from data.pairs import Pair
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer, TokenizerKind
-from data.toy import make_toy_splits
+from data.toy import Script, make_toy_splits
 
 DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "scan"]
 SplitName = Literal["train", "val", "test"]
@@ -91,9 +91,13 @@ class TranslationDataModule(L.LightningDataModule):
         toy_max_train_words: toy tasks with ``toy_split=length``: the longest training sentence, in words.
         toy_phenomena: ``toy`` only: translations with one-to-many, many-to-one and unaligned words, each with
             its gold links (``data.toy``), where explanation methods can be told apart.
+        toy_script: ``toy`` only: ``latin`` (the invented target language) or ``han``: the target in Chinese
+            characters, without spaces, with measure words and an unaligned aspect particle (``data.toy``).
+            ``han`` needs a subword tokenizer, ``bpe`` unless named, and makes ``target_lang`` ``zh`` (so
+            that BLEU is tokenized as Chinese).
         seed: seeds the toy generator, the SCAN validation hold-out and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
-            and ``bpe`` for multi30k, parallel and tsv.
+            and ``bpe`` for multi30k, parallel, tsv and toy with ``toy_script=han``.
         vocab_size: the largest vocabulary of each tokenizer, special tokens included.
         split_punctuation: subword tokenizers: make each punctuation character a piece of its own before
             learning subwords (``dog.`` becomes ``▁dog`` and ``.``).
@@ -129,6 +133,7 @@ class TranslationDataModule(L.LightningDataModule):
         toy_split: Literal["random", "length"] = "random",
         toy_max_train_words: int = 12,
         toy_phenomena: bool = False,
+        toy_script: Script = "latin",
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
         vocab_size: int = 8000,
@@ -171,9 +176,23 @@ class TranslationDataModule(L.LightningDataModule):
         if toy_phenomena and dataset != "toy":
             raise ValueError(f"toy_phenomena is a variant of dataset 'toy', not of {dataset!r}")
         self.toy_phenomena = toy_phenomena
+        if toy_script not in ("latin", "han"):
+            raise ValueError(f"toy_script must be latin or han, got {toy_script!r}")
+        if toy_script != "latin" and dataset != "toy":
+            raise ValueError(f"toy_script is a variant of dataset 'toy', not of {dataset!r}")
+        if toy_script != "latin" and toy_phenomena:
+            raise ValueError(f"toy_phenomena is a variant of toy_script 'latin'; {toy_script!r} has its own")
+        if toy_script == "han" and tokenizer == "word":
+            raise ValueError(
+                "toy_script 'han' writes its target without spaces, so a word-level tokenizer would make "
+                "each sentence one token: use tokenizer bpe or unigram"
+            )
+        self.toy_script: Script = toy_script
+        if toy_script == "han":  # Chinese, whatever target_lang says: BLEU's tokenizer follows target_lang
+            self.target_lang = "zh"
         self.seed = seed
         self.tokenizer_kind: TokenizerKind = tokenizer or (
-            "bpe" if dataset in ("multi30k", "parallel", "tsv") else "word"
+            "bpe" if dataset in ("multi30k", "parallel", "tsv") or toy_script == "han" else "word"
         )
         if split_punctuation and self.tokenizer_kind == "word":
             raise ValueError(
@@ -255,6 +274,7 @@ class TranslationDataModule(L.LightningDataModule):
                 seed=self.seed,
                 max_train_words=self.toy_max_train_words,
                 phenomena=self.toy_phenomena,
+                script=self.toy_script,
             )
         if self.dataset in ("multi30k", "parallel"):
             return {split: read_parallel(self._file(split), self._file(split, "target")) for split in SPLITS}

@@ -5,6 +5,7 @@ import doctest
 import pytest
 
 import data.toy
+from analysis.metrics import bleu_tokenizer
 from data.pairs import word_spans
 from data.toy import MAX_WORDS, MIN_WORDS, NUMERALS, make_toy_splits, translate
 
@@ -282,3 +283,34 @@ def test_han_splits_are_seeded_and_translate_the_latin_sources():
 def test_han_script_refuses_what_it_is_not_for(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_toy_splits(**{**SMALL, **kwargs})
+
+
+# -- the Han-script toy in the data module -------------------------------------------------------------------
+
+
+def test_datamodule_reads_the_han_toy_with_a_subword_tokenizer():
+    from data.datamodule import TranslationDataModule
+
+    dm = TranslationDataModule(toy_script="han", toy_train_size=300, toy_val_size=20, toy_test_size=20)
+    assert dm.tokenizer_kind == "bpe"
+    assert bleu_tokenizer(dm.target_lang) == "zh"  # BLEU of the Chinese target counts Chinese words
+    pair = dm.pairs("val")[0]
+    assert pair.target == "".join(pair.target_words) and " " not in pair.target
+    assert dm.tgt_tokenizer.decode(dm.tgt_tokenizer.encode(pair.target)) == pair.target
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dataset": "copy", "toy_script": "han"}, "toy_script is a variant of dataset 'toy', not of 'copy'"),
+        ({"dataset": "tsv", "path": ".", "toy_script": "han"}, "toy_script is a variant of dataset 'toy'"),
+        ({"toy_script": "kana"}, "toy_script must be latin or han, got 'kana'"),
+        ({"toy_script": "han", "toy_phenomena": True}, "toy_phenomena is a variant of toy_script 'latin'"),
+        ({"toy_script": "han", "tokenizer": "word"}, "toy_script 'han' writes its target without spaces"),
+    ],
+)
+def test_datamodule_refuses_toy_script_where_it_does_not_apply(kwargs, message):
+    from data.datamodule import TranslationDataModule
+
+    with pytest.raises(ValueError, match=message):
+        TranslationDataModule(**kwargs)
