@@ -1,4 +1,5 @@
-"""Readers for parallel corpora on disk: two line-aligned files, TSV, ``source ||| target`` lines, and SCAN.
+"""Readers for parallel corpora on disk: two line-aligned files, TSV, ``source ||| target`` lines, the
+Tatoeba sentence pairs of ManyThings.org (``cmn.txt``, ``jpn.txt``, ...), and SCAN.
 
 Every reader returns a list of :class:`~data.pairs.Pair` with whitespace normalised (ends stripped, runs of
 whitespace collapsed to one space, Windows and old Mac line endings accepted). Bad input raises one
@@ -206,6 +207,34 @@ def _looks_like_header(source: str, target: str) -> bool:
         return re.split(r"[-_]", field.lower(), maxsplit=1)[0] in _HEADER_NAMES
 
     return source.lower() != target.lower() and names_a_column(source) and names_a_column(target)
+
+
+def read_tatoeba(path: PathLike, *, english_source: bool) -> list[Pair]:
+    """Read a ManyThings.org Tatoeba file as downloaded (``cmn.txt`` from ``cmn-eng.zip``; ``.gz`` too).
+
+    Its lines are ``English<TAB>translation<TAB>attribution`` (older downloads lack the attribution); the
+    byte-order mark some start with is dropped, and the attribution (the sentences' authors, for the CC-BY
+    licence) is kept out of the text. ``english_source`` makes English the source and the other language
+    the target; else the other way round, so one file serves both directions.
+
+    Raises:
+        CorpusError: a line has fewer than two or more than three tab-separated columns, or an empty
+            sentence; or the file is unreadable.
+    """
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        columns = line.split("\t")
+        if not 2 <= len(columns) <= 3:
+            raise CorpusError(
+                path, number,
+                f"a Tatoeba line has 2 or 3 tab-separated columns (English, translation, attribution), "
+                f"this one {len(columns)}",
+            )
+        english, other = _normalise(columns[0]), _normalise(columns[1])
+        if not english or not other:
+            raise CorpusError(path, number, f"empty {'English' if not english else 'translation'} column")
+        pairs.append(Pair(english, other) if english_source else Pair(other, english))
+    return pairs
 
 
 def read_scan(path: PathLike) -> list[Pair]:

@@ -6,6 +6,7 @@ cached. So ``src_vocab_size`` and friends work right after ``__init__``, which i
 into the model's config.
 """
 
+import dataclasses
 import os
 import random
 from collections.abc import Sequence
@@ -19,21 +20,36 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
 from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
-from data.corpora import CorpusError, filter_by_length, read_bitext, read_parallel, read_scan, read_tsv
-from data.pairs import Pair
+from data.corpora import (
+    CorpusError,
+    filter_by_length,
+    read_bitext,
+    read_parallel,
+    read_scan,
+    read_tatoeba,
+    read_tsv,
+)
+from data.pairs import Pair, word_spans
+from data.scripts import PreTokenize, is_chinese, text_handling
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer, TokenizerKind
 from data.toy import Script, make_toy_splits
 
-DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "scan"]
+DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "tatoeba", "scan"]
+ChineseScript = Literal["simplified", "traditional"]
 SplitName = Literal["train", "val", "test"]
 SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
 _TOY_TASKS = {"toy": "translate", "copy": "copy", "reverse": "reverse"}
 _SCAN_VAL_FRACTION = 0.05
 TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json"}
 DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30k": "test2016",
-                      "parallel": "test", "tsv": "test", "scan": "test"}
-_FILE_DATASETS = ("multi30k", "parallel", "tsv", "scan")
+                      "parallel": "test", "tsv": "test", "tatoeba": "test", "scan": "test"}
+_FILE_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba", "scan")
+_SUBWORD_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba")
+# How a language is named when it is English: ManyThings' files pair English with another language.
+_ENGLISH = frozenset({"en", "eng", "english"})
+# OpenCC's conversions into each script (phrase-aware: 头发 / 頭髮, not character by character).
+_OPENCC_CONFIGS = {"simplified": "t2s", "traditional": "s2t"}
 MAX_AUTO_WORKERS = 4
 
 
@@ -71,11 +87,15 @@ class TranslationDataModule(L.LightningDataModule):
             sanity tasks), ``multi30k`` (``train``/``val``/test files ``<split>.<lang>`` in ``path``),
             ``parallel`` (the same layout for any corpus, with ``test`` as its test split; files may be
             gzipped: KFTT's ``train.ja.gz``), ``tsv``
-            (``train.tsv``, ``val.tsv``, ``test.tsv`` of ``source<TAB>target`` lines in ``path``) or ``scan``
+            (``train.tsv``, ``val.tsv``, ``test.tsv`` of ``source<TAB>target`` lines in ``path``), ``tatoeba``
+            (``path`` is one ManyThings.org file as downloaded, ``cmn.txt``: English, translation and
+            attribution columns; val and test are held out of it) or ``scan``
             (the SCAN folder with ``<scan_split>_split/tasks_{train,test}_<scan_split>.txt[.gz]``).
-        path: the corpus folder; required for multi30k, tsv and scan.
+        path: the corpus folder; required for multi30k, parallel, tsv and scan; for tatoeba the file.
         source_lang: multi30k, parallel: the file extension of the source language (either direction works).
-        target_lang: multi30k, parallel: the file extension of the target language.
+            tatoeba: ``en`` reads English as the source, anything else the translation column (name the
+            language as sacreBLEU knows it, ``zh`` or ``ja``: BLEU's tokenizer follows ``target_lang``).
+        target_lang: multi30k, parallel: the file extension of the target language; tatoeba: as above.
         val_split: multi30k, parallel, tsv: the name of the validation files (``dev`` for KFTT's
             ``dev.ja.gz``); ``None``: ``val``.
         test_split: which file is the test split; ``None``: the dataset's own (``test2016`` for multi30k,
@@ -93,11 +113,21 @@ class TranslationDataModule(L.LightningDataModule):
             its gold links (``data.toy``), where explanation methods can be told apart.
         toy_script: ``toy`` only: ``latin`` (the invented target language) or ``han``: the target in Chinese
             characters, without spaces, with measure words and an unaligned aspect particle (``data.toy``).
-            ``han`` needs a subword tokenizer, ``bpe`` unless named, and makes ``target_lang`` ``zh`` (so
-            that BLEU is tokenized as Chinese).
-        seed: seeds the toy generator, the SCAN validation hold-out and the shuffling of batches.
+            ``han`` needs a subword tokenizer, ``bpe`` unless named, whose ``pre_tokenize`` picks ``cjk`` for
+            the target; it makes ``target_lang`` ``zh`` (so that BLEU is tokenized as Chinese).
+        held_out_pairs: tatoeba: about this many pairs each for val and for test, drawn with ``seed``. Pairs
+            that share their English sentence stay in one split, so no test sentence is seen in training.
+        seed: seeds the toy generator, the SCAN and Tatoeba hold-outs and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
-            and ``bpe`` for multi30k, parallel, tsv and toy with ``toy_script=han``.
+            and ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy_script=han``.
+        pre_tokenize: subword tokenizers: ``cjk`` makes each Han and Kana character a piece of its own before
+            subwords are learnt, ``whitespace`` only splits at spaces; ``None`` picks ``cjk`` for a side
+            written in Chinese or Japanese characters (``data.scripts.text_handling``), else ``whitespace``.
+            Chinese, Japanese and Korean text is NFC-normalised (full-width punctuation kept), other text
+            NFKC.
+        chinese_script: ``simplified`` or ``traditional``: convert the Chinese side of every split into that
+            script with OpenCC (``pip install -e .[cjk]``) as it is read, so that 頭髮 and 头发 are one word
+            to the model and to BLEU; ``None`` (the default) keeps the text as it is.
         vocab_size: the largest vocabulary of each tokenizer, special tokens included.
         split_punctuation: subword tokenizers: make each punctuation character a piece of its own before
             learning subwords (``dog.`` becomes ``▁dog`` and ``.``).
@@ -134,10 +164,13 @@ class TranslationDataModule(L.LightningDataModule):
         toy_max_train_words: int = 12,
         toy_phenomena: bool = False,
         toy_script: Script = "latin",
+        held_out_pairs: int = 1000,
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
         vocab_size: int = 8000,
         split_punctuation: bool = False,
+        pre_tokenize: PreTokenize | None = None,
+        chinese_script: ChineseScript | None = None,
         shared_vocab: bool = False,
         max_train_len: int = 128,
         max_tokens: int = 4096,
@@ -190,14 +223,34 @@ class TranslationDataModule(L.LightningDataModule):
         self.toy_script: Script = toy_script
         if toy_script == "han":  # Chinese, whatever target_lang says: BLEU's tokenizer follows target_lang
             self.target_lang = "zh"
+        if dataset == "tatoeba":
+            if (source_lang.lower() in _ENGLISH) == (target_lang.lower() in _ENGLISH):
+                raise ValueError(
+                    f"a Tatoeba file pairs English with one other language: exactly one of source_lang and "
+                    f"target_lang must be en, got {source_lang!r} and {target_lang!r}"
+                )
+            if test_split is not None:
+                raise ValueError("test_split names a file; dataset 'tatoeba' holds its test pairs out")
+        if held_out_pairs < 1:
+            raise ValueError(f"held_out_pairs must be >= 1, got {held_out_pairs}")
+        self.held_out_pairs = held_out_pairs
         self.seed = seed
         self.tokenizer_kind: TokenizerKind = tokenizer or (
-            "bpe" if dataset in ("multi30k", "parallel", "tsv") or toy_script == "han" else "word"
+            "bpe" if dataset in _SUBWORD_DATASETS or toy_script == "han" else "word"
         )
-        if split_punctuation and self.tokenizer_kind == "word":
+        for option, value in (("split_punctuation", split_punctuation), ("pre_tokenize", pre_tokenize)):
+            if value and self.tokenizer_kind == "word":
+                raise ValueError(
+                    f"{option} needs tokenizer bpe or unigram; dataset {dataset!r} has word-level tokens"
+                )
+        if pre_tokenize not in (None, "whitespace", "cjk"):
+            raise ValueError(f"pre_tokenize must be whitespace, cjk or None, got {pre_tokenize!r}")
+        if chinese_script not in (None, *_OPENCC_CONFIGS):
             raise ValueError(
-                f"split_punctuation needs tokenizer bpe or unigram; dataset {dataset!r} has word-level tokens"
+                f"chinese_script must be simplified, traditional or None, got {chinese_script!r}"
             )
+        self.pre_tokenize = pre_tokenize
+        self.chinese_script = chinese_script
         self.vocab_size = vocab_size
         self.split_punctuation = split_punctuation
         self.shared_vocab = shared_vocab
@@ -209,6 +262,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.gold_sentences = gold_sentences
 
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
+        self._lines: dict[str, list[int]] = {}  # tatoeba: each pair's line in the file, per split
         self._tokenizers: tuple[Tokenizer, Tokenizer] | None = None  # (source, target)
         self._train_pairs: list[Pair] | None = None  # train after length filtering
         self._train_index: list[int] = []  # each kept training pair's index among all training pairs
@@ -261,6 +315,8 @@ class TranslationDataModule(L.LightningDataModule):
     def _raw_splits(self) -> dict[str, list[Pair]]:
         if self._raw is None:
             self._raw = self._read_splits()
+            if self.chinese_script is not None:
+                self._raw = _convert_chinese(self._raw, self.chinese_script)
         return self._raw
 
     def _read_splits(self) -> dict[str, list[Pair]]:
@@ -287,6 +343,8 @@ class TranslationDataModule(L.LightningDataModule):
                     "NAME.tsv, or null for test.tsv)",
                 )
             return {split: read_tsv(self._file(split)) for split in SPLITS}
+        if self.dataset == "tatoeba":
+            return self._read_tatoeba()
         # SCAN
         train = read_scan(self._file("train"))
         test = read_scan(self._file("test"))
@@ -297,12 +355,29 @@ class TranslationDataModule(L.LightningDataModule):
             "test": test,
         }
 
+    def _read_tatoeba(self) -> dict[str, list[Pair]]:
+        """The file's pairs, split by :func:`_tatoeba_splits`; remembers each pair's line for messages."""
+        pairs = read_tatoeba(self._file("train"), english_source=self.source_lang.lower() in _ENGLISH)
+        english = [p.source if self.source_lang.lower() in _ENGLISH else p.target for p in pairs]
+        self._lines = _tatoeba_splits(english, self.held_out_pairs, self.seed)
+        if len(self._lines["train"]) == 0:
+            raise CorpusError(
+                self._file("train"), None,
+                f"its {len(pairs)} pairs leave none for training after holding out "
+                f"held_out_pairs={self.held_out_pairs} for each of val and test",
+            )
+        return {split: [pairs[line - 1] for line in self._lines[split]] for split in SPLITS}
+
     def _file(self, split: SplitName, side: Literal["source", "target"] = "source") -> Path:
         """The corpus file a split (and, for multi30k, a side) is read from; SCAN's val comes from train."""
         assert self.path is not None
         folder = Path(self.path)
         if self.dataset == "scan":
             return _scan_file(folder, self.scan_split, "test" if split == "test" else "train")
+        if self.dataset == "tatoeba":  # one file holds every split
+            if folder.is_dir():
+                raise CorpusError(folder, None, "is a folder; dataset 'tatoeba' reads one file: give cmn.txt")
+            return folder
         names = {"test": self.test_split or DEFAULT_TEST_SPLIT[self.dataset], "val": self.val_split or "val"}
         name = names.get(split, split)
         if self.dataset == "tsv":
@@ -319,6 +394,9 @@ class TranslationDataModule(L.LightningDataModule):
         if self.dataset in _TOY_TASKS:
             return f"{self.dataset} {split} pair {index + 1}", None
         line = index + 1
+        if self.dataset == "tatoeba":
+            self._raw_splits()
+            return str(self._file(split, side)), self._lines[split][index]
         if self.dataset == "scan" and split != "test":  # val is a seeded hold-out of SCAN's training file
             raw = self._raw_splits()
             count = len(raw["train"]) + len(raw["val"])
@@ -353,15 +431,30 @@ class TranslationDataModule(L.LightningDataModule):
     def _train_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         train = self._raw_splits()["train"]
         sources, targets = [p.source for p in train], [p.target for p in train]
+        if self.shared_vocab:
+            shared = self._train_tokenizer(sources + targets, "both sides")
+            return shared, shared
+        return self._train_tokenizer(sources, "source"), self._train_tokenizer(targets, "target")
+
+    def _train_tokenizer(self, texts: list[str], side: str) -> Tokenizer:
         kwargs: dict[str, Any] = {
             "kind": self.tokenizer_kind,
             "vocab_size": self.vocab_size,
             "split_punctuation": self.split_punctuation,
         }
-        if self.shared_vocab:
-            shared = Tokenizer.train(sources + targets, **kwargs)
-            return shared, shared
-        return Tokenizer.train(sources, **kwargs), Tokenizer.train(targets, **kwargs)
+        if self.tokenizer_kind != "word":
+            # A shared vocabulary's texts hold the source side first: sample both.
+            half = len(texts) // 2 if side == "both sides" else 0
+            handling = text_handling(texts[:2500] + texts[half:half + 2500])
+            kwargs["pre_tokenize"] = self.pre_tokenize or handling.pre_tokenize
+            kwargs["normalization"] = handling.normalization
+            if kwargs["pre_tokenize"] == "cjk" or handling.normalization == "nfc":
+                rank_zero_info(
+                    f"Tokenizer ({side}): pre_tokenize={kwargs['pre_tokenize']} (each Han and Kana "
+                    f"character apart: 'cjk'), {handling.normalization.upper()} normalisation (full-width "
+                    "punctuation kept: 'NFC')."
+                )
+        return Tokenizer.train(texts, **kwargs)
 
     def _set_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
         """Install tokenizers and forget everything computed with the previous ones."""
@@ -534,6 +627,64 @@ def _maybe_gzipped(path: Path) -> Path:
     """``path``, or ``path.gz`` where only that exists."""
     gzipped = path.with_name(path.name + ".gz")
     return gzipped if not path.exists() and gzipped.exists() else path
+
+
+def _tatoeba_splits(english: list[str], held_out: int, seed: int) -> dict[str, list[int]]:
+    """The 1-based lines of each split: seeded groups of pairs that share their English sentence, test
+    first, then val, each until it holds at least ``held_out`` pairs; the rest is train. Lines stay in file
+    order within a split."""
+    groups: dict[str, list[int]] = {}
+    for line, sentence in enumerate(english, start=1):
+        groups.setdefault(sentence, []).append(line)
+    order = list(groups.values())
+    random.Random(seed).shuffle(order)
+    splits: dict[str, list[int]] = {"test": [], "val": [], "train": []}
+    for group in order:
+        split = next((s for s in ("test", "val") if len(splits[s]) < held_out), "train")
+        splits[split].extend(group)
+    return {split: sorted(lines) for split, lines in splits.items()}
+
+
+def _convert_chinese(splits: dict[str, list[Pair]], script: ChineseScript) -> dict[str, list[Pair]]:
+    """``splits`` with the Chinese side (or sides) of every pair written in ``script``."""
+    try:
+        import opencc
+    except ImportError:
+        raise ImportError(
+            "chinese_script needs OpenCC: pip install -e .[cjk] (or pip install opencc)"
+        ) from None
+    convert = opencc.OpenCC(_OPENCC_CONFIGS[script]).convert
+    train = splits["train"]
+    sides = [side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train)]
+    if not sides:
+        rank_zero_warn(f"chinese_script={script!r}: neither side of the training pairs is Chinese; unchanged")
+    return {
+        split: [dataclasses.replace(p, **_converted(p, sides, convert)) for p in pairs]
+        for split, pairs in splits.items()
+    }
+
+
+def _converted(pair: Pair, sides: list[str], convert) -> dict[str, Any]:
+    """The fields of ``pair`` for ``sides``: each text converted and, where the pair lists that side's words
+    (the toy in Han script), the words too: cut from the converted text where conversion kept its length, so
+    that each is converted in context (只 in 一只狗 becomes 隻; alone it stays 只), else one by one."""
+    fields: dict[str, Any] = {}
+    for side in sides:
+        text, words = getattr(pair, side), getattr(pair, f"{side}_words")
+        converted = convert(text)
+        if words is None:
+            fields[side] = converted
+            continue
+        spans = word_spans(text, words)
+        if len(converted) == len(text):
+            fields[side], fields[f"{side}_words"] = converted, tuple(converted[a:b] for a, b in spans)
+            continue
+        pieces, end = [], 0
+        for (a, b), word in zip(spans, words, strict=True):
+            pieces += [text[end:a], convert(word)]
+            end = b
+        fields[side], fields[f"{side}_words"] = "".join(pieces) + text[end:], tuple(pieces[1::2])
+    return fields
 
 
 def _scan_held_out(count: int, seed: int) -> set[int]:

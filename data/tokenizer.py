@@ -4,11 +4,23 @@ Three kinds, all with the special tokens of :data:`data.special.SPECIALS` at ids
 
 * ``"word"``: one token per whitespace-separated word (the toy tasks and SCAN), so word ``i`` of a sentence is
   token ``i``; decoding joins tokens with spaces.
-* ``"bpe"`` and ``"unigram"``: subwords for real corpora. Text is NFKC-normalised and split with the Metaspace
-  scheme (a word starts with ``▁``), which is reversible: decoding gives plain detokenised text for sacreBLEU.
-  With ``split_punctuation``, each punctuation character is also a piece of its own, so ``dog.`` and ``dog``
-  share the subword ``▁dog`` instead of taking two vocabulary entries; a piece after punctuation carries no
-  ``▁``, so this stays reversible.
+* ``"bpe"`` and ``"unigram"``: subwords for real corpora. Text is Unicode-normalised and split with the
+  Metaspace scheme (a word starts with ``▁``), which is reversible: decoding gives plain detokenised text for
+  sacreBLEU. With ``split_punctuation``, each punctuation character is also a piece of its own, so ``dog.``
+  and ``dog`` share the subword ``▁dog`` instead of taking two vocabulary entries; a piece after punctuation
+  carries no ``▁``, so this stays reversible.
+
+Chinese and Japanese are written without spaces, so with the Metaspace scheme alone a whole clause would be
+one piece for the subword trainer, whose time grows with the square of a piece's length.
+``pre_tokenize="cjk"`` makes each Han, Hiragana and Katakana character a piece of its own first (the first of
+a word keeps its ``▁``): subwords never cross a character there, as in the character-level Chinese of BERT's
+tokenizer, while Latin words in the same text still learn subwords. Decoding joins the pieces back without
+spaces.
+
+Normalisation: NFKC (compatibility forms folded: ``ﬁ`` becomes ``fi``) for text in other scripts; NFC for
+Chinese, Japanese and Korean text (``normalization="nfc"``), since NFKC would turn their full-width
+punctuation ``，？！：`` into ASCII ``,?!:``, so that translations would come out with punctuation their
+references do not have. NFC changes no character a reader can see.
 
 A trained tokenizer is saved as one JSON file and restored from it, so evaluation never retrains it.
 Restoring also matters because the library's unigram trainer is not reproducible: on the same text it orders
@@ -24,10 +36,14 @@ from typing import Literal
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from data.scripts import Normalization, PreTokenize
 from data.special import SPECIALS
 
 TokenizerKind = Literal["word", "bpe", "unigram"]
 _METASPACE = "▁"
+# One piece per Han, Hiragana or Katakana character (with the iteration marks and the long-vowel mark, which
+# are written inside such words); a word's first character keeps the ▁ before it.
+_CJK_PIECE = r"▁?[\p{Han}\p{Hiragana}\p{Katakana}々〆〻ー]"
 
 
 def _check_specials(tok: tokenizers.Tokenizer) -> None:
@@ -60,12 +76,16 @@ class Tokenizer:
         kind: TokenizerKind = "word",
         vocab_size: int = 8000,
         split_punctuation: bool = False,
+        pre_tokenize: PreTokenize = "whitespace",
+        normalization: Normalization = "nfkc",
     ) -> "Tokenizer":
         """Train a tokenizer of the given kind on ``texts`` (the training split only).
 
         ``vocab_size`` counts the special tokens; a word-level vocabulary is smaller when the text has fewer
         distinct words, and keeps the most frequent words when it has more. ``split_punctuation`` (subwords
-        only) makes every punctuation character a piece of its own before subwords are learnt.
+        only) makes every punctuation character a piece of its own before subwords are learnt;
+        ``pre_tokenize="cjk"`` (subwords only) each Han and Kana character; ``normalization`` is the Unicode
+        form subword text is put in (``data.scripts.text_handling`` picks both for a corpus).
         """
         if vocab_size <= len(SPECIALS.tokens):
             raise ValueError(
@@ -75,6 +95,15 @@ class Tokenizer:
             raise ValueError(
                 "split_punctuation needs a subword tokenizer (bpe or unigram): word-level decoding joins "
                 "tokens with spaces, so split punctuation would not come back as it was"
+            )
+        if pre_tokenize not in ("whitespace", "cjk"):
+            raise ValueError(f"pre_tokenize must be 'whitespace' or 'cjk', got {pre_tokenize!r}")
+        if normalization not in ("nfkc", "nfc"):
+            raise ValueError(f"normalization must be 'nfkc' or 'nfc', got {normalization!r}")
+        if kind == "word" and (pre_tokenize != "whitespace" or normalization != "nfkc"):
+            raise ValueError(
+                "a word-level tokenizer splits at spaces only and does not normalise: pre_tokenize and "
+                "normalization are for subword tokenizers (bpe or unigram)"
             )
         specials = SPECIALS.tokens
         if kind == "word":
@@ -97,13 +126,14 @@ class Tokenizer:
                     unk_token=SPECIALS.unk,
                     show_progress=False,
                 )
-            tok.normalizer = normalizers.NFKC()
-            metaspace = pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")
-            tok.pre_tokenizer = (
-                pre_tokenizers.Sequence([metaspace, pre_tokenizers.Punctuation()])
-                if split_punctuation
-                else metaspace
-            )
+            tok.normalizer = normalizers.NFKC() if normalization == "nfkc" else normalizers.NFC()
+            # Metaspace first, on the whole text, so that only a word's first piece carries the ▁.
+            steps = [pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")]
+            if pre_tokenize == "cjk":
+                steps.append(pre_tokenizers.Split(tokenizers.Regex(_CJK_PIECE), behavior="isolated"))
+            if split_punctuation:
+                steps.append(pre_tokenizers.Punctuation())
+            tok.pre_tokenizer = steps[0] if len(steps) == 1 else pre_tokenizers.Sequence(steps)
             tok.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
         else:
             raise ValueError(f"kind must be 'word', 'bpe' or 'unigram', got {kind!r}")

@@ -887,3 +887,32 @@ def test_kftt_eflomal_on_the_real_gold_set():
     assert scores["grow-diag-final-and"]["aer"] < min(scores["forward"]["aer"], scores["reverse"]["aer"])
     assert scores["intersection"]["precision"] > 0.7
     assert 0.3 < scores["grow-diag-final-and"]["aer"] < 0.7
+
+
+# -- bench/cjk_pieces.py: the two pre-tokenizations side by side, chosen on validation --------------------
+
+
+def test_cjk_pieces_dry_run_trains_both_pre_tokenizations_and_scores_each_on_validation(tmp_path, capsys):
+    from bench.cjk_pieces import main
+
+    assert main(["--direction", "en_zh", "--minutes", "75", "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    for line, pre_tokenize in zip(lines[:2], ("cjk", "whitespace"), strict=True):
+        assert "--config configs/tatoeba_en_zh.yaml" in line and f"--data.pre_tokenize {pre_tokenize}" in line
+        assert "--trainer.max_time 00:01:15:00" in line
+        assert f"--trainer.logger.init_args.name en_zh_{pre_tokenize}" in line
+    for line, pre_tokenize in zip(lines[2:], ("cjk", "whitespace"), strict=True):
+        assert f"en_zh_{pre_tokenize}/version_0/checkpoints/last.ckpt --split val" in line
+        assert "test" not in line.split("last.ckpt")[1]
+
+
+def test_cjk_pieces_skips_without_the_corpus_and_refuses_bad_options(tmp_path, capsys):
+    from bench.cjk_pieces import main
+
+    assert main(["--direction", "zh_en", "--corpora", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.startswith("skipped: no cmn.txt in")
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit):
+        main(["--direction", "zh_en", "--minutes", "0"])
+    assert "--minutes must be from 1 to 1439, got 0" in capsys.readouterr().err

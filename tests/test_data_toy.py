@@ -294,23 +294,27 @@ def test_datamodule_reads_the_han_toy_with_a_subword_tokenizer():
     dm = TranslationDataModule(toy_script="han", toy_train_size=300, toy_val_size=20, toy_test_size=20)
     assert dm.tokenizer_kind == "bpe"
     assert bleu_tokenizer(dm.target_lang) == "zh"  # BLEU of the Chinese target counts Chinese words
-    pair = dm.pairs("val")[0]
-    assert pair.target == "".join(pair.target_words) and " " not in pair.target
-    assert dm.tgt_tokenizer.decode(dm.tgt_tokenizer.encode(pair.target)) == pair.target
+    for pair in dm.pairs("val"):
+        assert pair.target == "".join(pair.target_words) and " " not in pair.target
+        ids = dm.tgt_tokenizer.encode(pair.target)
+        # Each Chinese character a piece of its own (the first with the ▁ of the sentence's start, or after a
+        # lone ▁ where training never began a sentence with it), so that no token straddles two words.
+        pieces = [t.removeprefix("▁") for t in dm.tgt_tokenizer.tokens(ids)]
+        assert [p for p in pieces if p] == list(pair.target)
+        assert dm.tgt_tokenizer.decode(ids) == pair.target
+        assert len(dm.src_tokenizer.encode(pair.source)) == len(pair.source.split())  # English: word pieces
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"dataset": "copy", "toy_script": "han"}, "toy_script is a variant of dataset 'toy', not of 'copy'"),
-        ({"dataset": "tsv", "path": ".", "toy_script": "han"}, "toy_script is a variant of dataset 'toy'"),
-        ({"toy_script": "kana"}, "toy_script must be latin or han, got 'kana'"),
-        ({"toy_script": "han", "toy_phenomena": True}, "toy_phenomena is a variant of toy_script 'latin'"),
-        ({"toy_script": "han", "tokenizer": "word"}, "toy_script 'han' writes its target without spaces"),
-    ],
-)
-def test_datamodule_refuses_toy_script_where_it_does_not_apply(kwargs, message):
+def test_datamodule_converts_the_han_toy_to_traditional_characters_word_by_word():
+    pytest.importorskip("opencc")
     from data.datamodule import TranslationDataModule
 
-    with pytest.raises(ValueError, match=message):
-        TranslationDataModule(**kwargs)
+    sizes = {"toy_train_size": 300, "toy_val_size": 50, "toy_test_size": 20}
+    simplified = TranslationDataModule(toy_script="han", **sizes).pairs("val")
+    traditional = TranslationDataModule(toy_script="han", chinese_script="traditional", **sizes).pairs("val")
+    for before, after in zip(simplified, traditional, strict=True):
+        assert after.target == "".join(after.target_words)
+        assert [len(w) for w in after.target_words] == [len(w) for w in before.target_words]
+        assert "们" not in after.target and "见" not in after.target  # 看见 -> 看見
+    # Converted in context: the measure word 只 becomes 隻 (alone, OpenCC leaves it as the adverb "only").
+    assert any("隻" in p.target_words for p in traditional)

@@ -1,0 +1,91 @@
+"""Which writing system a corpus side is in, read from its text: what its tokenization and conversion follow.
+
+Chinese and Japanese are written without spaces between words, and Chinese, Japanese and Korean use full-width
+punctuation that NFKC normalisation would fold into ASCII. Rather than trusting a language code (``zh``,
+``cmn``, ``zh-TW``, ``jpn``: every corpus names its languages its own way), the data module looks at the
+characters: :func:`script_shares` counts them, :func:`text_handling` turns the counts into the tokenizer's
+settings, and :func:`is_chinese` tells Chinese (Han without Kana) from Japanese (Han with Kana).
+
+    >>> shares = script_shares(["我们明天去北京。", "Tom 买了三本书。"])
+    >>> round(shares["han"], 2), shares["kana"]
+    (0.71, 0.0)
+    >>> text_handling(["我们明天去北京。"])
+    TextHandling(pre_tokenize='cjk', normalization='nfc')
+    >>> text_handling(["Zwei Hunde spielen im Schnee."])
+    TextHandling(pre_tokenize='whitespace', normalization='nfkc')
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import islice
+from typing import Literal
+
+PreTokenize = Literal["whitespace", "cjk"]
+Normalization = Literal["nfkc", "nfc"]
+
+# A side counts as written in a script when at least this share of its non-space characters are of it: a
+# Chinese or Japanese side is mostly Han or Kana (Tatoeba's Chinese: about 90%), an English side with a few
+# names in Han characters is not.
+SCRIPT_SHARE = 0.1
+# Japanese writes Kana in almost every sentence (particles, endings); Chinese none. A Han side with less Kana
+# than this share of its Han characters is Chinese.
+CHINESE_MAX_KANA_PER_HAN = 0.05
+_SAMPLE_TEXTS = 5000  # the first texts of a side tell its script; reading 3 million would add nothing
+
+# Unicode blocks, as (first, last) code points.
+_HAN = ((0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B), (0x3400, 0x4DBF),
+        (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
+_KANA = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))
+_HANGUL = ((0x1100, 0x11FF), (0x3130, 0x318F), (0xAC00, 0xD7AF))
+_SCRIPTS = {"han": _HAN, "kana": _KANA, "hangul": _HANGUL}
+
+
+def _script(character: str) -> str | None:
+    point = ord(character)
+    for name, blocks in _SCRIPTS.items():
+        if any(first <= point <= last for first, last in blocks):
+            return name
+    return None
+
+
+def script_shares(texts: Iterable[str]) -> dict[str, float]:
+    """The share of the non-space characters of ``texts`` (the first 5,000) that are ``han``, ``kana`` and
+    ``hangul``; all 0.0 for no characters."""
+    counts = dict.fromkeys(_SCRIPTS, 0)
+    total = 0
+    for text in islice(texts, _SAMPLE_TEXTS):
+        for character in text:
+            if character.isspace():
+                continue
+            total += 1
+            script = _script(character) if ord(character) >= 0x1100 else None
+            if script is not None:
+                counts[script] += 1
+    return {name: count / total if total else 0.0 for name, count in counts.items()}
+
+
+@dataclass(frozen=True)
+class TextHandling:
+    """How a subword tokenizer treats a side's text (``data.tokenizer.Tokenizer.train``'s arguments).
+
+    ``pre_tokenize``: ``cjk`` (each Han and Kana character a piece of its own before subwords are learnt)
+    for text written without spaces, else ``whitespace``. ``normalization``: ``nfc`` for Chinese, Japanese and
+    Korean text, whose full-width punctuation NFKC would turn into ASCII, else ``nfkc``.
+    """
+
+    pre_tokenize: PreTokenize
+    normalization: Normalization
+
+
+def text_handling(texts: Iterable[str]) -> TextHandling:
+    """The :class:`TextHandling` for a corpus side (or both sides of a shared vocabulary) from its text."""
+    shares = script_shares(texts)
+    without_spaces = shares["han"] + shares["kana"] >= SCRIPT_SHARE
+    east_asian = without_spaces or shares["hangul"] >= SCRIPT_SHARE
+    return TextHandling("cjk" if without_spaces else "whitespace", "nfc" if east_asian else "nfkc")
+
+
+def is_chinese(texts: Iterable[str]) -> bool:
+    """Whether a corpus side is written in Chinese characters: Han, and (unlike Japanese) next to no Kana."""
+    shares = script_shares(texts)
+    return shares["han"] >= SCRIPT_SHARE and shares["kana"] < CHINESE_MAX_KANA_PER_HAN * shares["han"]
