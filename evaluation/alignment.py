@@ -32,15 +32,14 @@ def check_alignable(
     """
     if not pairs or any(p.alignment is None for p in pairs):
         raise AnalysisError(f"{option} needs data with gold word alignments ({GOLD_DATASETS})")
-    for side, tokenizer, texts in (
-        ("source", src_tokenizer, [p.source for p in pairs]),
-        ("target", tgt_tokenizer, [p.target for p in pairs]),
-    ):
-        for number, (text, ids) in enumerate(zip(texts, tokenizer.encode_batch(texts)), start=1):
-            if len(ids) != len(text.split()):
+    for side, tokenizer in (("source", src_tokenizer), ("target", tgt_tokenizer)):
+        texts = [getattr(p, side) for p in pairs]
+        for number, (pair, ids) in enumerate(zip(pairs, tokenizer.encode_batch(texts)), start=1):
+            words = pair.words(side)  # listed where the side is written without spaces (the Han-script toy)
+            if len(ids) != len(words):
                 raise AnalysisError(
                     f"{option} needs one token per word (the gold links index words), but {side} "
-                    f"sentence {number} has {len(text.split())} words and {len(ids)} tokens "
+                    f"sentence {number} has {len(words)} words and {len(ids)} tokens "
                     f"({tokenizer.kind} tokenizer)"
                 )
 

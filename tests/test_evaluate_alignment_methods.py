@@ -75,3 +75,21 @@ def test_data_without_gold_alignments_is_a_one_line_error(tiny_run, tmp_path, ca
     assert code == 1
     expected = "error: --alignment-methods needs data with gold word alignments (toy, copy, reverse)"
     assert err.strip() == expected
+
+
+def test_one_token_per_word_is_checked_on_the_words_a_pair_lists():
+    # The Han-script toy writes its target without spaces: its words are the pair's target_words, and a
+    # word of two characters is two tokens, which the message counts as such (not as one spaceless "word").
+    from data.tokenizer import Tokenizer
+    from data.toy import make_toy_splits
+    from evaluation.ablation import AnalysisError
+    from evaluation.alignment import check_alignable
+
+    pairs = make_toy_splits(train_size=50, val_size=0, test_size=0, script="han")["train"]
+    src = Tokenizer.train([p.source for p in pairs])
+    tgt = Tokenizer.train([p.target for p in pairs], kind="bpe", pre_tokenize="cjk", normalization="nfc")
+    first = pairs[0]
+    assert len(first.target) > len(first.target_words)
+    words, tokens = len(first.target_words), len(tgt.encode(first.target))
+    with pytest.raises(AnalysisError, match=f"target sentence 1 has {words} words and {tokens} tokens"):
+        check_alignable(pairs, src, tgt)
