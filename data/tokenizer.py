@@ -13,9 +13,9 @@ Three kinds, all with the special tokens of :data:`data.special.SPECIALS` at ids
 Chinese and Japanese are written without spaces, so with the Metaspace scheme alone a whole clause would be
 one piece for the subword trainer, whose time grows with the square of a piece's length.
 ``pre_tokenize="cjk"`` makes each Han, Hiragana and Katakana character a piece of its own first (the first of
-a word keeps its ``▁``): subwords never cross a character there, as in the character-level Chinese of BERT's
-tokenizer, while Latin words in the same text still learn subwords. Decoding joins the pieces back without
-spaces.
+a word keeps its ``▁``, which BPE writes apart, ``▁`` then the character, where it never learnt the two
+together): subwords never cross a character there, as in the character-level Chinese of BERT's tokenizer,
+while Latin words in the same text still learn subwords. Decoding joins the pieces back without spaces.
 
 Normalisation: NFKC (compatibility forms folded: ``ﬁ`` becomes ``fi``) for text in other scripts; NFC for
 Chinese, Japanese and Korean text (``normalization="nfc"``), since NFKC would turn their full-width
