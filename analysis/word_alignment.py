@@ -20,6 +20,7 @@ boolean (B, M, Tw, Sw) with True = linked.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -139,18 +140,28 @@ def _link_set(links: Tensor) -> set[tuple[int, int]]:
     return {(source, target) for target, source in links.nonzero().tolist()}
 
 
-# Each way of reading links off word maps: name -> how they are made from (forward argmax, reverse argmax,
-# forward threshold, reverse threshold). SimAlign's "Argmax" (Jalili Sabet et al. 2020) is the intersection;
-# awesome-align's "softmax" extraction (Dou & Neubig 2021, section 2.2) keeps the links above a threshold in
-# both directions, here a share of the row and of the column of the method's own (non-negative) scores.
-EXTRACTIONS: dict[str, str] = {
-    "argmax": "each target word to the source word of its highest score (forward)",
-    "argmax_reverse": "each source word to the target word of its highest score (reverse)",
-    "argmax_intersection": "the links of both directions (SimAlign's Argmax)",
-    "argmax_union": "the links of either direction",
-    "argmax_grow_diag_final_and": "the intersection grown towards the union (Koehn et al. 2005)",
-    "threshold": "every source word with at least the threshold's share of a target word's row",
-    "threshold_both": "links above the threshold's share of their row and of their column (awesome-align)",
+@dataclass(frozen=True)
+class Extraction:
+    short: str  # a column heading
+    description: str
+
+
+# Each way of reading links off word maps, made from the forward and reverse arg-max and threshold. SimAlign's
+# "Argmax" (Jalili Sabet et al. 2020) is the intersection of the two arg-maxes; awesome-align's "softmax"
+# extraction (Dou & Neubig 2021, section 2.2) keeps the links above a threshold of the row's and of the
+# column's distribution, here a share of the method's own (non-negative) scores, as these maps are no
+# similarities to put through a softmax.
+EXTRACTIONS: dict[str, Extraction] = {
+    "argmax": Extraction("forward", "each target word to the source word of its highest score"),
+    "argmax_reverse": Extraction("reverse", "each source word to the target word of its highest score"),
+    "argmax_intersection": Extraction("both", "the links of both directions (SimAlign's Argmax)"),
+    "argmax_union": Extraction("either", "the links of either direction"),
+    "argmax_grow_diag_final_and": Extraction("gdfa", "the intersection grown towards the union "
+                                                     "(grow-diag-final-and, Koehn et al. 2005)"),
+    "threshold": Extraction("share", "every source word with at least the threshold's share of a target "
+                                     "word's row"),
+    "threshold_both": Extraction("share both", "links with the threshold's share of their row and of their "
+                                               "column (as awesome-align extracts)"),
 }
 
 
