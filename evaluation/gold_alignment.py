@@ -54,22 +54,46 @@ class GoldItem:
     possible: set[Link]  # possible-only
 
 
+def encode_gold(gold: GoldSet, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> list[GoldItem]:
+    """The gold pairs tokenized word by word (``data.words``), in the set's order."""
+    items = []
+    for pair in gold.pairs:
+        source, target = encode_pair_words(pair, src_tokenizer, tgt_tokenizer)
+        items.append(GoldItem(source, target, set(pair.alignment or ()), set(pair.possible or ())))
+    return items
+
+
+def fits(item: GoldItem, max_len: int) -> bool:
+    """Whether a model of ``max_len`` positions reads the pair (source + EOS, BOS + target)."""
+    return max(len(item.source.ids), len(item.target.ids)) + 1 <= max_len
+
+
 def gold_items(
     gold: GoldSet, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_len: int, where: str
 ) -> list[GoldItem]:
-    """The gold pairs tokenized word by word, each checked to fit the model.
+    """``encode_gold``, each pair checked to fit the model.
 
     Raises:
         CorpusError: a pair the model cannot read in ``max_len`` positions, named by ``where`` (the sentences
             file) and its line.
     """
-    items = []
-    for pair in gold.pairs:
-        source, target = encode_pair_words(pair, src_tokenizer, tgt_tokenizer)
-        items.append(GoldItem(source, target, set(pair.alignment or ()), set(pair.possible or ())))
+    items = encode_gold(gold, src_tokenizer, tgt_tokenizer)
     check_fits([(i, item.source.ids, item.target.ids) for i, item in enumerate(items)], max_len,
                lambda index, side: (where, index + 1))
     return items
+
+
+def token_cells(item: GoldItem, links) -> list[list[int]]:
+    """Word links (source, target) as the [row, column] cells of the token map that reads the pair: every
+    (target token, source token) pair of the two words' tokens, sorted."""
+    rows: dict[int, list[int]] = {}
+    columns: dict[int, list[int]] = {}
+    for position, word in enumerate(item.target.words):
+        rows.setdefault(word, []).append(position)
+    for position, word in enumerate(item.source.words):
+        columns.setdefault(word, []).append(position)
+    return sorted([row, column] for source, target in links
+                  for row in rows.get(target, ()) for column in columns.get(source, ()))
 
 
 @dataclass(frozen=True)
