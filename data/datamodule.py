@@ -414,6 +414,7 @@ class TranslationDataModule(L.LightningDataModule):
             return
         raw = self._raw_splits()["train"]
         index = self._not_gold(raw) if self.gold_sentences is not None else list(range(len(raw)))
+        self.gold_set()  # a bad gold file stops the run here, not at its first validation
         pairs = [raw[i] for i in index]
         encoded = self._encode(pairs)
         kept, dropped = filter_by_length(

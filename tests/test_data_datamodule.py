@@ -568,3 +568,14 @@ def test_a_named_gold_set_is_read_once_in_the_model_direction(tmp_path, caplog):
     assert TranslationDataModule(dataset="toy").gold_set() is None
     with pytest.raises(ValueError, match="gold_alignments needs gold_sentences"):
         TranslationDataModule(dataset="toy", gold_alignments="gold.txt")
+
+
+def test_a_bad_gold_links_file_stops_before_training(tmp_path):
+    folder = tsv_folder(tmp_path / "corpus", ["概要\tSummary", "沿革\tHistory"])
+    write_lines(tmp_path / "gold.txt", ["概 要 ||| summary"])
+    write_lines(tmp_path / "links.txt", ["1-1 x"])
+    data = TranslationDataModule(dataset="tsv", path=folder, tokenizer="word",
+                                 gold_sentences=str(tmp_path / "gold.txt"),
+                                 gold_alignments=str(tmp_path / "links.txt"))
+    with pytest.raises(CorpusError, match=r"links\.txt:1: link 'x' is not i-j"):
+        data.pairs("train")
