@@ -9,13 +9,14 @@
     python evaluate.py CKPT --engine ctranslate2 --beam-size 5                # score with CTranslate2
     python evaluate.py CKPT --translate "the big dog sees a cat" --attention-out maps/
     python evaluate.py CKPT --split val --alignment-methods                   # which explanation aligns best
+    python evaluate.py CKPT --gold-alignments ja-en.gold --gold-sentences ja-en.src-tgt   # ... on human gold
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
 
-Without --translate, --alignment-methods or --export-ctranslate2 (one at most), evaluate.py scores a split
-or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs the head analyses asked for. Each
-group of options below belongs to some of these modes; an option given in another mode is refused in one line
-naming both. What each mode computes and writes: docs/evaluating.md, docs/explanations.md and
-docs/ctranslate2.md.
+Without --translate, --alignment-methods (or --gold-alignments) or --export-ctranslate2 (one at most),
+evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs the head
+analyses asked for. Each group of options below belongs to some of these modes; an option given in another
+mode is refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
+docs/explanations.md and docs/ctranslate2.md.
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -31,7 +32,9 @@ from pathlib import Path
 from analysis.explain.attributions import IG_STEPS, MAX_IG_STEPS
 from analysis.explain.registry import METHODS, check_methods
 from analysis.metrics import BLEU_TOKENIZERS
+from analysis.word_alignment import THRESHOLD
 from data.corpora import CorpusError
+from data.gold import DIRECTIONS
 from evaluation.ablation import AnalysisError
 from evaluation.inputs import (
     InputError,
@@ -74,12 +77,14 @@ REFUSED = {
             "to translate sentences",
     TRANSLATE: "{option} cannot be used with --translate, which translates the sentences it is given rather "
                "than a split or --tsv file",
-    EXPLAIN: "--alignment-methods runs alone, without {option}",
+    EXPLAIN: "{explain} runs alone, without {option}",
     EXPORT: "{option} cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
             "ctranslate2 --engine-model DIR afterwards",
 }
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
-          "alignment_sentences", "ig_steps")  # at least 1 (max_len and average_last may be left out)
+          "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
+# be left out)
+GOLD_OPTIONS = ("gold_sentences", "gold_zero_based", "gold_direction", "alignment_threshold")  # of a gold set
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
@@ -113,6 +118,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(source, "--split", choices=("val", "test"), default="test", only=DATA,
         help="split of the run's data (default: test)")
     add(source, "--tsv", only=DATA, help="evaluate on this file of source<TAB>reference lines instead")
+    add(source, "--gold-alignments", metavar="LINKS", only={EXPLAIN},
+        help="score the explanation methods (all, or those --alignment-methods names) on this gold set's "
+             "words instead: one line of Pharaoh links (i-j sure, ipj or i?j possible) per pair of "
+             "--gold-sentences")
     add(data, "--test-split", metavar="NAME", only=DATA,
         help="another test set of the corpus, e.g. test2017 or mscoco2017")
     add(data, "--data-path", help="corpus folder, if it moved since training")
@@ -161,12 +170,29 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     methods = parser.add_argument_group(
         "--alignment-methods (scored against gold alignments: toy, copy, reverse)"
     )
-    add(methods, "--alignment-sentences", type=int, default=200, metavar="N", only={EXPLAIN},
-        help="score the first N sentences of the split (default: 200; the gradient methods cost a backward "
-             "pass per target token, Integrated Gradients --ig-steps of them)")
+    add(methods, "--alignment-sentences", type=int, metavar="N", only={EXPLAIN},
+        help="score the first N sentences of the split (default: 200) or gold set (default: all); the "
+             "gradient methods cost a backward pass per target token, Integrated Gradients --ig-steps of "
+             "them")
     add(methods, "--ig-steps", type=int, default=IG_STEPS, metavar="K", only={EXPLAIN},
         help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most "
              f"{MAX_IG_STEPS})")
+
+    gold = parser.add_argument_group(
+        "--gold-alignments (human gold on words: docs/explanations.md, \"Scoring word alignments\")"
+    )
+    add(gold, "--gold-sentences", nargs="+", metavar="FILE", only={EXPLAIN},
+        help="the gold pairs: 'source ||| target' lines, or two line-aligned files (source, then target); "
+             "the links index their whitespace-separated words, which the model reads joined by spaces")
+    add(gold, "--gold-zero-based", action="store_true", only={EXPLAIN},
+        help="the links count words from 0 (default: from 1, as the KFTT and RWTH sets do)")
+    add(gold, "--gold-direction", choices=DIRECTIONS, default="auto", only={EXPLAIN},
+        help="auto (default): the gold's direction from file names such as ja-en.gold against the run's "
+             "source and target languages, else as given; reversed: swap its sides for a model that "
+             "translates the other way; forward: as given")
+    add(gold, "--alignment-threshold", type=finite_float, default=THRESHOLD, metavar="SHARE", only={EXPLAIN},
+        help=f"the thresholded extractions keep links with at least this share of their row (and column) "
+             f"(default: {THRESHOLD})")
 
     engine = parser.add_argument_group(
         "CTranslate2 (optional: pip install ctranslate2; no per-head attention)"
@@ -186,7 +212,7 @@ def mode(args: argparse.Namespace) -> Mode:
         return EXPORT
     if args.engine == "ctranslate2":
         return ENGINE
-    if args.alignment_methods is not None:
+    if args.alignment_methods is not None or args.gold_alignments is not None:
         return EXPLAIN
     return TRANSLATE if args.translate is not None else SCORE
 
@@ -210,13 +236,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--alignment-methods: {error}")
     chosen = mode(args)
     given = [name for name in modes if getattr(args, name) != parser.get_default(name)]
+    if args.gold_alignments is None:
+        for name in (name for name in GOLD_OPTIONS if name in given):
+            parser.error(f"--{name.replace('_', '-')} needs --gold-alignments")
+    elif args.gold_sentences is None or len(args.gold_sentences) > 2:
+        parser.error("--gold-alignments needs --gold-sentences FILE (source ||| target lines) or "
+                     "--gold-sentences SOURCE TARGET (two line-aligned files)")
+    if not 0.0 < args.alignment_threshold <= 1.0:
+        parser.error(f"--alignment-threshold must be in (0, 1], got {args.alignment_threshold}")
+    explain = "--gold-alignments" if args.gold_alignments is not None else "--alignment-methods"
     # An option outside the chosen mode is named before the options that choose modes (they conflict too).
-    for name in sorted(given, key=lambda name: name in ("translate", "alignment_methods", "engine")):
+    choosing = ("translate", "alignment_methods", "gold_alignments", "engine")
+    for name in sorted(given, key=lambda name: name in choosing):
         if chosen not in modes[name]:
             needs = " or ".join(m.value for m in Mode if m in modes[name])
-            parser.error(REFUSED[chosen].format(option=f"--{name.replace('_', '-')}", needs=needs))
-    if args.test_split is not None and (args.tsv or args.split == "val"):
-        other = "--tsv" if args.tsv else "--split val"
+            option = f"--{name.replace('_', '-')}"
+            parser.error(REFUSED[chosen].format(option=option, needs=needs, explain=explain))
+    if args.test_split is not None and (args.tsv or args.split == "val" or args.gold_alignments):
+        other = "--tsv" if args.tsv else "--gold-alignments" if args.gold_alignments else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "

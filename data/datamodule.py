@@ -29,6 +29,7 @@ from data.corpora import (
     read_tatoeba,
     read_tsv,
 )
+from data.gold import DIRECTIONS, Direction, GoldSet, not_repeating, read_gold_for
 from data.pairs import Pair, word_spans
 from data.scripts import PreTokenize, is_chinese, text_handling
 from data.special import SPECIALS
@@ -143,8 +144,13 @@ class TranslationDataModule(L.LightningDataModule):
         tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
             restore those instead of training new ones.
         gold_sentences: a gold alignment set's sentences, one ``source ||| target`` pair a line: training
-            pairs that repeat one of them (compared without spaces and case) are dropped, so that the set
-            stays unseen (the count is reported).
+            pairs that repeat one of them either way round (compared without spaces and case) are dropped, so
+            that the set stays unseen (the count is reported).
+        gold_alignments: the set's links, one Pharaoh line a pair (``data.gold``): training then scores every
+            explanation method against them on the set's own words (``viz.logger``); needs ``gold_sentences``.
+        gold_zero_based: the links count words from 0 (default: from 1, as the KFTT and RWTH sets do).
+        gold_direction: ``auto`` (the sets' file names, such as ``ja-en.gold``, against ``source_lang`` and
+            ``target_lang``), ``forward`` (the set's source side is the model's) or ``reversed``.
     """
 
     def __init__(
@@ -178,6 +184,9 @@ class TranslationDataModule(L.LightningDataModule):
         num_workers: int | Literal["auto"] = "auto",
         tokenizer_dir: str | None = None,
         gold_sentences: str | None = None,
+        gold_alignments: str | None = None,
+        gold_zero_based: bool = False,
+        gold_direction: Direction = "auto",
     ) -> None:
         super().__init__()
         if dataset not in ("toy", "copy", "reverse", *_FILE_DATASETS):
@@ -195,6 +204,10 @@ class TranslationDataModule(L.LightningDataModule):
                 f"max_tokens={max_tokens} and eval_max_tokens={eval_max_tokens} must be >= "
                 f"max_train_len={max_train_len}, so that a batch holds at least one pair"
             )
+        if gold_alignments is not None and gold_sentences is None:
+            raise ValueError("gold_alignments needs gold_sentences, the sentences its links index")
+        if gold_direction not in DIRECTIONS:
+            raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {gold_direction!r}")
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
         self.save_hyperparameters()
@@ -260,6 +273,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.tokenizer_dir = tokenizer_dir
         self.gold_sentences = gold_sentences
+        self.gold_alignments, self.gold_zero_based = gold_alignments, gold_zero_based
+        self.gold_direction: Direction = gold_direction
+        self._gold: GoldSet | None = None
 
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
         self._lines: dict[str, list[int]] = {}  # tatoeba: each pair's line in the file, per split
@@ -511,6 +527,7 @@ class TranslationDataModule(L.LightningDataModule):
             return
         raw = self._raw_splits()["train"]
         index = self._not_gold(raw) if self.gold_sentences is not None else list(range(len(raw)))
+        self.gold_set()  # a bad gold file stops the run here, not at its first validation
         pairs = [raw[i] for i in index]
         encoded = self._encode(pairs)
         kept, dropped = filter_by_length(
@@ -529,14 +546,32 @@ class TranslationDataModule(L.LightningDataModule):
         """Indices of ``pairs`` less those that repeat a sentence pair of ``gold_sentences`` (compared without
         spaces and case: gold sets are often segmented or cased otherwise than the training text)."""
         assert self.gold_sentences is not None
-        gold = {_loose(p) for p in read_bitext(self.gold_sentences)}
-        kept = [i for i, p in enumerate(pairs) if _loose(p) not in gold]
+        kept = not_repeating(pairs, read_bitext(self.gold_sentences))
         if len(kept) < len(pairs):
             rank_zero_info(
                 f"Dropped {len(pairs) - len(kept)} training pairs that repeat a sentence pair of "
                 f"{self.gold_sentences}."
             )
         return kept
+
+    def gold_set(self) -> GoldSet | None:
+        """The gold alignment set of ``gold_sentences`` and ``gold_alignments``, its sides in the model's
+        direction; None without ``gold_alignments``. Read once; what it dropped and its direction are
+        reported then.
+
+        Raises:
+            CorpusError: a file is unreadable or malformed (the message names the file and line).
+        """
+        if self.gold_alignments is None:
+            return None
+        if self._gold is None:
+            assert self.gold_sentences is not None
+            gold, why = read_gold_for(self.gold_sentences, self.gold_alignments, self.source_lang,
+                                      self.target_lang, one_based=not self.gold_zero_based,
+                                      direction=self.gold_direction)
+            rank_zero_info(f"{gold.summary()}; direction {why}")
+            self._gold = gold
+        return self._gold
 
     def _encoded_split(self, split: SplitName) -> list[Item]:
         if split == "train":
@@ -617,10 +652,6 @@ class TranslationDataModule(L.LightningDataModule):
 def _lengths(items: list[Item]) -> list[int]:
     """Per item, the longer padded sequence the model sees: source + EOS or BOS + target."""
     return [max(len(s), len(t)) + 1 for _, s, t in items]
-
-
-def _loose(pair: Pair) -> tuple[str, str]:
-    return "".join(pair.source.casefold().split()), "".join(pair.target.casefold().split())
 
 
 def _maybe_gzipped(path: Path) -> Path:

@@ -11,14 +11,19 @@ crash; any other bad input raises one :class:`~data.corpora.CorpusError` naming 
 """
 
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from data.corpora import CorpusError, PathLike, read_bitext, read_lines, read_parallel
 from data.pairs import Pair
 
 Link = tuple[int, int]  # (source word, target word), 0-based
+Direction = Literal["auto", "forward", "reversed"]
+DIRECTIONS: tuple[Direction, ...] = ("auto", "forward", "reversed")
+_LANGUAGES = re.compile(r"^([A-Za-z]{2,3})-([A-Za-z]{2,3})\.")  # ja-en.gold, de-en.src-tgt
 
 
 def parse_links(line: str, *, one_based: bool) -> tuple[set[Link], set[Link]]:
@@ -156,3 +161,61 @@ def read_gold(
         possible = _by_target(kept_possible) or None
         gold.append(replace(pair, alignment=_by_target(kept_sure), possible=possible))
     return GoldSet(gold, dropped, tuple(dropped_lines))
+
+
+def gold_reversed(
+    direction: Direction, files: Sequence[PathLike], source_lang: str, target_lang: str
+) -> tuple[bool, str]:
+    """Whether a gold set's sides must be swapped for a model from ``source_lang`` to ``target_lang``, and the
+    reason, for the log.
+
+    ``auto`` reads the languages from the first of ``files`` named ``<source>-<target>.<anything>`` (as the
+    KFTT set's ``ja-en.gold``); where no name says both of the model's languages, the set is taken as it is
+    (forward), and the reason says so.
+
+    Raises:
+        ValueError: ``direction`` is none of ``DIRECTIONS``.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"gold direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    model = f"the model translates {source_lang} to {target_lang}"
+    if direction != "auto":
+        return direction == "reversed", f"{direction}, as asked ({model})"
+    for path in files:
+        found = _LANGUAGES.match(Path(path).name)
+        if found is None:
+            continue
+        languages = found.group(1).lower(), found.group(2).lower()
+        if languages in ((source_lang, target_lang), (target_lang, source_lang)):
+            swapped = languages == (target_lang, source_lang)
+            side = "reversed" if swapped else "forward"
+            return swapped, f"{side}: {Path(path).name} is {'-'.join(languages)} and {model}"
+    return False, f"forward, assumed: no file name says {source_lang}-{target_lang} or the reverse ({model})"
+
+
+def read_gold_for(
+    sentences: PathLike,
+    alignments: PathLike,
+    source_lang: str,
+    target_lang: str,
+    *,
+    one_based: bool,
+    direction: Direction = "auto",
+    target_sentences: PathLike | None = None,
+) -> tuple[GoldSet, str]:
+    """:func:`read_gold`, its sides swapped where :func:`gold_reversed` says the model translates the other
+    way; and the direction's reason, for the log."""
+    gold = read_gold(sentences, alignments, one_based=one_based, target_sentences=target_sentences)
+    swap, why = gold_reversed(direction, [alignments, sentences], source_lang, target_lang)
+    return (gold.reversed() if swap else gold), why
+
+
+def not_repeating(pairs: Sequence[Pair], gold: Sequence[Pair]) -> list[int]:
+    """Indices of ``pairs`` less those that repeat a ``gold`` pair, either way round, compared without spaces
+    and case (gold sets are often segmented or cased otherwise than the training text)."""
+
+    def loose(pair: Pair) -> tuple[str, str]:
+        return "".join(pair.source.casefold().split()), "".join(pair.target.casefold().split())
+
+    seen = {either for pair in gold for either in (loose(pair), loose(pair)[::-1])}
+    return [i for i, pair in enumerate(pairs) if loose(pair) not in seen]

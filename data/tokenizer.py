@@ -165,6 +165,23 @@ class Tokenizer:
         """``[self.encode(t) for t in texts]``, computed in parallel."""
         return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
+    def encode_spans(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """``encode(text)`` and, per token, the ``[start, end)`` span of the characters of ``text`` it spells.
+
+        Spans index the text as given (before NFKC normalisation), as the library tracks them. The space a
+        Metaspace ``▁`` stands for is left out of its token's span, and a lone ``▁`` spells no character of
+        the text: its span is empty (``start == end``), so it belongs to no word (``data.words``).
+        """
+        encoding = self._tok.encode(text, add_special_tokens=False)
+        spans = []
+        for token, (start, end) in zip(encoding.tokens, encoding.offsets, strict=True):
+            if token == _METASPACE:
+                start = end
+            elif token.startswith(_METASPACE) and start < end and text[start].isspace():
+                start += 1
+            spans.append((start, end))
+        return encoding.ids, spans
+
     def decode(self, ids: Iterable[int]) -> str:
         """Plain detokenised text of ``ids``, skipping pad, BOS and EOS wherever they are.
 

@@ -25,6 +25,7 @@ from analysis.explain.trace import Explanation
 from data.pairs import Pair
 
 PICTURED_SENTENCES = 3
+DEFAULT_SENTENCES = 200  # of a split, without --alignment-sentences
 
 
 def flat_table(scores: dict[str, AlignmentScores]) -> list[dict]:
@@ -46,10 +47,17 @@ class ExplainedSentence:
 
     pair: Pair
     source: list[str]  # S source tokens
-    target: list[str]  # T target tokens: the rows of every map and the lens's columns
+    target: list[str]  # T target tokens: the rows of every map (unless ``words``) and the lens's columns
     explanations: dict[str, Explanation]  # method -> its explanation of this sentence (B = 1)
     lens: LogitLens  # B = 1
     top_tokens: list[list[list[str]]]  # (L, T, k) each layer's most probable readings
+    # (source words, target words) where the explanations are over the pair's words (a gold set's), not tokens
+    words: tuple[list[str], list[str]] | None = None
+
+    @property
+    def axes(self) -> tuple[list[str], list[str]]:
+        """The labels of the explanations' columns and rows: words, or tokens."""
+        return self.words if self.words is not None else (self.source, self.target)
 
     @property
     def layer_labels(self) -> list[str]:
@@ -65,24 +73,36 @@ class AlignmentMethodsReport:
     stem: Path  # every file is named f"{stem.name}_...", in stem's folder
     result: dict  # the JSON object evaluate.py prints last
     lens_files: list[Path]  # the logit lens JSON of each pictured sentence (the table is path(".json"))
+    # on a gold set (``evaluation.gold_report``): method -> extraction -> its best AER over layers and heads
+    extractions: dict[str, dict[str, float]] | None = None
 
     def path(self, suffix: str) -> Path:
         """The report's file ``<stem><suffix>``, e.g. ``path("_aer.png")``."""
         return self.stem.with_name(f"{self.stem.name}{suffix}")
 
 
-def explain_sentence(model, dm, pair: Pair, methods, ig_steps: int) -> ExplainedSentence:
-    """``pair`` under every method in ``methods``, and its logit lens."""
+def explain_sentence(model, dm, pair: Pair, methods, ig_steps: int, gold=None) -> ExplainedSentence:
+    """``pair`` under every method in ``methods``, and its logit lens; with ``gold``, its
+    ``evaluation.gold_alignment.GoldItem``, the pair is read word by word and explained over its words."""
     from evaluation.explanations import explain_pass, lens_of
     from evaluation.forced import sentence_pass
+    from evaluation.gold_alignment import BatchWords, word_explanation
 
-    src_ids, tgt_ids = dm.src_tokenizer.encode(pair.source), dm.tgt_tokenizer.encode(pair.target)
+    if gold is None:
+        src_ids, tgt_ids = dm.src_tokenizer.encode(pair.source), dm.tgt_tokenizer.encode(pair.target)
+    else:
+        src_ids, tgt_ids = gold.source.ids, gold.target.ids
     seen = sentence_pass(model, src_ids, tgt_ids, where="--alignment-methods")
     explanations, lens = explain_pass(seen, methods, ig_steps=ig_steps), lens_of(model, seen)
+    words = None
+    if gold is not None:
+        batch = BatchWords.of([gold], seen.batch)
+        explanations = {name: word_explanation(e, batch) for name, e in explanations.items()}
+        words = list(pair.words("source")), list(pair.words("target"))
     source, _, target = seen.tokens(dm.src_tokenizer, dm.tgt_tokenizer)
     top = [[dm.tgt_tokenizer.tokens(lens.top_ids[0, layer, t].tolist()) for t in range(len(target))]
            for layer in range(lens.produced_prob.size(1))]  # (L, T, k) token strings
-    return ExplainedSentence(pair, source, target, explanations, lens, top)
+    return ExplainedSentence(pair, source, target, explanations, lens, top, words)
 
 
 def write_lens(sentence: ExplainedSentence, path: Path) -> Path:
@@ -116,7 +136,7 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> Align
 
     dm, model = run.datamodule, run.module.model
     methods = args.alignment_methods or list(METHODS)  # checked by option_error
-    pairs = pairs[: args.alignment_sentences]
+    pairs = pairs[: args.alignment_sentences or DEFAULT_SENTENCES]
     check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer, "--alignment-methods")
     name = Path(args.tsv).stem if args.tsv else args.split
     stem = directory / f"alignment_methods_{name}"

@@ -84,7 +84,8 @@ def check_outputs(args) -> None:
     for option, value in (("--attention-out", args.attention_out), ("--analysis-out", args.analysis_out)):
         if value:
             check_folder(Path(value), option, Path(value))
-    if not args.analysis_out and (args.head_importance or args.alignment_methods is not None):
+    explaining = args.alignment_methods is not None or args.gold_alignments is not None
+    if not args.analysis_out and (args.head_importance or explaining):
         folder = analysis_directory(args)
         check_folder(folder, "--analysis-out", f"{folder} (the default)")
     if args.export_ctranslate2:

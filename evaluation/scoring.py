@@ -14,6 +14,7 @@ from data.corpora import read_tsv
 from data.pairs import Pair
 from evaluation.alignment import check_alignable, cross_attention_alignment
 from evaluation.explanation_report import AlignmentMethodsReport, run_alignment_methods
+from evaluation.gold_report import run_gold_alignment
 from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
 from evaluation.inputs import analysis_directory, check_new
@@ -125,8 +126,11 @@ def score(args, run: LoadedRun, device, draw_importance=None) -> tuple[dict, lis
 
 
 def score_alignment_methods(args, run: LoadedRun) -> AlignmentMethodsReport:
-    """--alignment-methods: every explanation method scored against the gold alignments of the data; the
-    report's figures are the caller's to draw (``viz.reports.draw_alignment_methods``)."""
+    """--alignment-methods: every explanation method scored against the gold alignments of the data, or of
+    --gold-alignments on its words; the report's figures are the caller's to draw
+    (``viz.reports.draw_alignment_methods``)."""
+    if args.gold_alignments is not None:
+        return run_gold_alignment(args, run, analysis_directory(args), check_new)
     pairs = read_pairs(args, run)
     check_lengths(args, run, pairs, targets=True)
     return run_alignment_methods(args, run, pairs, analysis_directory(args), check_new)

@@ -549,3 +549,33 @@ def test_the_first_pair_too_long_for_the_model_is_named_with_its_file_and_line(t
         dm.check_fits(7, ("val", "test"))
     dm.check_fits(7, ("val", "test"), targets=False)  # the sources alone fit
     dm.check_fits(8)
+
+
+def test_a_named_gold_set_is_read_once_in_the_model_direction(tmp_path, caplog):
+    folder = tsv_folder(tmp_path / "corpus", ["概要\tSummary", "沿革\tHistory"])
+    write_lines(tmp_path / "ja-en.src-tgt", ["概 要 ||| summary", "京都 の 寺 ||| a temple in kyoto ."])
+    write_lines(tmp_path / "ja-en.gold", ["1-1 2-1", "1-4 2p3 3-2 9-9"])
+    data = TranslationDataModule(
+        dataset="tsv", path=folder, tokenizer="word", source_lang="en", target_lang="ja",
+        gold_sentences=str(tmp_path / "ja-en.src-tgt"), gold_alignments=str(tmp_path / "ja-en.gold"),
+    )
+    with caplog.at_level(logging.INFO):
+        gold = data.gold_set()
+    assert data.gold_set() is gold and gold.dropped == 1
+    assert gold.pairs[1].source == "a temple in kyoto ." and gold.pairs[1].alignment == ((3, 0), (1, 2))
+    assert "dropped 1 past the end of their sentence (lines 2); direction reversed: ja-en.gold" in caplog.text
+    assert data.pairs("train") == [Pair("沿革", "History")]  # "Summary" repeats gold pair 1
+    assert TranslationDataModule(dataset="toy").gold_set() is None
+    with pytest.raises(ValueError, match="gold_alignments needs gold_sentences"):
+        TranslationDataModule(dataset="toy", gold_alignments="gold.txt")
+
+
+def test_a_bad_gold_links_file_stops_before_training(tmp_path):
+    folder = tsv_folder(tmp_path / "corpus", ["概要\tSummary", "沿革\tHistory"])
+    write_lines(tmp_path / "gold.txt", ["概 要 ||| summary"])
+    write_lines(tmp_path / "links.txt", ["1-1 x"])
+    data = TranslationDataModule(dataset="tsv", path=folder, tokenizer="word",
+                                 gold_sentences=str(tmp_path / "gold.txt"),
+                                 gold_alignments=str(tmp_path / "links.txt"))
+    with pytest.raises(CorpusError, match=r"links\.txt:1: link 'x' is not i-j"):
+        data.pairs("train")

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from data.corpora import CorpusError
-from data.gold import GoldSet, format_links, parse_links, read_gold, write_links
+from data.gold import (
+    GoldSet,
+    format_links,
+    gold_reversed,
+    not_repeating,
+    parse_links,
+    read_gold,
+    read_gold_for,
+    write_links,
+)
 from data.pairs import Pair
 
 CORPORA = Path(
@@ -140,3 +149,30 @@ def test_kftt_gold_set_reads_with_its_six_links_past_the_end():
     assert first.words("source")[:2] == ("足利", "義満")
     assert first.words("target")[:2] == ("yoshimitsu", "ashikaga")
     assert (0, 1) in first.alignment  # "1-2": 足利 – ashikaga
+
+
+def test_the_direction_comes_from_the_file_names_or_is_asked():
+    assert gold_reversed("auto", ["x/ja-en.gold"], "ja", "en") == (
+        False, "forward: ja-en.gold is ja-en and the model translates ja to en")
+    assert gold_reversed("auto", ["gold.txt", "JA-EN.src-tgt"], "en", "ja")[0] is True
+    swapped, why = gold_reversed("auto", ["gold.txt", "de-en.txt"], "ja", "en")
+    assert not swapped and why.startswith("forward, assumed: no file name says ja-en or the reverse")
+    assert gold_reversed("reversed", ["ja-en.gold"], "ja", "en") == (
+        True, "reversed, as asked (the model translates ja to en)")
+    with pytest.raises(ValueError, match="gold direction must be one of auto, forward, reversed, got 'up'"):
+        gold_reversed("up", [], "ja", "en")
+
+
+def test_read_gold_for_a_reversed_model_swaps_the_sides(tmp_path):
+    sentences = write(tmp_path / "ja-en.src-tgt", "犬 が 走る ||| the dog runs\n")
+    links = write(tmp_path / "ja-en.gold", "1-2 3-3 1p1\n")
+    gold, why = read_gold_for(sentences, links, "en", "ja", one_based=True)
+    assert why.startswith("reversed: ja-en.gold is ja-en")
+    pair = gold.pairs[0]
+    assert (pair.source, pair.target) == ("the dog runs", "犬 が 走る")
+    assert pair.alignment == ((1, 0), (2, 2)) and pair.possible == ((0, 0),)
+
+
+def test_training_pairs_repeating_gold_either_way_round_are_left_out():
+    pairs = [Pair("概要", "Summary"), Pair("summary", "概 要"), Pair("沿革", "History")]
+    assert not_repeating(pairs, [Pair("概 要", "summary")]) == [2]

@@ -102,7 +102,7 @@ def test_the_logger_the_tab_and_attention_out_show_the_same_maps(tiny_run, tmp_p
     writer = SimpleNamespace(add_summary=add_summary)
     experiment = SimpleNamespace(add_figure=lambda *args: None, file_writer=writer)
     datamodule = SimpleNamespace(pairs=lambda split: [Pair(text, translation)], src_tokenizer=src_tok,
-                                 tgt_tokenizer=tgt_tok)
+                                 tgt_tokenizer=tgt_tok, gold_set=lambda: None)
     trainer = SimpleNamespace(logger=SimpleNamespace(experiment=experiment), current_epoch=0,
                               sanity_checking=False, datamodule=datamodule, global_step=3)
     monkeypatch.setattr(loaded.module, "log", lambda *args, **kwargs: None)

@@ -671,7 +671,8 @@ def hand_made():
     """A stand-in for the data module serving PAIRS, and an untrained module (2 layers, 2 heads) to match."""
     src = Tokenizer.train([p.source for p in PAIRS])
     tgt = Tokenizer.train([p.target for p in PAIRS])
-    datamodule = SimpleNamespace(pairs=lambda split: PAIRS, src_tokenizer=src, tgt_tokenizer=tgt)
+    datamodule = SimpleNamespace(pairs=lambda split: PAIRS, src_tokenizer=src, tgt_tokenizer=tgt,
+                                 gold_set=lambda: None)
     torch.manual_seed(0)
     module = TranslationModule(
         src_vocab_size=src.vocab_size, tgt_vocab_size=tgt.vocab_size, d_model=16, num_heads=2,

@@ -23,6 +23,12 @@ weight-returning attention path (ordinary training steps stay on the fused kerne
 
 Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``; rows
 and columns are labelled as ``analysis.axes`` says.
+
+When the data names a gold alignment set (``gold_sentences`` and ``gold_alignments``: human gold on real
+sentences), the probes and the scored sentences are its pairs, read word by word, and the ``explain/*``
+scores are those of the forward arg-max on words (``evaluation.gold_alignment``, as ``evaluate.py
+--gold-alignments`` scores them); each probe's gold links are drawn on the cells of their words' tokens and
+its words logged beside them (``viz.tab.gold_words``), so that the tab scores its maps on words too.
 """
 
 import json
@@ -44,7 +50,9 @@ from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable
 from evaluation.explanations import explain_pass, explanation_alignment, lens_of, lens_record
 from evaluation.forced import ForcedPass, SentenceTokens, forced_pass, sentence_pass
+from evaluation.gold_alignment import GoldItem, encode_gold, fits, gold_alignment, token_cells
 from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
+from viz.tab.gold_words import gold_words_record
 from viz.tab.metadata import explain_tag, sentence_tag, statistic_tag
 from viz.tab.summary import json_summary, tensor_summary
 
@@ -114,6 +122,7 @@ class AttentionLogger(L.Callback):
         self.ig_steps = ig_steps
         self.explain_probes = explain_probes
         self._explain_pairs: list | None = None
+        self._gold_items: dict = {}  # gold pair index -> GoldItem, with a gold set
         self.every_n_epochs = every_n_epochs
         self.num_sentences = num_sentences
         self.num_images = num_images
@@ -127,16 +136,34 @@ class AttentionLogger(L.Callback):
         self._warned_budget = False
         self._warned_scores = False
 
-    def _prepare(self, datamodule) -> None:
-        """Choose the probe sentences once; they stay fixed so that the step slider shows the same maps."""
-        pairs = datamodule.pairs("val")
+    def _prepare(self, datamodule, max_len: int | None = None) -> None:
+        """Choose the probe sentences once; they stay fixed so that the step slider shows the same maps.
+
+        With a gold set (``datamodule.gold_set()``), the probes and the scored sentences are its pairs, read
+        word by word (``evaluation.gold_alignment``; pairs the model cannot read in ``max_len`` positions are
+        left out, warned of); the head statistics stay on validation sentences.
+        """
         src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
-        items = [(i, src_tok.encode(p.source), tgt_tok.encode(p.target)) for i, p in enumerate(pairs)]
+        val = datamodule.pairs("val")
+        items = [(i, src_tok.encode(p.source), tgt_tok.encode(p.target)) for i, p in enumerate(val)]
+        self._stats_pairs, self._stats_items = val, items[: self.stats_sentences]
+        gold = datamodule.gold_set()
+        self._pairs, self._gold_items = val, {}
+        if gold is not None:
+            encoded = encode_gold(gold, src_tok, tgt_tok)
+            self._pairs = gold.pairs
+            self._gold_items = {i: item for i, item in enumerate(encoded)
+                                if max_len is None or fits(item, max_len)}
+            if len(self._gold_items) < len(encoded):
+                warnings.warn(f"attention logging: {len(encoded) - len(self._gold_items)} gold pairs are "
+                              f"longer than the model's max_len {max_len} and are left out", stacklevel=2)
+            items = [(i, g.source.ids, g.target.ids) for i, g in self._gold_items.items()]
         short = [item for item in items if max(len(item[1]), len(item[2])) + 1 <= self.max_tokens]
         self._probes = (short or items)[: max(self.num_sentences, self.num_images)]
-        self._stats_items = items[: self.stats_sentences]
-        self._pairs = pairs
-        self._explain_pairs = pairs[: self.explanation_sentences]
+        if gold is not None:
+            self._explain_pairs = [self._gold_items[i] for i, _, _ in items[: self.explanation_sentences]]
+            return
+        self._explain_pairs = val[: self.explanation_sentences]
         if self._explain_pairs:
             try:
                 check_alignable(self._explain_pairs, src_tok, tgt_tok, "explanation logging")
@@ -154,7 +181,7 @@ class AttentionLogger(L.Callback):
             return
         datamodule = trainer.datamodule
         if self._probes is None:
-            self._prepare(datamodule)
+            self._prepare(datamodule, pl_module.model.config.max_len)
         step = trainer.global_step
         model = pl_module.model
         src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
@@ -179,7 +206,8 @@ class AttentionLogger(L.Callback):
                         explained = self._explain_probe(model, tgt_tok, seen)
                         explaining += time.perf_counter() - start
                     written = self._log_tensors(
-                        experiment, tokens, maps, self._pairs[index], number, step, budget, explained
+                        experiment, tokens, maps, self._pairs[index], number, step, budget, explained,
+                        self._gold_items.get(index),
                     )
                     logging = written is not None  # past the budget: no later probe, so no gap in the ids
                     budget -= written or 0
@@ -212,10 +240,11 @@ class AttentionLogger(L.Callback):
 
     def _log_tensors(
         self, experiment, tokens: SentenceTokens, maps: dict, pair, number: int, step: int, budget: int,
-        explained: "ProbeExplanation | None" = None,
+        explained: "ProbeExplanation | None" = None, gold: GoldItem | None = None,
     ) -> int | None:
         """Write one probe's weights (``ForcedPass.sentence_maps``; and its explanations, when given) for the
-        ATTENTION tab if they fit in the budget: the bytes written, or None when they do not fit."""
+        ATTENTION tab if they fit in the budget: the bytes written, or None when they do not fit. ``gold``:
+        the probe as a gold pair read word by word, its links drawn on its tokens and scored on words."""
         arrays = {kind: torch.stack(layers).to(torch.float16).numpy() for kind, layers in maps.items()}
         size = sum(array.nbytes for array in arrays.values())  # (L, H, Tq, Tk) each
         if explained is not None:
@@ -240,8 +269,10 @@ class AttentionLogger(L.Callback):
             "source_tokens": tokens.source,
             "target_in": tokens.target_in,
             "target_out": tokens.target_out,
-            "gold": _gold_cells(pair, tokens),
+            "gold": _gold_cells(pair, tokens) if gold is None else token_cells(gold, pair.alignment or ()),
         }
+        if gold is not None:
+            text["gold_words"] = gold_words_record(gold)
         if explained is not None:
             text["methods"] = explained.methods
         writer.add_summary(json_summary(sentence_tag(number, "text"), text), step)
@@ -272,7 +303,7 @@ class AttentionLogger(L.Callback):
         items = self._stats_items
         # The gold links index words: they are cells of the maps only where every word is one token.
         has_gold = all(
-            (pair := self._pairs[i]).alignment is not None
+            (pair := self._stats_pairs[i]).alignment is not None
             and (len(src), len(tgt)) == (len(pair.words("source")), len(pair.words("target")))
             for i, src, tgt in items
         )
@@ -282,7 +313,7 @@ class AttentionLogger(L.Callback):
             seen = forced_pass(model, batch)
             batch_totals = summary_totals(
                 seen.maps, src_valid=seen.trace.src_valid, tgt_valid=seen.trace.tgt_valid,
-                gold=[set(self._pairs[i].alignment) for i, _, _ in chunk] if has_gold else None,
+                gold=[set(self._stats_pairs[i].alignment) for i, _, _ in chunk] if has_gold else None,
             )
             totals = batch_totals if totals is None else add_totals(totals, batch_totals)
             del seen  # the bound holds for one batch's maps at a time
@@ -313,11 +344,16 @@ class AttentionLogger(L.Callback):
         start = time.perf_counter()
         # Validation runs under inference mode; the gradient methods need autograd.
         with torch.inference_mode(False), torch.enable_grad():
-            scores = explanation_alignment(
-                model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, self._explain_pairs,
-                methods=self.explanation_methods, ig_steps=self.ig_steps,
-                option="explanation logging",
-            )
+            if self._gold_items:  # a gold set's pairs, scored on their words (forward arg-max)
+                on_words = gold_alignment(model, self._explain_pairs, methods=self.explanation_methods,
+                                          extractions=("argmax",), ig_steps=self.ig_steps)
+                scores = {name: method.alignment_scores() for name, method in on_words.items()}
+            else:
+                scores = explanation_alignment(
+                    model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, self._explain_pairs,
+                    methods=self.explanation_methods, ig_steps=self.ig_steps,
+                    option="explanation logging",
+                )
         for name, method in scores.items():
             for row in method.layers:
                 layer = row.layer.replace(" ", "_")

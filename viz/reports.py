@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from analysis.axes import KIND_LABELS, KINDS
+from analysis.word_alignment import EXTRACTIONS
 from evaluation.explanation_report import AlignmentMethodsReport, ExplainedSentence
 from evaluation.importance import HeadImportance
 from viz.explain_figures import logit_lens_figure, methods_figure, scores_figure
@@ -36,8 +37,8 @@ def draw_head_importance(importance: HeadImportance, paths: dict[str, Path]) -> 
 
 def draw_alignment_methods(report: AlignmentMethodsReport) -> list[Path]:
     """Every figure of an --alignment-methods report (the files listed in ``evaluation.explanation_report``):
-    the methods × layers AER and agreement, each method's AER per head, and each pictured sentence under every
-    method and through the logit lens."""
+    the methods × layers AER and agreement, each method's AER per head, on a gold set the best AER of each
+    extraction, and each pictured sentence under every method and through the logit lens."""
     scores = report.scores
     methods = list(scores)
     layers = sorted({row.layer for m in scores.values() for row in m.layers}, key=_layer_order)
@@ -49,6 +50,13 @@ def draw_alignment_methods(report: AlignmentMethodsReport) -> list[Path]:
                 values[i, layers.index(row.layer)] = getattr(row, score)
         title = f"{'AER' if score == 'aer' else 'agreement'} by method and layer"
         written.append(_save(scores_figure(values, methods, layers, title), report.path(f"_{score}.png")))
+    if report.extractions is not None:
+        names = list(next(iter(report.extractions.values())))
+        values = np.array([[report.extractions[m][e] for e in names] for m in methods])  # (methods, extr.)
+        labels = [EXTRACTIONS[e].short for e in names]
+        title = "best AER by method and extraction (over layers and heads)"
+        figure = scores_figure(values, methods, labels, title)
+        written.append(_save(figure, report.path("_extractions.png")))
     for name, method in scores.items():
         if method.heads is not None:
             figure = layer_head_matrix(method.heads.aer, f"{name}: AER per head", vmin=0.0, vmax=1.0,
@@ -61,9 +69,11 @@ def draw_alignment_methods(report: AlignmentMethodsReport) -> list[Path]:
 
 
 def sentence_methods_figure(sentence: ExplainedSentence) -> Figure:
-    """The sentence under every method, its gold links circled."""
+    """The sentence under every method (over its words where it was explained over words), its gold links
+    circled."""
     labels = {name: name for name in sentence.explanations}
-    return methods_figure(sentence.explanations, labels, sentence.source, sentence.target,
+    source, target = sentence.axes
+    return methods_figure(sentence.explanations, labels, source, target,
                           gold=set(sentence.pair.alignment or ()), title=sentence.pair.source)
 
 

@@ -30,6 +30,7 @@ ALL_STEPS = 1_000_000  # downsampling bound when reading: every step the loader 
 DECIMALS = 4
 SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
 METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
+GOLD_WORDS_FIELDS = ("source_words", "target_words", "source_count", "target_count", "sure", "possible")
 
 
 class RequestError(Exception):
@@ -115,6 +116,9 @@ def sentence_text(run: str, sentence: int, values: dict[int, np.ndarray], step: 
     if gold is not None and not (isinstance(gold, list) and all(_link(link, rows, cols) for link in gold)):
         raise MalformedRun(f"run {run!r} {tag} has a malformed 'gold' (expected null or a list of "
                            f"[target, source] positions within {rows} × {cols})")
+    if "gold_words" in text and not _gold_words(text["gold_words"], rows, cols):
+        raise MalformedRun(f"run {run!r} {tag} has a malformed 'gold_words' (expected "
+                           f"{{{', '.join(GOLD_WORDS_FIELDS)}}} of a {rows} × {cols} map)")
     methods = text.get("methods", [])
     if not isinstance(methods, list) or not all(map(_method_described, methods)):
         raise MalformedRun(f"run {run!r} {tag} has malformed 'methods' (expected a list of "
@@ -127,6 +131,31 @@ def _link(link, rows: int, cols: int) -> bool:
     return (isinstance(link, list) and len(link) == 2
             and all(isinstance(i, int) and not isinstance(i, bool) for i in link)
             and 0 <= link[0] < rows and 0 <= link[1] < cols)
+
+
+def _gold_words(record, rows: int, cols: int) -> bool:
+    """Whether ``record`` is the words of a gold probe of a rows × cols map (``viz.tab.gold_words``)."""
+    if not isinstance(record, dict) or any(field not in record for field in GOLD_WORDS_FIELDS):
+        return False
+    counts = record["source_count"], record["target_count"]
+    if not all(_whole(count) and count > 0 for count in counts):
+        return False
+
+    def words(values, length: int, count: int) -> bool:
+        return isinstance(values, list) and len(values) == length and all(
+            _whole(v) and -1 <= v < count for v in values)
+
+    def links(values) -> bool:  # [target word, source word]
+        return isinstance(values, list) and all(
+            isinstance(link, list) and len(link) == 2 and all(map(_whole, link))
+            and 0 <= link[0] < counts[1] and 0 <= link[1] < counts[0] for link in values)
+
+    return (words(record["source_words"], cols, counts[0]) and words(record["target_words"], rows, counts[1])
+            and links(record["sure"]) and links(record["possible"]))
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _method_described(method) -> bool:

@@ -6,7 +6,9 @@ TensorBoard hands it to this plugin (and to no other tab). Tags:
 - ``attention/sentence_<i>/text``: a string tensor, JSON ``{"source", "target", "source_tokens",
   "target_in", "target_out", "gold"}`` for probe sentence ``i`` (0-based);
   and, with the explanations, ``"methods"``: [{"name", "label", "per_head", "signed", "layers"}] (every
-  method whose map the probe has, ``attention`` first);
+  method whose map the probe has, ``attention`` first); for a probe of a gold alignment set, ``"gold"`` holds
+  the cells of its gold words' tokens and ``"gold_words"`` its words and word links
+  (``viz.tab.gold_words``), on which its maps are scored;
 - ``attention/sentence_<i>/<kind>``: float16 (L, H, Tq, Tk), every layer and head of one attention kind;
 - ``attention/sentence_<i>/explain/<method>``: float16, one explanation method's map under forced decoding of
   the reference: (L, H, T, S) for methods with heads, (L, T, S) for the others (rows: the tokens produced,

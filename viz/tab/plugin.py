@@ -56,6 +56,7 @@ from viz.tab.events import (
     rounded,
     sentence_text,
 )
+from viz.tab.gold_words import word_aer
 from viz.tab.live import MAX_BEAM, MAX_TEXT_CHARACTERS, LiveRuns
 from viz.tab.metadata import (
     EXPLAIN_TAG,
@@ -298,7 +299,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise MalformedRun(f"run {run!r} logged a {method} map per head of shape {per_head.shape}, which "
                                f"does not match its map per layer {per_layer.shape}")
         gold = text.get("gold")
-        aer = None if gold is None else _map_aer(method, described, per_layer, per_head, gold)
+        aer = None if gold is None else _map_aer(method, described, per_layer, per_head, gold,
+                                                 text.get("gold_words"))
         answer = {"run": run, "step": step, "sentence": sentence}
         return answer | _explanation_answer(method, described, rows, cols, per_layer, per_head) | {
             "gold": gold, "aer": aer}
@@ -417,9 +419,11 @@ def _explanation_answer(method: str, described: dict, rows, cols, per_layer: np.
             "per_head": None if per_head is None else rounded(per_head)}
 
 
-def _map_aer(method: str, described: dict, per_layer: np.ndarray, per_head, gold: list[list[int]]) -> dict:
+def _map_aer(method: str, described: dict, per_layer: np.ndarray, per_head, gold: list[list[int]],
+             words: dict | None = None) -> dict:
     """AER of one sentence's map per layer (and head) against its gold cells [row, column], scored by
-    ``analysis.explain.scores`` as the logged corpus figures are.
+    ``analysis.explain.scores`` as the logged corpus figures are; or, for a gold set's probe, against its
+    gold word links on its words (``viz.tab.gold_words``), as that set's logged figures are.
 
     On one unpadded sentence every row and column is a real token; rows with no reading (Shift-Att's EOS row)
     are zero and never gold-linked, so they count as the method's own validity masks would.
@@ -430,7 +434,10 @@ def _map_aer(method: str, described: dict, per_layer: np.ndarray, per_head, gold
         method, torch.from_numpy(per_layer)[None], heads, tuple(described["layers"]),  # (1, L, T, S)
         torch.ones(1, S, dtype=torch.bool), torch.ones(1, T, dtype=torch.bool), described["signed"],
     )
-    scores = alignment_scores(explanation, [{(col, row) for row, col in gold}])
+    if words is not None:
+        scores = word_aer(explanation, words)
+    else:
+        scores = alignment_scores(explanation, [{(col, row) for row, col in gold}])
     return {"per_layer": rounded(np.array([row.aer for row in scores.layers])),
             "per_head": None if scores.heads is None else rounded(np.array(scores.heads.aer))}
 

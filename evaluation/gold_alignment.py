@@ -1,0 +1,282 @@
+"""Every explanation method scored against a gold word alignment set, on the gold set's own words.
+
+The model reads each gold pair as its words joined by single spaces, teacher-forced on the gold target
+(``data.words``: the word of each token); each method's token maps are aggregated into word maps, links are
+read off them in each way of ``analysis.word_alignment.EXTRACTIONS`` and counted against the sure and possible
+gold links, per layer and per head where the method has heads (``analysis.word_alignment``). On data of one
+token per word this is the token path of ``evaluation.explanations`` except that EOS is no candidate link.
+
+Shape legend: B sentences, L layers, H heads, T target tokens (EOS last), S source tokens (EOS last),
+Tw target words, Sw source words.
+"""
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from analysis.explain.registry import METHODS, explain
+from analysis.explain.scores import AlignmentScores, HeadScores, LayerScore
+from analysis.explain.trace import Explanation
+from analysis.heads import gold_matrix
+from analysis.word_alignment import (
+    EXTRACTIONS,
+    NO_WORD,
+    THRESHOLD,
+    aer_of_counts,
+    agreement_counts,
+    extract,
+    link_counts,
+    word_maps,
+    word_valid,
+)
+from data.batching import Batch, check_fits
+from data.gold import GoldSet
+from data.tokenizer import Tokenizer
+from data.words import WordTokens, encode_pair_words
+from evaluation.forced import forced_pass
+from evaluation.translate import length_sorted_batches
+from model import Transformer
+
+Link = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class GoldItem:
+    """One gold pair as the model reads it, with its links (0-based (source word, target word))."""
+
+    source: WordTokens
+    target: WordTokens
+    sure: set[Link]
+    possible: set[Link]  # possible-only
+
+
+def encode_gold(gold: GoldSet, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> list[GoldItem]:
+    """The gold pairs tokenized word by word (``data.words``), in the set's order."""
+    items = []
+    for pair in gold.pairs:
+        source, target = encode_pair_words(pair, src_tokenizer, tgt_tokenizer)
+        items.append(GoldItem(source, target, set(pair.alignment or ()), set(pair.possible or ())))
+    return items
+
+
+def fits(item: GoldItem, max_len: int) -> bool:
+    """Whether a model of ``max_len`` positions reads the pair (source + EOS, BOS + target)."""
+    return max(len(item.source.ids), len(item.target.ids)) + 1 <= max_len
+
+
+def gold_items(
+    gold: GoldSet, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_len: int, where: str
+) -> list[GoldItem]:
+    """``encode_gold``, each pair checked to fit the model.
+
+    Raises:
+        CorpusError: a pair the model cannot read in ``max_len`` positions, named by ``where`` (the sentences
+            file) and its line.
+    """
+    items = encode_gold(gold, src_tokenizer, tgt_tokenizer)
+    check_fits([(i, item.source.ids, item.target.ids) for i, item in enumerate(items)], max_len,
+               lambda index, side: (where, index + 1))
+    return items
+
+
+def token_cells(item: GoldItem, links) -> list[list[int]]:
+    """Word links (source, target) as the [row, column] cells of the token map that reads the pair: every
+    (target token, source token) pair of the two words' tokens, sorted."""
+    rows: dict[int, list[int]] = {}
+    columns: dict[int, list[int]] = {}
+    for position, word in enumerate(item.target.words):
+        rows.setdefault(word, []).append(position)
+    for position, word in enumerate(item.source.words):
+        columns.setdefault(word, []).append(position)
+    return sorted([row, column] for source, target in links
+                  for row in rows.get(target, ()) for column in columns.get(source, ()))
+
+
+@dataclass(frozen=True)
+class BatchWords:
+    """A batch's token → word indices (``NO_WORD`` for EOS and padding) and its gold links as matrices."""
+
+    src_words: Tensor  # (B, S) int64
+    tgt_words: Tensor  # (B, T) int64: the word of each token produced
+    sure: Tensor  # (B, Tw, Sw) bool
+    possible: Tensor  # (B, Tw, Sw) bool, possible-only
+
+    @classmethod
+    def of(cls, items: Sequence[GoldItem], batch: Batch) -> "BatchWords":
+        chosen = [items[i] for i in batch.index.tolist()]
+        src_words = torch.full(batch.src.shape, NO_WORD, dtype=torch.int64)  # (B, S)
+        tgt_words = torch.full(batch.tgt_out.shape, NO_WORD, dtype=torch.int64)  # (B, T)
+        for row, item in enumerate(chosen):
+            src_words[row, : len(item.source.words)] = torch.tensor(item.source.words, dtype=torch.int64)
+            tgt_words[row, : len(item.target.words)] = torch.tensor(item.target.words, dtype=torch.int64)
+        Sw, Tw = max(item.source.count for item in chosen), max(item.target.count for item in chosen)
+        sure = gold_matrix([item.sure for item in chosen], Tw, Sw)
+        possible = gold_matrix([item.possible for item in chosen], Tw, Sw)
+        return cls(src_words, tgt_words, sure, possible)
+
+
+def word_explanation(explanation: Explanation, words: BatchWords) -> Explanation:
+    """An explanation over tokens as one over words: a source word sums its tokens' columns, a target word
+    averages its tokens' rows (``analysis.word_alignment.word_maps``); the rows and columns without a reading
+    are left out, and the words with none are not valid."""
+    e = explanation
+    tgt_words = words.tgt_words.masked_fill(~e.tgt_valid.cpu(), NO_WORD)  # (B, T)
+    src_words = words.src_words.masked_fill(~e.src_valid.cpu(), NO_WORD)  # (B, S)
+    Tw, Sw = words.sure.shape[1:]
+    per_layer = word_maps(e.per_layer.cpu(), src_words, tgt_words, Sw, Tw)  # (B, L, Tw, Sw)
+    per_head = None if e.per_head is None else word_maps(e.per_head.cpu(), src_words, tgt_words, Sw, Tw)
+    return Explanation(e.method, per_layer, per_head, e.layers, word_valid(src_words, Sw),
+                       word_valid(tgt_words, Tw), e.signed)
+
+
+@dataclass
+class WordCounts:
+    """One method's corpus counts: per extraction (4, L) and (4, L, H) link counts (``link_counts``), and the
+    forward arg-max's (2, L) and (2, L, H) agreement counts; add batches with ``+``."""
+
+    layer: dict[str, Tensor]
+    head: dict[str, Tensor] | None
+    agreement: Tensor
+    head_agreement: Tensor | None
+
+    def __add__(self, other: "WordCounts") -> "WordCounts":
+        def add(first, second):
+            return None if first is None else {name: first[name] + second[name] for name in first}
+
+        heads = None if self.head_agreement is None else self.head_agreement + other.head_agreement
+        return WordCounts(add(self.layer, other.layer), add(self.head, other.head),
+                          self.agreement + other.agreement, heads)
+
+
+def count_words(words: Explanation, batch: BatchWords, extractions: Sequence[str], threshold: float
+                ) -> WordCounts:
+    """The counts of one batch's word-level explanation (``word_explanation``)."""
+    B, L, Tw, Sw = words.per_layer.shape
+
+    def count(maps: Tensor) -> tuple[dict[str, Tensor], Tensor]:  # (B, M, Tw, Sw) -> (4, M) each, (2, M)
+        links = extract(maps, words.src_valid, words.tgt_valid, extractions, threshold=threshold)
+        counts = {name: link_counts(found, batch.sure, batch.possible) for name, found in links.items()}
+        return counts, agreement_counts(links["argmax"], batch.sure, batch.possible)
+
+    layer, agreement = count(words.per_layer)
+    if words.per_head is None:
+        return WordCounts(layer, None, agreement, None)
+    H = words.per_head.size(2)
+    head, head_agreement = count(words.per_head.reshape(B, L * H, Tw, Sw))  # layers folded into heads
+    return WordCounts(layer, {name: c.view(4, L, H) for name, c in head.items()}, agreement,
+                      head_agreement.view(2, L, H))
+
+
+@dataclass(frozen=True)
+class LinkScores:
+    precision: list  # (L,) or (L, H)
+    recall: list
+    aer: list
+
+
+@dataclass(frozen=True)
+class WordAlignmentScores:
+    """One method's figures against a gold set: per extraction, precision, recall and AER per layer and per
+    head (where the method has heads), and the forward arg-max's agreement."""
+
+    layers: tuple[str, ...]
+    per_layer: dict[str, LinkScores]  # extraction -> (L,) each
+    per_head: dict[str, LinkScores] | None  # extraction -> (L, H) each
+    agreement: list[float]  # (L,)
+    head_agreement: list[list[float]] | None  # (L, H)
+    seconds: float = 0.0
+
+    def alignment_scores(self) -> AlignmentScores:
+        """The forward arg-max's AER and agreement, as every reader of ``analysis.explain.scores`` takes them
+        (the logger, the ATTENTION tab, the report's figures)."""
+        forward = self.per_layer["argmax"]
+        rows = tuple(LayerScore(name, aer, agreement)
+                     for name, aer, agreement in zip(self.layers, forward.aer, self.agreement, strict=True))
+        heads = None
+        if self.per_head is not None:
+            heads = HeadScores(self.per_head["argmax"].aer, self.head_agreement)
+        return AlignmentScores(rows, heads, self.seconds)
+
+    def best(self, extraction: str) -> dict:
+        """The map of lowest AER under ``extraction``, layers before heads (the first of ties): its layer,
+        head (counted from 1; None for a layer's own map), precision, recall and AER."""
+        layer_scores = self.per_layer[extraction]
+        found = [(aer, i, None) for i, aer in enumerate(layer_scores.aer)]  # (AER, layer, head)
+        if self.per_head is not None:
+            found += [(aer, i, h) for i, row in enumerate(self.per_head[extraction].aer)
+                      for h, aer in enumerate(row)]
+        _, i, h = min(found, key=lambda candidate: candidate[0])
+        scores = layer_scores if h is None else self.per_head[extraction]
+
+        def at(values: list) -> float:
+            return values[i] if h is None else values[i][h]
+
+        return {"layer": self.layers[i], "head": None if h is None else h + 1,
+                "precision": at(scores.precision), "recall": at(scores.recall), "aer": at(scores.aer)}
+
+
+def _scores(counts: Tensor) -> LinkScores:
+    precision, recall, aer = aer_of_counts(counts)
+    return LinkScores(precision.tolist(), recall.tolist(), aer.tolist())
+
+
+def word_scores(counts: WordCounts, layers: tuple[str, ...], seconds: float = 0.0) -> WordAlignmentScores:
+    """The figures of a method's corpus counts."""
+    heads = None if counts.head is None else {name: _scores(c) for name, c in counts.head.items()}
+
+    def share(hits_aligned: Tensor) -> list:
+        hits, aligned = hits_aligned.double()
+        return torch.where(aligned > 0, hits / aligned.clamp_min(1), 0.0).tolist()
+
+    head_agreement = None if counts.head_agreement is None else share(counts.head_agreement)
+    return WordAlignmentScores(layers, {name: _scores(c) for name, c in counts.layer.items()}, heads,
+                               share(counts.agreement), head_agreement, seconds)
+
+
+def gold_alignment(
+    model: Transformer,
+    items: Sequence[GoldItem],
+    *,
+    methods: Sequence[str] = tuple(METHODS),
+    extractions: Sequence[str] = tuple(EXTRACTIONS),
+    threshold: float = THRESHOLD,
+    ig_steps: int | None = None,
+    batch_size: int = 32,
+    progress=None,
+) -> dict[str, WordAlignmentScores]:
+    """Every method's figures on the gold items (``gold_items``), teacher-forced on the gold targets.
+
+    ``extractions`` always include the forward ``argmax`` (the agreement and the tab read it). Returns
+    method -> its scores, with ``seconds`` its own time after the shared forward pass; ``progress`` is called
+    with the number of sentences done after each batch. The gradient methods need to run outside
+    ``torch.inference_mode``.
+    """
+    if not items:
+        raise ValueError("no gold sentence pairs to score")
+    extractions = ["argmax", *(name for name in extractions if name != "argmax")]
+    counts: dict[str, WordCounts] = {}
+    layers: dict[str, tuple[str, ...]] = {}
+    seconds = dict.fromkeys(methods, 0.0)
+    sources, targets = [item.source.ids for item in items], [item.target.ids for item in items]
+    for batch in length_sorted_batches(sources, targets, batch_size):
+        trace = forced_pass(model, batch).trace
+        words = BatchWords.of(items, batch)
+        for name in methods:
+            start = time.perf_counter()
+            explanation = word_explanation(explain(name, trace, ig_steps=ig_steps), words)
+            batch_counts = count_words(explanation, words, extractions, threshold)
+            seconds[name] += time.perf_counter() - start
+            counts[name] = batch_counts if name not in counts else counts[name] + batch_counts
+            layers[name] = explanation.layers
+        if progress is not None:
+            progress(len(batch.index))
+    return {name: word_scores(counts[name], layers[name], seconds[name]) for name in methods}
+
+
+def as_dict(scores: WordAlignmentScores) -> dict:
+    """The figures as JSON-ready lists (every extraction, layer and head)."""
+    return dataclasses.asdict(scores)

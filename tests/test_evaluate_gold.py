@@ -1,0 +1,128 @@
+"""evaluate.py CKPT --gold-alignments LINKS --gold-sentences SENTENCES: every explanation method scored on a
+handmade gold set's words, with a model whose BPE tokenizer splits them into pieces."""
+
+import json
+
+import pytest
+
+from tests.conftest import last_json, run_evaluate, train_chinese
+
+# English to Chinese, segmented into words; links 1-based: the third pair has one past its end.
+GOLD = {
+    "sentences": ["He sees a big dog . ||| 他 看见 一只 大 狗 。",
+                  "I like teapots . ||| 我 喜欢 茶壶 。",
+                  "Where is my book ? ||| 我的 书 在 哪里 ？"],
+    "links": ["1-1 2-2 3-3 4-4 5-5 6-6", "1-1 2-2 3-3 4-4 3p2", "1-4 2-3 3-1 4-2 5-5 9-9"],
+}
+
+
+def reversed_line(line: str) -> str:
+    source, target = line.split(" ||| ")
+    return f"{target} ||| {source}"
+
+
+def reversed_links(line: str) -> str:
+    return " ".join(link[::-1] if "-" in link else "p".join(link.split("p")[::-1]) for link in line.split())
+
+
+@pytest.fixture(scope="module")
+def gold_run(tmp_path_factory):
+    """A one-epoch English → Chinese run (BPE, 120 pieces) and its gold set, named both ways round."""
+    folder = tmp_path_factory.mktemp("gold")
+    run = train_chinese(folder)
+    files = {}
+    for name, sentences, links in (("en-zh", GOLD["sentences"], GOLD["links"]),
+                                   ("zh-en", map(reversed_line, GOLD["sentences"]),
+                                    map(reversed_links, GOLD["links"]))):
+        files[name] = (folder / f"{name}.src-tgt", folder / f"{name}.gold")
+        files[name][0].write_text("\n".join(sentences) + "\n", encoding="utf-8")
+        files[name][1].write_text("\n".join(links) + "\n", encoding="utf-8")
+    return run / "checkpoints" / "last.ckpt", files
+
+
+def test_every_method_is_scored_on_the_gold_words_and_drawn(gold_run, tmp_path, capsys):
+    checkpoint, files = gold_run
+    sentences, links = files["en-zh"]
+    out = tmp_path / "analysis"
+    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
+                                     sentences, "--ig-steps", "4", "--analysis-out", out)
+    assert code == 0, err
+    assert ("gold alignments: 3 sentence pairs, 15 sure and 1 possible links; dropped 1 past the end of "
+            "their sentence (lines 3); direction forward: en-zh.gold is en-zh") in err
+    result = last_json(stdout)
+    assert result["sentences"] == 3 and result["dropped_links"] == 1 and result["sure_links"] == 15
+    assert set(result["best"]) == {"attention", "shift_att", "value_norms", "rollout", "grad_x_input",
+                                   "integrated_gradients"}
+    for method in result["best"].values():
+        assert len(method) == 7  # every extraction
+        for best in method.values():
+            assert 0.0 <= best["aer"] <= 1.0 and best["layer"] in ("layer 1", "layer 2", "embeddings")
+    assert "best map (forward arg-max)" in stdout and "best AER by extraction" in stdout
+    stored = json.loads((out / "gold_en-zh.json").read_text(encoding="utf-8"))
+    attention = stored["scores"]["attention"]
+    assert len(attention["per_layer"]["argmax"]["aer"]) == 2
+    assert [len(row) for row in attention["per_head"]["threshold_both"]["recall"]] == [2, 2]
+    names = {p.name for p in out.iterdir()}
+    for suffix in (".json", "_aer.png", "_agreement.png", "_extractions.png", "_heads_attention.png",
+                   "_sentence1.png", "_sentence1_lens.png", "_sentence1_lens.json", "_sentence3.png"):
+        assert f"gold_en-zh{suffix}" in names
+
+    # The same gold written the other way round, for a model that translates the other way: swapped back.
+    sentences, links = files["zh-en"]
+    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
+                                     sentences, "--alignment-methods", "attention", "--analysis-out", out)
+    assert code == 0, err
+    assert "direction reversed: zh-en.gold is zh-en and the model translates en to zh" in err
+    assert last_json(stdout)["best"]["attention"] == result["best"]["attention"]
+
+
+def test_two_sentence_files_zero_based_links_and_the_first_pairs(gold_run, tmp_path, capsys):
+    checkpoint, _ = gold_run
+    source, target, links = tmp_path / "en.txt", tmp_path / "zh.txt", tmp_path / "links.txt"
+    source.write_text("He sees a big dog .\nI like teapots .\n", encoding="utf-8")
+    target.write_text("他 看见 一只 大 狗 。\n我 喜欢 茶壶 。\n", encoding="utf-8")
+    links.write_text("0-0 1-1 2-2\n0-0 1-1\n", encoding="utf-8")
+    code, stdout, err = run_evaluate(
+        capsys, checkpoint, "--gold-alignments", links, "--gold-sentences", source, target,
+        "--gold-zero-based", "--alignment-sentences", "1", "--alignment-methods", "attention",
+        "--gold-direction", "forward", "--alignment-threshold", "0.3", "--analysis-out", tmp_path / "a",
+    )
+    assert code == 0, err
+    result = last_json(stdout)
+    assert result["sentences"] == 1 and result["sure_links"] == 3 and result["options"]["threshold"] == 0.3
+    assert "direction forward, as asked" in err
+
+
+def test_a_bad_links_line_is_one_line_naming_file_and_line(gold_run, tmp_path, capsys):
+    checkpoint, files = gold_run
+    links = tmp_path / "bad.gold"
+    links.write_text("1-1\n2x2\n1-1\n", encoding="utf-8")
+    code, _, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
+                                files["en-zh"][0], "--analysis-out", tmp_path / "a")
+    assert code == 1
+    assert err.strip() == f"error: {links}:2: link '2x2' is not i-j (sure), ipj or i?j (possible)"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--gold-alignments", "g.gold"], "--gold-alignments needs --gold-sentences FILE"),
+        (["--gold-alignments", "g", "--gold-sentences", "a", "b", "c"], "--gold-alignments needs"),
+        (["--gold-sentences", "s.txt"], "--gold-sentences needs --gold-alignments"),
+        (["--alignment-methods", "--gold-zero-based"], "--gold-zero-based needs --gold-alignments"),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--output", "o.jsonl"],
+         "--gold-alignments runs alone, without --output"),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--tsv", "t.tsv"],
+         "argument --tsv: not allowed with argument --gold-alignments"),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--test-split", "t"],
+         "--test-split names the test set to read; it does not go with --gold-alignments"),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--alignment-threshold", "1.5"],
+         "--alignment-threshold must be in (0, 1], got 1.5"),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--gold-direction", "up"],
+         "argument --gold-direction: invalid choice: 'up'"),
+    ],
+)
+def test_gold_option_errors(tmp_path, capsys, options, message):
+    with pytest.raises(SystemExit) as stopped:
+        run_evaluate(capsys, tmp_path / "any.ckpt", *options)
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
