@@ -13,6 +13,12 @@ settings, and :func:`is_chinese` tells Chinese (Han without Kana) from Japanese 
     TextHandling(pre_tokenize='cjk', normalization='nfc')
     >>> text_handling(["Zwei Hunde spielen im Schnee."])
     TextHandling(pre_tokenize='whitespace', normalization='nfkc')
+
+A corpus whose Chinese or Japanese is already segmented into words with spaces (KFTT's Japanese, by MeCab)
+keeps its words: only runs of Han and Kana longer than a word usually is are split into characters.
+
+    >>> text_handling(["日本 の 水墨 画 を 一変 さ せ た 。"])
+    TextHandling(pre_tokenize='whitespace', normalization='nfc')
 """
 
 from collections.abc import Iterable
@@ -30,6 +36,9 @@ SCRIPT_SHARE = 0.1
 # Japanese writes Kana in almost every sentence (particles, endings); Chinese none. A Han side with less Kana
 # than this share of its Han characters is Chinese.
 CHINESE_MAX_KANA_PER_HAN = 0.05
+# Between spaces, a run holding Han or Kana is a word where it averages at most this many characters (KFTT's
+# Japanese, segmented by MeCab: 1.6) and a clause where it is longer (Tatoeba's Chinese: 6.4).
+SEGMENTED_MAX_CHARS = 3.0
 _SAMPLE_TEXTS = 5000  # the first texts of a side tell its script; reading 3 million would add nothing
 
 # Unicode blocks, as (first, last) code points.
@@ -50,18 +59,22 @@ def _script(character: str) -> str | None:
 
 def script_shares(texts: Iterable[str]) -> dict[str, float]:
     """The share of the non-space characters of ``texts`` (the first 5,000) that are ``han``, ``kana`` and
-    ``hangul``; all 0.0 for no characters."""
+    ``hangul``, and under ``run`` the mean length in characters of the space-separated runs that hold Han or
+    Kana; all 0.0 for no such characters."""
     counts = dict.fromkeys(_SCRIPTS, 0)
-    total = 0
+    total = run_characters = runs = 0
     for text in islice(texts, _SAMPLE_TEXTS):
-        for character in text:
-            if character.isspace():
-                continue
-            total += 1
-            script = _script(character) if ord(character) >= 0x1100 else None
-            if script is not None:
-                counts[script] += 1
-    return {name: count / total if total else 0.0 for name, count in counts.items()}
+        for run in text.split():
+            total += len(run)
+            scripts = [_script(character) for character in run if ord(character) >= 0x1100]
+            for script in scripts:
+                if script is not None:
+                    counts[script] += 1
+            if "han" in scripts or "kana" in scripts:
+                run_characters += len(run)
+                runs += 1
+    shares = {name: count / total if total else 0.0 for name, count in counts.items()}
+    return {**shares, "run": run_characters / runs if runs else 0.0}
 
 
 @dataclass(frozen=True)
@@ -69,8 +82,8 @@ class TextHandling:
     """How a subword tokenizer treats a side's text (``data.tokenizer.Tokenizer.train``'s arguments).
 
     ``pre_tokenize``: ``cjk`` (each Han and Kana character a piece of its own before subwords are learnt)
-    for text written without spaces, else ``whitespace``. ``normalization``: ``nfc`` for Chinese, Japanese and
-    Korean text, whose full-width punctuation NFKC would turn into ASCII, else ``nfkc``.
+    for Chinese or Japanese written without spaces, else ``whitespace``. ``normalization``: ``nfc`` for
+    Chinese, Japanese and Korean text, whose full-width punctuation NFKC would turn into ASCII, else ``nfkc``.
     """
 
     pre_tokenize: PreTokenize
@@ -80,8 +93,9 @@ class TextHandling:
 def text_handling(texts: Iterable[str]) -> TextHandling:
     """The :class:`TextHandling` for a corpus side (or both sides of a shared vocabulary) from its text."""
     shares = script_shares(texts)
-    without_spaces = shares["han"] + shares["kana"] >= SCRIPT_SHARE
-    east_asian = without_spaces or shares["hangul"] >= SCRIPT_SHARE
+    han_or_kana = shares["han"] + shares["kana"] >= SCRIPT_SHARE
+    without_spaces = han_or_kana and shares["run"] > SEGMENTED_MAX_CHARS
+    east_asian = han_or_kana or shares["hangul"] >= SCRIPT_SHARE
     return TextHandling("cjk" if without_spaces else "whitespace", "nfc" if east_asian else "nfkc")
 
 

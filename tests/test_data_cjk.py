@@ -126,7 +126,10 @@ def test_tatoeba_options_that_cannot_work_are_refused(tmp_path):
 
 
 def test_the_script_of_a_side_is_read_from_its_characters():
-    assert script_shares(["汤姆来了。"]) == {"han": 0.8, "kana": 0.0, "hangul": 0.0}
+    assert script_shares(["汤姆来了。"]) == {"han": 0.8, "kana": 0.0, "hangul": 0.0, "run": 5.0}
+    assert script_shares(["Tom 来了 。"])["run"] == 2.0  # runs with Han or Kana only
+    # Chinese or Japanese already segmented into words keeps its words (KFTT's Japanese is).
+    assert text_handling(["日本 の 水墨 画 を 一変 さ せ た 。"]) == TextHandling("whitespace", "nfc")
     assert text_handling(["汤姆来了。"]) == TextHandling("cjk", "nfc")
     assert text_handling(["トムは来ました。"]) == TextHandling("cjk", "nfc")  # Japanese: Kana and Han
     assert text_handling(["톰이 왔어요."]) == TextHandling("whitespace", "nfc")  # Korean has spaces
@@ -212,3 +215,12 @@ def test_the_downloaded_cmn_txt_reads_whole_in_both_directions():
     en_zh = TranslationDataModule(dataset="tatoeba", path=str(CMN), source_lang="en", target_lang="zh")
     reversed_test = [(p.target, p.source) for p in en_zh.pairs("test")]
     assert reversed_test == [(p.source, p.target) for p in zh_en.pairs("test")]
+
+
+def test_the_examples_in_data_scripts_docstring_hold():
+    import doctest
+
+    import data.scripts
+
+    result = doctest.testmod(data.scripts)
+    assert result.attempted >= 5 and result.failed == 0
