@@ -117,6 +117,12 @@ def integrated_gradients_rows(
     return attributions, delta
 
 
+# Each row runs the model again on its sentence under autograd, so a backward pass holds the activations of
+# (S + T) tokens per row, and the logits of T: rows go through in passes of at most this many tokens. Real
+# sentences (KFTT's: up to 141 words) would otherwise hold gigabytes for one batch of target rows.
+MAX_ROW_TOKENS = 4096
+
+
 def attribution_rows(tgt_valid: Tensor) -> tuple[Tensor, Tensor]:
     """(sentences, targets), each (N,) int64: every real target position of the batch, one row each."""
     sentences, targets = tgt_valid.nonzero(as_tuple=True)
@@ -132,9 +138,11 @@ def _gradient_explanation(
     B, T = trace.tgt_valid.shape
     scores = torch.zeros(B, 1, T, trace.src_valid.size(1), device=trace.embeddings.device)  # (B, 1, T, S)
     sentences, targets = attribution_rows(trace.tgt_valid)
-    if sentences.numel():
-        attributions = rows_of(trace.embeddings[sentences], sentences, targets, attribute[sentences])
-        scores[sentences, 0, targets] = _reduce(attributions.detach().float(), reduction)  # (N, S)
+    per_pass = max(1, MAX_ROW_TOKENS // (T + trace.src_valid.size(1)))
+    for start in range(0, sentences.numel(), per_pass):
+        s, t = sentences[start:start + per_pass], targets[start:start + per_pass]  # (n,) each
+        attributions = rows_of(trace.embeddings[s], s, t, attribute[s])  # (n, S, D)
+        scores[s, 0, t] = _reduce(attributions.detach().float(), reduction)  # (n, S)
     scores = zero_invalid(scores, trace.src_valid, trace.tgt_valid).cpu()  # (B, 1, T, S)
     return Explanation(
         name, scores, None, ("embeddings",), trace.src_valid.cpu(), trace.tgt_valid.cpu(),
@@ -167,13 +175,15 @@ def integrated_gradients(
 ) -> Explanation:
     """Integrated Gradients of every target token's log-probability, per source token (one "layer":
     embeddings). ``baseline``: (B, S, D) for the attributed positions; None = zeros (see the module's
-    docstring). ``internal_batch_size`` bounds the rows of one forward pass, and so the memory."""
+    docstring). ``internal_batch_size`` bounds the rows of one forward pass, and so the memory; rows also go
+    through at most ``MAX_ROW_TOKENS`` tokens at a time."""
 
-    def rows_of(inputs, sentences, targets, attribute_rows):
+    def rows_of(inputs, sentences, targets, attribute_rows):  # one pass's rows: one step of them at a time
+        per_pass = None if internal_batch_size is None else min(internal_batch_size, len(targets))
         return integrated_gradients_rows(
             trace.log_probs, inputs, sentences, targets, attribute_rows,
             baseline=None if baseline is None else baseline[sentences], ig_steps=ig_steps,
-            internal_batch_size=internal_batch_size,
+            internal_batch_size=per_pass,
         )[0]
 
     return _gradient_explanation("integrated_gradients", trace, reduction, attribute, rows_of)
