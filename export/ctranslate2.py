@@ -91,6 +91,11 @@ def check_exportable(model: Transformer) -> None:
         raise EngineError(
             f"activation={c.activation!r} cannot be exported to CTranslate2: only relu and gelu"
         )
+    if not getattr(c, "scale_embedding", True) or getattr(c, "logits_bias", False):
+        raise EngineError(
+            "an imported model (scale_embedding false or a logits bias) cannot be exported to CTranslate2: "
+            "only this project's embedding scale and bias-free output are mapped"
+        )
     layers = [*model.encoder_layers, *model.decoder_layers]
     for layer in layers:
         for name, module in layer.named_modules():
