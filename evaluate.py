@@ -10,12 +10,13 @@
     python evaluate.py CKPT --translate "the big dog sees a cat" --attention-out maps/
     python evaluate.py CKPT --split val --alignment-methods                   # which explanation aligns best
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
+    python evaluate.py CKPT --export-hf hf_model/                             # a transformers model folder
 
-Without --translate, --alignment-methods or --export-ctranslate2 (one at most), evaluate.py scores a split
-or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs the head analyses asked for. Each
-group of options below belongs to some of these modes; an option given in another mode is refused in one line
-naming both. What each mode computes and writes: docs/evaluating.md, docs/explanations.md and
-docs/ctranslate2.md.
+Without --translate, --alignment-methods, --export-ctranslate2 or --export-hf (one at most), evaluate.py
+scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs the head analyses
+asked for. Each group of options below belongs to some of these modes; an option given in another mode is
+refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
+docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -50,6 +51,8 @@ from evaluation.scoring import read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import export_run, translate_with_engine
+from export.huggingface import export as export_hf
+from export.huggingface import import_transformers
 from model.decoding import MAX_BEAM_SIZE
 from training.checkpoints import CheckpointError
 
@@ -62,9 +65,10 @@ class Mode(enum.Enum):
     TRANSLATE = "--translate"
     EXPLAIN = "--alignment-methods"
     EXPORT = "--export-ctranslate2"
+    EXPORT_HF = "--export-hf"
 
 
-SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT = Mode
+SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT, EXPORT_HF = Mode
 DATA = {SCORE, ENGINE, EXPLAIN}  # the modes that read a split or a --tsv file
 # How an option is refused in a mode it does not belong to, by the mode chosen.
 REFUSED = {
@@ -77,6 +81,7 @@ REFUSED = {
     EXPLAIN: "--alignment-methods runs alone, without {option}",
     EXPORT: "{option} cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
             "ctranslate2 --engine-model DIR afterwards",
+    EXPORT_HF: "{option} cannot be used with --export-hf, which only exports",
 }
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
           "alignment_sentences", "ig_steps")  # at least 1 (max_len and average_last may be left out)
@@ -107,6 +112,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              f"{', '.join(METHODS)}; prints one JSON table and writes pictures to --analysis-out")
     add(task, "--export-ctranslate2", metavar="DIR", only={EXPORT},
         help="write the model as a CTranslate2 model folder (pip install ctranslate2)")
+    add(task, "--export-hf", metavar="DIR", only={EXPORT_HF},
+        help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
+             ".[hf]; post-LN sinusoidal models with one shared vocabulary)")
 
     data = parser.add_argument_group("data (scoring and --alignment-methods)")
     source = data.add_mutually_exclusive_group()
@@ -184,6 +192,8 @@ def mode(args: argparse.Namespace) -> Mode:
     """The mode the options choose; the mutually exclusive group allows one of the last three at most."""
     if args.export_ctranslate2:
         return EXPORT
+    if args.export_hf:
+        return EXPORT_HF
     if args.engine == "ctranslate2":
         return ENGINE
     if args.alignment_methods is not None:
@@ -218,9 +228,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.test_split is not None and (args.tsv or args.split == "val"):
         other = "--tsv" if args.tsv else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
-    if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
-        parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
-                     "runs on the CPU")
+    if chosen in (ENGINE, EXPORT, EXPORT_HF) and args.device not in ("auto", "cpu"):
+        parser.error(f"--device {args.device} cannot be used with {chosen.value}: exports are written from "
+                     "the CPU")
     return args
 
 
@@ -290,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if chosen in (ENGINE, EXPORT):
             import_ctranslate2()  # before loading anything
+        if chosen == EXPORT_HF:
+            import_transformers()
         args.checkpoint = choose_checkpoint(args.checkpoint)
         check_outputs(args)
         device = resolve_device(args.device)
@@ -308,6 +320,12 @@ def main(argv: list[str] | None = None) -> int:
             dm = run.datamodule
             written = export_run(args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer)
             print(f"wrote a CTranslate2 model to {written}", file=sys.stderr)
+            return 0
+        if chosen == EXPORT_HF:
+            dm = run.datamodule
+            written = export_hf(run.module.model.cpu(), dm.src_tokenizer, dm.tgt_tokenizer, args.export_hf,
+                                overwrite=args.overwrite)
+            print(f"wrote a transformers model to {written}", file=sys.stderr)
             return 0
         scoring = run_engine_evaluation(args, run) if chosen == ENGINE else run_scoring(args, run, device)
         result, scored = scoring

@@ -87,8 +87,9 @@ def check_outputs(args) -> None:
     if not args.analysis_out and (args.head_importance or args.alignment_methods is not None):
         folder = analysis_directory(args)
         check_folder(folder, "--analysis-out", f"{folder} (the default)")
-    if args.export_ctranslate2:
-        check_new(Path(args.export_ctranslate2), args.overwrite)
+    for folder in (args.export_ctranslate2, args.export_hf):
+        if folder:
+            check_new(Path(folder), args.overwrite)
 
 
 def _decoded_lines(stream) -> list[str]:

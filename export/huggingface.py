@@ -1,0 +1,267 @@
+"""Export a trained ``model.Transformer`` as a ``transformers`` MarianMTModel folder, with its tokenizer.
+
+``transformers`` is an optional dependency (``pip install -e .[hf]``). The folder loads with
+``AutoModelForSeq2SeqLM.from_pretrained(DIR)`` and ``AutoTokenizer.from_pretrained(DIR)``, and
+``pipeline("translation", model=DIR)`` translates with it, all with ``transformers`` alone.
+
+What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
+
+* post-LN layers (``norm_first false``) without a final LayerNorm: Marian's layers are exactly these
+  (self-attention, [cross-attention,] feed-forward, each followed by its residual sum and a LayerNorm).
+* sinusoidal positions from position 0, frequencies 10000^(-2i/D) in both; this project interleaves sine and
+  cosine (feature 2i, 2i+1), Marian writes all sines then all cosines (feature i, D/2 + i). The features of
+  the residual stream are renumbered by that fixed permutation (``halves_order``): every weight that reads the
+  stream has its input columns permuted, every weight that writes it its output rows, the LayerNorms their
+  gains and biases. LayerNorm is indifferent to the order of features, and the attention heads and the
+  feed-forward hidden units are not renumbered, so the exported model computes the same numbers.
+* the query/key/value projection (3D, D) → ``q_proj``, ``k_proj``, ``v_proj``; ``out_proj``; ``up``/``down`` →
+  ``fc1``/``fc2``; relu, gelu (erf form in both), silu → Marian's ``swish``. Embeddings scaled by sqrt(D)
+  (``scale_embedding``). Shared embeddings and the tied output projection map to Marian's
+  ``share_encoder_decoder_embeddings`` and ``tie_word_embeddings``.
+* decoding starts from BOS (``decoder_start_token_id``), not from padding as OPUS-MT's models do, and the
+  source is its tokens followed by EOS (the tokenizer's post-processor adds it, as ``data.batching.collate``).
+* this project's decoding never produces padding or BOS, and its beam search renormalises the distribution
+  without them (``model.decoding._allowed_logits``). ``generate()`` applies its logits processors after the
+  log-softmax, so the export writes -inf at those two ids into Marian's ``final_logits_bias`` instead: the
+  exported logits are the model's with those two columns at -inf, and every decoding sees the same
+  distribution. Greedy and beam tokens are then the project's; beams agree at ``length_penalty`` 0
+  (``transformers`` divides by length ** alpha, this project by GNMT's ((5 + length) / 6) ** alpha).
+
+What does not map, refused in one line naming it: pre-LN (Marian has no pre-LN and no final LayerNorm),
+position variants other than sinusoidal (rope, alibi, relative, learned, none), separate source and target
+vocabularies (a translation pipeline decodes with the one tokenizer it encodes with: train with
+``--data.shared_vocab true``), and models imported from Marian with ``logits_bias`` (export the original).
+
+Shape legend: D model dim, V vocabulary size, F feed-forward dim.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from data.special import SPECIALS
+from data.tokenizer import Tokenizer
+from export.ctranslate2 import EngineError
+from model import Transformer
+
+INSTALL_HINT = "transformers is not installed; install it with: pip install -e .[hf]"
+MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}
+# The eps of torch's and Marian's nn.LayerNorm default.
+MARIAN_LAYER_NORM_EPS = 1e-5
+
+
+def import_transformers():
+    """The ``transformers`` module, or an ``EngineError`` saying how to install it."""
+    try:
+        import transformers
+    except ImportError:
+        raise EngineError(INSTALL_HINT) from None
+    return transformers
+
+
+def halves_order(d_model: int) -> Tensor:
+    """The permutation that takes interleaved sinusoid features to Marian's halves: (D,) int64 such that
+    ``interleaved[..., order]`` lays out sin(pos * f_i) at i and cos(pos * f_i) at D/2 + i."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (D,)
+
+
+def check_exportable(model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> None:
+    """Refuse, with one line naming the option, a model a MarianMTModel cannot reproduce exactly."""
+    c = model.config
+    if c.norm_first:
+        raise EngineError(
+            "norm_first=True (pre-LN) cannot be exported to a MarianMTModel: Marian is post-LN only, with no "
+            "final LayerNorm; train with --model.norm_first false"
+        )
+    if c.positional != "sinusoidal":
+        raise EngineError(
+            f"positional={c.positional!r} cannot be exported to a MarianMTModel: Marian has sinusoidal "
+            "positions only"
+        )
+    if c.activation not in MARIAN_ACTIVATIONS:
+        raise EngineError(f"activation={c.activation!r} cannot be exported to a MarianMTModel")
+    if c.logits_bias or not c.scale_embedding:
+        raise EngineError(
+            "this model was imported from a Marian model (logits_bias or scale_embedding false): export the "
+            "original instead"
+        )
+    if src_tokenizer.to_json() != tgt_tokenizer.to_json():
+        raise EngineError(
+            "separate source and target vocabularies cannot be exported to transformers: its translation "
+            "pipeline decodes with the tokenizer it encodes with; train with --data.shared_vocab true"
+        )
+    eps = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
+    if eps != {MARIAN_LAYER_NORM_EPS}:
+        raise EngineError(f"LayerNorm epsilons {sorted(eps)}: a MarianMTModel's are {MARIAN_LAYER_NORM_EPS}")
+
+
+def marian_config(model: Transformer):
+    """The ``MarianConfig`` of ``model``'s architecture and special ids."""
+    from transformers import MarianConfig
+
+    c = model.config
+    return MarianConfig(
+        vocab_size=c.src_vocab_size,
+        decoder_vocab_size=c.tgt_vocab_size,
+        max_position_embeddings=c.max_len,
+        encoder_layers=c.num_encoder_layers,
+        decoder_layers=c.num_decoder_layers,
+        encoder_attention_heads=c.num_heads,
+        decoder_attention_heads=c.num_heads,
+        encoder_ffn_dim=c.d_ff,
+        decoder_ffn_dim=c.d_ff,
+        d_model=c.d_model,
+        activation_function=MARIAN_ACTIVATIONS[c.activation],
+        dropout=c.dropout,
+        activation_dropout=c.dropout,  # FeedForward's dropout after the activation
+        attention_dropout=c.attention_dropout,
+        scale_embedding=True,
+        pad_token_id=c.pad_id,
+        bos_token_id=c.bos_id,
+        eos_token_id=c.eos_id,
+        decoder_start_token_id=c.bos_id,
+        forced_eos_token_id=None,  # this project's decoding forces nothing at the length limit
+        share_encoder_decoder_embeddings=c.share_embeddings,
+        tie_word_embeddings=c.tie_output_embedding,
+    )
+
+
+def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
+    """``model``'s weights under MarianMTModel's names, the residual stream's features in Marian's order."""
+    c = model.config
+    order = halves_order(c.d_model)
+    d = c.d_model
+
+    def reads(weight: Tensor) -> Tensor:  # (out, D): columns in Marian's order
+        return weight[:, order]
+
+    def writes(weight: Tensor) -> Tensor:  # (D, ...) rows in Marian's order
+        return weight[order]
+
+    state: dict[str, Tensor] = {}
+
+    def attention(prefix: str, module) -> None:
+        w, b = module.in_proj.weight, module.in_proj.bias  # (3D, D): query, key, value
+        for i, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            state[f"{prefix}.{name}.weight"] = reads(w[i * d : (i + 1) * d])
+            state[f"{prefix}.{name}.bias"] = b[i * d : (i + 1) * d]
+        state[f"{prefix}.out_proj.weight"] = writes(module.out_proj.weight)
+        state[f"{prefix}.out_proj.bias"] = writes(module.out_proj.bias)
+
+    def norm(prefix: str, module: nn.LayerNorm) -> None:
+        state[f"{prefix}.weight"], state[f"{prefix}.bias"] = writes(module.weight), writes(module.bias)
+
+    def feed_forward(prefix: str, module) -> None:
+        state[f"{prefix}.fc1.weight"], state[f"{prefix}.fc1.bias"] = reads(module.up.weight), module.up.bias
+        state[f"{prefix}.fc2.weight"] = writes(module.down.weight)  # (D, F)
+        state[f"{prefix}.fc2.bias"] = writes(module.down.bias)
+
+    for i, layer in enumerate(model.encoder_layers):
+        prefix = f"model.encoder.layers.{i}"
+        attention(f"{prefix}.self_attn", layer.self_attn)
+        norm(f"{prefix}.self_attn_layer_norm", layer.self_attn_norm)
+        feed_forward(prefix, layer.feed_forward)
+        norm(f"{prefix}.final_layer_norm", layer.feed_forward_norm)
+    for i, layer in enumerate(model.decoder_layers):
+        prefix = f"model.decoder.layers.{i}"
+        attention(f"{prefix}.self_attn", layer.self_attn)
+        norm(f"{prefix}.self_attn_layer_norm", layer.self_attn_norm)
+        attention(f"{prefix}.encoder_attn", layer.cross_attn)
+        norm(f"{prefix}.encoder_attn_layer_norm", layer.cross_attn_norm)
+        feed_forward(prefix, layer.feed_forward)
+        norm(f"{prefix}.final_layer_norm", layer.feed_forward_norm)
+
+    if c.share_embeddings:
+        state["model.shared.weight"] = reads(model.src_embed.weight)
+    state["model.encoder.embed_tokens.weight"] = reads(model.src_embed.weight)
+    state["model.decoder.embed_tokens.weight"] = reads(model.tgt_embed.weight)
+    state["lm_head.weight"] = reads(model.output_weight)  # (V, D)
+    bias = torch.zeros(1, c.tgt_vocab_size)
+    bias[0, [c.pad_id, c.bos_id]] = float("-inf")  # never predicted, as in model.decoding
+    state["final_logits_bias"] = bias
+    return {name: value.detach().to("cpu", torch.float32).clone() for name, value in state.items()}
+
+
+def hf_tokenizer(tokenizer: Tokenizer, max_len: int):
+    """The project's tokenizer as a ``PreTrainedTokenizerFast``: the same ``tokenizers`` JSON, with a
+    post-processor that appends EOS to a sentence, as ``data.batching.collate`` does."""
+    import tokenizers
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    backend = tokenizers.Tokenizer.from_str(tokenizer.to_json())
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"$A {SPECIALS.eos}", special_tokens=[(SPECIALS.eos, SPECIALS.eos_id)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token=SPECIALS.pad,
+        bos_token=SPECIALS.bos,
+        eos_token=SPECIALS.eos,
+        unk_token=SPECIALS.unk,
+        model_max_length=max_len,
+        clean_up_tokenization_spaces=False,  # the tokenizer's own decoder restores the text
+    )
+
+
+def generation_config(model: Transformer):
+    """How ``generate()`` and the pipeline decode by default: greedily, as evaluate.py does, from BOS, up to
+    the model's ``max_len`` tokens."""
+    from transformers import GenerationConfig
+
+    c = model.config
+    return GenerationConfig(
+        decoder_start_token_id=c.bos_id,
+        bos_token_id=c.bos_id,
+        eos_token_id=c.eos_id,
+        pad_token_id=c.pad_id,
+        forced_eos_token_id=None,
+        max_length=c.max_len + 1,  # the start token and at most max_len generated ones
+        num_beams=1,
+    )
+
+
+def export(
+    model: Transformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    out_dir: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config) for
+    ``model``; returns its path. Written to a temporary folder first, so a failed export leaves nothing
+    half-written; an existing ``out_dir`` is replaced only with ``overwrite``."""
+    out = Path(out_dir)
+    if out.exists() and not overwrite:
+        raise EngineError(f"{out} exists; choose another name or pass --overwrite")
+    if out.exists() and not out.is_dir():
+        raise EngineError(f"{out} exists and is not a folder")
+    import_transformers()
+    from transformers import MarianMTModel
+
+    check_exportable(model, src_tokenizer, tgt_tokenizer)
+    marian = MarianMTModel(marian_config(model)).eval()
+    missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
+    positions = {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}
+    assert not unexpected and set(missing) <= positions, (missing, unexpected)
+    marian.generation_config = generation_config(model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
+        marian.save_pretrained(staging)
+        hf_tokenizer(src_tokenizer, model.config.max_len).save_pretrained(staging)
+        out.mkdir(exist_ok=True)
+        for written in Path(staging).iterdir():
+            os.replace(written, out / written.name)
+    return out
+
+
+@torch.no_grad()
+def check_positions(model: Transformer, marian) -> None:
+    """Marian's position table equals the project's, features renumbered (a self-check of the mapping)."""
+    ours = model.positions.sinusoid.pe[:, halves_order(model.config.d_model)]  # (max_len, D)
+    theirs = marian.model.encoder.embed_positions.weight[: ours.size(0)].to(ours.dtype)
+    torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=0)
