@@ -11,6 +11,7 @@
     python evaluate.py CKPT --split val --alignment-methods                   # which explanation aligns best
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
     python evaluate.py CKPT --export-hf hf_model/                             # a transformers model folder
+    python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv  # a Marian (OPUS-MT) model
 
 Without --translate, --alignment-methods, --export-ctranslate2 or --export-hf (one at most), evaluate.py
 scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs the head analyses
@@ -45,7 +46,7 @@ from evaluation.inputs import (
     read_sentences,
     resolve_device,
 )
-from evaluation.loading import choose_checkpoint, load
+from evaluation.loading import choose_checkpoint, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
 from evaluation.scoring import read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
@@ -100,9 +101,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
             modes[dest] = only
 
     parser.add_argument(
-        "checkpoint",
+        "checkpoint", nargs="?",
         help="a .ckpt file written by train.py, or a run folder: its newest weights (last.ckpt, or "
-        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py)",
+        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py); or none "
+        "with --hf-model",
     )
     task = parser.add_argument_group("instead of scoring (one at most)").add_mutually_exclusive_group()
     add(task, "--translate", metavar="TEXT", only={TRANSLATE},
@@ -130,6 +132,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              f"training). One of {', '.join(BLEU_TOKENIZERS)}")
 
     decoding = parser.add_argument_group("the model and its decoding")
+    add(decoding, "--hf-model", metavar="DIR_OR_NAME", only={SCORE, TRANSLATE, EXPLAIN},
+        help="instead of a checkpoint: a transformers Marian model (a save_pretrained folder, or a Hub name "
+             "such as Helsinki-NLP/opus-mt-de-en with a network), imported with its SentencePiece tokenizer "
+             "(pip install -e .[hf]); its sentences come from --tsv or --translate")
     add(decoding, "--average-last", type=int, metavar="K",
         help="average the weights of the run's last K checkpoints")
     add(decoding, "--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
@@ -228,6 +234,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.test_split is not None and (args.tsv or args.split == "val"):
         other = "--tsv" if args.tsv else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
+    if (args.checkpoint is None) == (args.hf_model is None):
+        parser.error("give a checkpoint or --hf-model, not both" if args.hf_model else
+                     "the following arguments are required: checkpoint (or --hf-model)")
+    if args.hf_model is not None:
+        for name in ("average_last", "data_path", "test_split"):
+            if getattr(args, name) is not None:
+                parser.error(f"--{name.replace('_', '-')} is about a run's checkpoints or data; --hf-model "
+                             "has neither")
+        if chosen in DATA and not args.tsv:
+            parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)")
     if chosen in (ENGINE, EXPORT, EXPORT_HF) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: exports are written from "
                      "the CPU")
@@ -294,20 +310,35 @@ def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     return {**result, **done.settings}, sentences
 
 
+def load_hf_model(name: str, device):
+    """--hf-model: a Marian model imported by export/marian.py, as a run of this project's."""
+    from export.marian import load_marian
+
+    imported = load_marian(name)
+    return imported_run(
+        imported.settings(), imported.state_dict, imported.src_tokenizer, imported.tgt_tokenizer,
+        source_lang=imported.source_lang, target_lang=imported.target_lang, device=device,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     chosen = mode(args)
     try:
         if chosen in (ENGINE, EXPORT):
             import_ctranslate2()  # before loading anything
-        if chosen == EXPORT_HF:
+        if chosen == EXPORT_HF or args.hf_model is not None:
             import_transformers()
-        args.checkpoint = choose_checkpoint(args.checkpoint)
+        if args.hf_model is None:
+            args.checkpoint = choose_checkpoint(args.checkpoint)
         check_outputs(args)
         device = resolve_device(args.device)
         sentences = read_sentences(args.translate) if chosen == TRANSLATE else []
-        run = load(args.checkpoint, average_last=args.average_last, data_path=args.data_path,
-                   test_split=args.test_split, device=device)
+        if args.hf_model is not None:
+            run = load_hf_model(args.hf_model, device)
+        else:
+            run = load(args.checkpoint, average_last=args.average_last, data_path=args.data_path,
+                       test_split=args.test_split, device=device)
         if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
         if chosen == TRANSLATE:
@@ -329,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         scoring = run_engine_evaluation(args, run) if chosen == ENGINE else run_scoring(args, run, device)
         result, scored = scoring
+        if args.hf_model is not None:
+            result["hf_model"] = args.hf_model
     except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, EngineError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

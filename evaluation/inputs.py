@@ -61,9 +61,12 @@ def check_folder(folder: Path, option: str, given: Path | str) -> None:
 
 
 def analysis_directory(args) -> Path:
-    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder."""
+    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder, or
+    analysis/<model name> for --hf-model."""
     if args.analysis_out:
         return Path(args.analysis_out)
+    if args.checkpoint is None:  # --hf-model: a folder or a Hub name
+        return Path("analysis") / Path(args.hf_model).name
     checkpoint = Path(args.checkpoint)
     folder = checkpoint.parent
     run_dir = folder.parent if folder.name == "checkpoints" else folder
