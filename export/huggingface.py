@@ -204,6 +204,7 @@ def hf_tokenizer(tokenizer: Tokenizer, max_len: int):
         unk_token=SPECIALS.unk,
         model_max_length=max_len,
         clean_up_tokenization_spaces=False,  # the tokenizer's own decoder restores the text
+        model_input_names=["input_ids", "attention_mask"],  # a Marian model takes no token_type_ids
     )
 
 
