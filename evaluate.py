@@ -116,7 +116,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="write the model as a CTranslate2 model folder (pip install ctranslate2)")
     add(task, "--export-hf", metavar="DIR", only={EXPORT_HF},
         help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
-             ".[hf]; post-LN sinusoidal models with one shared vocabulary)")
+             ".[hf]; post-LN models with sinusoidal positions)")
 
     data = parser.add_argument_group("data (scoring and --alignment-methods)")
     source = data.add_mutually_exclusive_group()

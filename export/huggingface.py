@@ -27,16 +27,25 @@ What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
   distribution. Greedy and beam tokens are then the project's; beams agree at ``length_penalty`` 0
   (``transformers`` divides by length ** alpha, this project by GNMT's ((5 + length) / 6) ** alpha).
 
+* separate source and target vocabularies: a ``transformers`` tokenizer decodes with the vocabulary it
+  encodes with, so the export writes one vocabulary holding both (``ExportVocabulary``): the source
+  tokenizer's entries at their own ids, then every target token but the four special ones, marked with a
+  private-use character (U+E000) that text never holds, so that encoding never produces them and the
+  source's encoding is unchanged; the decoder drops the mark and detokenizes as the target tokenizer does.
+  The encoder reads target-only ids as ``<unk>``; source-only ids get a zero decoder row and -inf in the
+  logits bias, so they are never predicted.
+
 What does not map, refused in one line naming it: pre-LN (Marian has no pre-LN and no final LayerNorm),
-position variants other than sinusoidal (rope, alibi, relative, learned, none), separate source and target
-vocabularies (a translation pipeline decodes with the one tokenizer it encodes with: train with
-``--data.shared_vocab true``), and models imported from Marian with ``logits_bias`` (export the original).
+position variants other than sinusoidal (rope, alibi, relative, learned, none), and models imported from
+Marian with ``logits_bias`` (export the original).
 
 Shape legend: D model dim, V vocabulary size, F feed-forward dim.
 """
 
+import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -51,6 +60,8 @@ INSTALL_HINT = "transformers is not installed; install it with: pip install -e .
 MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}
 # The eps of torch's and Marian's nn.LayerNorm default.
 MARIAN_LAYER_NORM_EPS = 1e-5
+# Marks the target tokens of a joined vocabulary: a private-use character, which no text holds.
+TARGET_MARK = "\ue000"
 
 
 def import_transformers():
@@ -68,7 +79,7 @@ def halves_order(d_model: int) -> Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (D,)
 
 
-def check_exportable(model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> None:
+def check_exportable(model: Transformer) -> None:
     """Refuse, with one line naming the option, a model a MarianMTModel cannot reproduce exactly."""
     c = model.config
     if c.norm_first:
@@ -88,24 +99,75 @@ def check_exportable(model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer
             "this model was imported from a Marian model (logits_bias or scale_embedding false): export the "
             "original instead"
         )
-    if src_tokenizer.to_json() != tgt_tokenizer.to_json():
-        raise EngineError(
-            "separate source and target vocabularies cannot be exported to transformers: its translation "
-            "pipeline decodes with the tokenizer it encodes with; train with --data.shared_vocab true"
-        )
     eps = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
     if eps != {MARIAN_LAYER_NORM_EPS}:
         raise EngineError(f"LayerNorm epsilons {sorted(eps)}: a MarianMTModel's are {MARIAN_LAYER_NORM_EPS}")
 
 
-def marian_config(model: Transformer):
+@dataclass(frozen=True)
+class ExportVocabulary:
+    """The one vocabulary of the exported model and tokenizer, and where its ids come from.
+
+    Attributes:
+        backend: the ``tokenizers.Tokenizer`` that encodes sources and decodes targets.
+        source_rows: (V,) per exported id, the source id whose embedding row the encoder reads.
+        target_ids: (V,) per exported id, the target id it stands for, or -1 (never predicted).
+    """
+
+    backend: object
+    source_rows: Tensor
+    target_ids: Tensor
+
+    @property
+    def size(self) -> int:
+        return self.source_rows.numel()
+
+
+def export_vocabulary(src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> ExportVocabulary:
+    """One tokenizer's vocabulary as it is, or two joined: the source's, then the target's marked tokens."""
+    import tokenizers
+    from tokenizers import decoders
+
+    specials = len(SPECIALS.tokens)
+    if src_tokenizer.to_json() == tgt_tokenizer.to_json():
+        ids = torch.arange(src_tokenizer.vocab_size)
+        return ExportVocabulary(tokenizers.Tokenizer.from_str(src_tokenizer.to_json()), ids, ids)
+    spec = json.loads(src_tokenizer.to_json())
+    model = spec["model"]
+    first = src_tokenizer.vocab_size
+    target_tokens = tgt_tokenizer.tokens(range(specials, tgt_tokenizer.vocab_size))
+    marked = [TARGET_MARK + token for token in target_tokens]
+    if model["type"] in ("BPE", "WordLevel"):
+        if len(model["vocab"]) != first:
+            raise EngineError(f"the source tokenizer's model holds {len(model['vocab'])} of its {first} ids")
+        model["vocab"].update({token: first + i for i, token in enumerate(marked)})
+    elif model["type"] == "Unigram":  # the pieces never match text; their score does not matter
+        lowest = min(score for _, score in model["vocab"])
+        model["vocab"].extend([token, lowest] for token in marked)
+    else:
+        raise EngineError(f"a {model['type']} source tokenizer cannot be joined with the target's")
+    backend = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    target_decoder = tokenizers.Tokenizer.from_str(tgt_tokenizer.to_json()).decoder
+    if target_decoder is None:  # word-level: tokens joined by spaces
+        backend.decoder = decoders.Sequence([decoders.Replace(TARGET_MARK, "▁"), decoders.Metaspace()])
+    else:
+        backend.decoder = decoders.Sequence([decoders.Replace(TARGET_MARK, ""), target_decoder])
+    added = tgt_tokenizer.vocab_size - specials
+    source_rows = torch.cat([torch.arange(first), torch.full((added,), SPECIALS.unk_id)])  # (V,)
+    target_ids = torch.cat([
+        torch.arange(specials), torch.full((first - specials,), -1), torch.arange(specials, specials + added)
+    ])  # (V,)
+    return ExportVocabulary(backend, source_rows, target_ids)
+
+
+def marian_config(model: Transformer, vocabulary: ExportVocabulary):
     """The ``MarianConfig`` of ``model``'s architecture and special ids."""
     from transformers import MarianConfig
 
     c = model.config
     return MarianConfig(
-        vocab_size=c.src_vocab_size,
-        decoder_vocab_size=c.tgt_vocab_size,
+        vocab_size=vocabulary.size,
+        decoder_vocab_size=vocabulary.size,
         max_position_embeddings=c.max_len,
         encoder_layers=c.num_encoder_layers,
         decoder_layers=c.num_decoder_layers,
@@ -129,8 +191,9 @@ def marian_config(model: Transformer):
     )
 
 
-def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
-    """``model``'s weights under MarianMTModel's names, the residual stream's features in Marian's order."""
+def marian_state_dict(model: Transformer, vocabulary: ExportVocabulary) -> dict[str, Tensor]:
+    """``model``'s weights under MarianMTModel's names and ``vocabulary``'s ids, the residual stream's
+    features in Marian's order."""
     c = model.config
     order = halves_order(c.d_model)
     d = c.d_model
@@ -174,25 +237,30 @@ def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
         feed_forward(prefix, layer.feed_forward)
         norm(f"{prefix}.final_layer_norm", layer.feed_forward_norm)
 
-    if c.share_embeddings:
-        state["model.shared.weight"] = reads(model.src_embed.weight)
-    state["model.encoder.embed_tokens.weight"] = reads(model.src_embed.weight)
-    state["model.decoder.embed_tokens.weight"] = reads(model.tgt_embed.weight)
-    state["lm_head.weight"] = reads(model.output_weight)  # (V, D)
-    bias = torch.zeros(1, c.tgt_vocab_size)
+    never = vocabulary.target_ids < 0  # (V,) source-only ids of a joined vocabulary
+
+    def target_table(weight: Tensor) -> Tensor:  # (V_tgt, D) → (V, D), zero where never predicted
+        return reads(weight)[vocabulary.target_ids.clamp(min=0)].masked_fill(never[:, None], 0.0)
+
+    encoder_table = reads(model.src_embed.weight)[vocabulary.source_rows]  # (V, D)
+    if c.share_embeddings:  # one vocabulary: the rows as they are
+        state["model.shared.weight"] = encoder_table
+    state["model.encoder.embed_tokens.weight"] = encoder_table
+    state["model.decoder.embed_tokens.weight"] = target_table(model.tgt_embed.weight)
+    state["lm_head.weight"] = target_table(model.output_weight)
+    bias = torch.zeros(1, vocabulary.size).masked_fill(never, float("-inf"))
     bias[0, [c.pad_id, c.bos_id]] = float("-inf")  # never predicted, as in model.decoding
     state["final_logits_bias"] = bias
     return {name: value.detach().to("cpu", torch.float32).clone() for name, value in state.items()}
 
 
-def hf_tokenizer(tokenizer: Tokenizer, max_len: int):
-    """The project's tokenizer as a ``PreTrainedTokenizerFast``: the same ``tokenizers`` JSON, with a
-    post-processor that appends EOS to a sentence, as ``data.batching.collate`` does."""
-    import tokenizers
+def hf_tokenizer(vocabulary: ExportVocabulary, max_len: int):
+    """The vocabulary's tokenizer as a ``PreTrainedTokenizerFast``, with a post-processor that appends EOS to
+    a sentence, as ``data.batching.collate`` does."""
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
-    backend = tokenizers.Tokenizer.from_str(tokenizer.to_json())
+    backend = vocabulary.backend
     backend.post_processor = processors.TemplateProcessing(
         single=f"$A {SPECIALS.eos}", special_tokens=[(SPECIALS.eos, SPECIALS.eos_id)]
     )
@@ -244,16 +312,17 @@ def export(
     import_transformers()
     from transformers import MarianMTModel
 
-    check_exportable(model, src_tokenizer, tgt_tokenizer)
-    marian = MarianMTModel(marian_config(model)).eval()
-    missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
+    check_exportable(model)
+    vocabulary = export_vocabulary(src_tokenizer, tgt_tokenizer)
+    marian = MarianMTModel(marian_config(model, vocabulary)).eval()
+    missing, unexpected = marian.load_state_dict(marian_state_dict(model, vocabulary), strict=False)
     positions = {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}
     assert not unexpected and set(missing) <= positions, (missing, unexpected)
     marian.generation_config = generation_config(model)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
         marian.save_pretrained(staging)
-        hf_tokenizer(src_tokenizer, model.config.max_len).save_pretrained(staging)
+        hf_tokenizer(vocabulary, model.config.max_len).save_pretrained(staging)
         out.mkdir(exist_ok=True)
         for written in Path(staging).iterdir():
             os.replace(written, out / written.name)

@@ -15,8 +15,9 @@ from export.ctranslate2 import EngineError
 from export.huggingface import check_positions, export, halves_order
 
 PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
-TEXTS = ["the big dog sees a cat", "a cat runs home", "the small bird sings", "dogs and cats play"]
-POST_LN = ("--model.norm_first", "false", "--data.shared_vocab", "true")
+TEXTS = ["the big dog sees a cat", "a cat runs home", "the small bird sings.", "dogs and cats play"]
+GERMAN = ["der große hund sieht eine katze", "eine katze läuft nach hause", "der kleine vogel singt.",
+          "hunde und katzen spielen"]
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +25,12 @@ def tokenizer() -> Tokenizer:
     return Tokenizer.train(TEXTS * 3, kind="bpe", vocab_size=60)
 
 
-def random_model(tokenizer: Tokenizer, **overrides) -> Transformer:
+def random_model(tokenizer: Tokenizer, target: Tokenizer | None = None, **overrides) -> Transformer:
     torch.manual_seed(0)
-    settings = dict(d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=32, max_len=64,
-                    norm_first=False, **SPECIALS.ids)
-    config = TransformerConfig(tokenizer.vocab_size, tokenizer.vocab_size, **{**settings, **overrides})
+    settings = {"d_model": 16, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 32,
+                "max_len": 64, "norm_first": False, **SPECIALS.ids}
+    target_size = (target or tokenizer).vocab_size
+    config = TransformerConfig(tokenizer.vocab_size, target_size, **{**settings, **overrides})
     model = Transformer(config).eval()
     with torch.no_grad():  # LayerNorms away from gain 1 and bias 0, so a wrong feature order would show
         for name, parameter in model.named_parameters():
@@ -49,6 +51,15 @@ def source_batch(hf_tokenizer, texts):
 
 def allowed(vocab_size: int) -> list[int]:
     return [i for i in range(vocab_size) if i not in (PAD, BOS)]
+
+
+def exported_ids(source: Tokenizer, target: Tokenizer) -> list[int]:
+    """Per target id, its id in the exported vocabulary: the same with one vocabulary; after the source's
+    ids, specials aside, with two."""
+    if source.to_json() == target.to_json():
+        return list(range(target.vocab_size))
+    specials = len(SPECIALS.tokens)
+    return list(range(specials)) + [source.vocab_size + i for i in range(target.vocab_size - specials)]
 
 
 def hf_tokens(generated: torch.Tensor) -> list[list[int]]:
@@ -102,11 +113,13 @@ def test_greedy_tokens_of_a_random_model_are_the_models(tmp_path, tokenizer):
         assert hf_tokens(theirs) == ours
 
 
-@pytest.fixture(scope="module")
-def trained_export(tmp_path_factory):
-    """A tiny post-LN run with one vocabulary, exported by evaluate.py --export-hf."""
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def trained_export(request, tmp_path_factory):
+    """A tiny post-LN run, with one vocabulary or one per language, exported by evaluate.py --export-hf."""
     runs = tmp_path_factory.mktemp("hf_runs")
-    run = train_tiny(runs, *POST_LN, "--attention.every_n_epochs", "0", "--trainer.max_epochs", "3")
+    shared = str(request.param == "shared").lower()
+    run = train_tiny(runs, "--model.norm_first", "false", "--data.shared_vocab", shared,
+                     "--attention.every_n_epochs", "0", "--trainer.max_epochs", "3")
     checkpoint = run / "checkpoints" / "last.ckpt"
     import evaluate
 
@@ -121,6 +134,7 @@ def test_a_trained_models_tokens_and_text_are_the_same_through_generate(trained_
     run, folder, _ = trained_export
     model, dm = run.module.model, run.datamodule
     marian, hf_tokenizer = load(folder)
+    ids = exported_ids(dm.src_tokenizer, dm.tgt_tokenizer)
     sources = [p.source for p in dm.pairs("test")[:12]]
     for text in sources:
         batch = source_batch(hf_tokenizer, [text])
@@ -128,7 +142,7 @@ def test_a_trained_models_tokens_and_text_are_the_same_through_generate(trained_
         limit = 2 * batch.input_ids.size(1) + 10  # Transformer.generate's default
         theirs = marian.generate(**batch, num_beams=beam_size, length_penalty=0.0, max_new_tokens=limit,
                                  max_length=None, early_stopping=False)
-        assert hf_tokens(theirs) == ours, text
+        assert hf_tokens(theirs) == [[ids[i] for i in ours[0]]], text
         text_out = hf_tokenizer.batch_decode(theirs, skip_special_tokens=True)
         assert text_out == [dm.tgt_tokenizer.decode(ours[0])]
 
@@ -170,10 +184,37 @@ def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path, tokenizer, 
     assert not (tmp_path / "hf").exists()
 
 
-def test_separate_vocabularies_are_refused(tmp_path, tokenizer):
-    other = Tokenizer.train(["ein hund sieht eine katze"] * 3, kind="bpe", vocab_size=40)
-    with pytest.raises(EngineError, match="separate source and target vocabularies.*shared_vocab true"):
-        export(random_model(tokenizer), other, tokenizer, tmp_path / "hf")
+@pytest.mark.parametrize("kind", ["word", "bpe", "unigram"])
+def test_separate_vocabularies_are_joined_exactly(tmp_path, kind):
+    """One tokenizer holds both: it encodes the source as the source tokenizer does, the target ids of the
+    model's logits are the project's, and the decoded text is the target tokenizer's."""
+    source = Tokenizer.train(GERMAN * 3, kind=kind, vocab_size=60)
+    target = Tokenizer.train(TEXTS * 3, kind=kind, vocab_size=60)
+    model = random_model(source, target, activation="silu")
+    marian, hf_tokenizer = load(export(model, source, target, tmp_path / "hf"))
+    target_ids = exported_ids(source, target)
+    for text in [*GERMAN, "ein völlig neues wort"]:
+        assert hf_tokenizer(text).input_ids == source.encode(text) + [EOS]
+    for text in TEXTS:
+        ids = target.encode(text)
+        exported = [target_ids[i] for i in ids]
+        assert hf_tokenizer.decode(exported, skip_special_tokens=True) == target.decode(ids)
+    batch = source_batch(hf_tokenizer, GERMAN[:3])
+    tgt_in = torch.tensor([[BOS, *target.encode(t)[:3]] for t in TEXTS[:3]])  # (B, 4) in the target's ids
+    exported = torch.tensor(target_ids)[tgt_in]  # the same tokens in the joined vocabulary's ids
+    with torch.no_grad():
+        ours = model(batch.input_ids, tgt_in)  # (B, T, V_tgt)
+        theirs = marian(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                        decoder_input_ids=exported).logits  # (B, T, V)
+    keep = allowed(target.vocab_size)
+    at = [target_ids[i] for i in keep]
+    torch.testing.assert_close(theirs[..., at], ours[..., keep], atol=1e-5, rtol=1e-5)
+    assert torch.isneginf(theirs[..., [i for i in range(theirs.size(-1)) if i not in at]]).all()
+    for text in GERMAN:
+        src = source_batch(hf_tokenizer, [text])
+        ours = model.generated_ids(model.generate(src.input_ids, max_len=9))
+        theirs = marian.generate(**src, max_new_tokens=9, max_length=None)
+        assert hf_tokens(theirs) == [[target_ids[i] for i in row] for row in ours]
 
 
 def test_evaluate_refuses_other_modes_options_and_an_existing_folder(trained_export, capsys, tmp_path):
