@@ -197,6 +197,19 @@ def test_what_does_not_map_is_refused_in_one_line(tmp_path):
         load_marian(str(tmp_path / "nothing here"))
 
 
+def test_an_imported_model_is_not_exported_again(saved, tmp_path):
+    """Its logits bias and new padding have no CTranslate2 counterpart, and export --hf would rebuild a Marian
+    model from a Marian model: both refuse it and name why."""
+    from export.ctranslate2 import check_exportable
+    from export.huggingface import export
+
+    imported = saved[3]
+    with pytest.raises(EngineError, match="^an imported model"):
+        check_exportable(imported.model())
+    with pytest.raises(EngineError, match="imported from a Marian model"):
+        export(imported.model(), imported.src_tokenizer, imported.tgt_tokenizer, tmp_path / "again")
+
+
 # -- evaluate.py on an imported model ------------------------------------------------------------------------
 
 
