@@ -244,8 +244,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "has neither")
         if chosen in DATA and not args.tsv:
             parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)")
-    if chosen in (ENGINE, EXPORT, EXPORT_HF) and args.device not in ("auto", "cpu"):
-        parser.error(f"--device {args.device} cannot be used with {chosen.value}: exports are written from "
+    if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
+        parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
+                     "runs on the CPU")
+    if chosen == EXPORT_HF and args.device not in ("auto", "cpu"):
+        parser.error(f"--device {args.device} cannot be used with --export-hf: the export is written from "
                      "the CPU")
     return args
 
