@@ -11,12 +11,14 @@
     python evaluate.py CKPT --split val --alignment-methods                   # which explanation aligns best
     python evaluate.py CKPT --gold-alignments ja-en.gold --gold-sentences ja-en.src-tgt   # ... on human gold
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
+    python evaluate.py CKPT --export-hf hf_model/                             # a transformers model folder
+    python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv  # a Marian (OPUS-MT) model
 
-Without --translate, --alignment-methods (or --gold-alignments) or --export-ctranslate2 (one at most),
-evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs the head
-analyses asked for. Each group of options below belongs to some of these modes; an option given in another
-mode is refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
-docs/explanations.md and docs/ctranslate2.md.
+Without --translate, --alignment-methods (or --gold-alignments), --export-ctranslate2 or --export-hf (one at
+most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs
+the head analyses asked for. Each group of options below belongs to some of these modes; an option given in
+another mode is refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
+docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -47,12 +49,14 @@ from evaluation.inputs import (
     read_sentences,
     resolve_device,
 )
-from evaluation.loading import choose_checkpoint, load
+from evaluation.loading import choose_checkpoint, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
 from evaluation.scoring import read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import export_run, translate_with_engine
+from export.huggingface import export as export_hf
+from export.huggingface import import_transformers
 from model.decoding import MAX_BEAM_SIZE
 from training.checkpoints import CheckpointError
 
@@ -65,9 +69,10 @@ class Mode(enum.Enum):
     TRANSLATE = "--translate"
     EXPLAIN = "--alignment-methods"
     EXPORT = "--export-ctranslate2"
+    EXPORT_HF = "--export-hf"
 
 
-SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT = Mode
+SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT, EXPORT_HF = Mode
 DATA = {SCORE, ENGINE, EXPLAIN}  # the modes that read a split or a --tsv file
 # How an option is refused in a mode it does not belong to, by the mode chosen.
 REFUSED = {
@@ -80,6 +85,7 @@ REFUSED = {
     EXPLAIN: "{explain} runs alone, without {option}",
     EXPORT: "{option} cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
             "ctranslate2 --engine-model DIR afterwards",
+    EXPORT_HF: "{option} cannot be used with --export-hf, which only exports",
 }
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
           "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
@@ -100,9 +106,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
             modes[dest] = only
 
     parser.add_argument(
-        "checkpoint",
+        "checkpoint", nargs="?",
         help="a .ckpt file written by train.py, or a run folder: its newest weights (last.ckpt, or "
-        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py)",
+        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py); or none "
+        "with --hf-model",
     )
     task = parser.add_argument_group("instead of scoring (one at most)").add_mutually_exclusive_group()
     add(task, "--translate", metavar="TEXT", only={TRANSLATE},
@@ -112,6 +119,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              f"{', '.join(METHODS)}; prints one JSON table and writes pictures to --analysis-out")
     add(task, "--export-ctranslate2", metavar="DIR", only={EXPORT},
         help="write the model as a CTranslate2 model folder (pip install ctranslate2)")
+    add(task, "--export-hf", metavar="DIR", only={EXPORT_HF},
+        help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
+             ".[hf]; post-LN models with sinusoidal positions)")
 
     data = parser.add_argument_group("data (scoring and --alignment-methods)")
     source = data.add_mutually_exclusive_group()
@@ -131,6 +141,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              f"training). One of {', '.join(BLEU_TOKENIZERS)}")
 
     decoding = parser.add_argument_group("the model and its decoding")
+    add(decoding, "--hf-model", metavar="DIR_OR_NAME", only={SCORE, TRANSLATE, EXPLAIN},
+        help="instead of a checkpoint: a transformers Marian model (a save_pretrained folder, or a Hub name "
+             "such as Helsinki-NLP/opus-mt-de-en with a network), imported with its SentencePiece tokenizer "
+             "(pip install -e .[hf]); its sentences come from --tsv or --translate")
     add(decoding, "--average-last", type=int, metavar="K",
         help="average the weights of the run's last K checkpoints")
     add(decoding, "--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
@@ -210,6 +224,8 @@ def mode(args: argparse.Namespace) -> Mode:
     """The mode the options choose; the mutually exclusive group allows one of the last three at most."""
     if args.export_ctranslate2:
         return EXPORT
+    if args.export_hf:
+        return EXPORT_HF
     if args.engine == "ctranslate2":
         return ENGINE
     if args.alignment_methods is not None or args.gold_alignments is not None:
@@ -255,9 +271,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.test_split is not None and (args.tsv or args.split == "val" or args.gold_alignments):
         other = "--tsv" if args.tsv else "--gold-alignments" if args.gold_alignments else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
+    if (args.checkpoint is None) == (args.hf_model is None):
+        parser.error("give a checkpoint or --hf-model, not both" if args.hf_model else
+                     "the following arguments are required: checkpoint (or --hf-model)")
+    if args.hf_model is not None:
+        for name in ("average_last", "data_path", "test_split"):
+            if getattr(args, name) is not None:
+                parser.error(f"--{name.replace('_', '-')} is about a run's checkpoints or data; --hf-model "
+                             "has neither")
+        if chosen in DATA and not args.tsv:
+            parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)")
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
                      "runs on the CPU")
+    if chosen == EXPORT_HF and args.device not in ("auto", "cpu"):
+        parser.error(f"--device {args.device} cannot be used with --export-hf: the export is written from "
+                     "the CPU")
     return args
 
 
@@ -321,18 +350,35 @@ def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     return {**result, **done.settings}, sentences
 
 
+def load_hf_model(name: str, device):
+    """--hf-model: a Marian model imported by export/marian.py, as a run of this project's."""
+    from export.marian import load_marian
+
+    imported = load_marian(name)
+    return imported_run(
+        imported.settings(), imported.state_dict, imported.src_tokenizer, imported.tgt_tokenizer,
+        source_lang=imported.source_lang, target_lang=imported.target_lang, device=device,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     chosen = mode(args)
     try:
         if chosen in (ENGINE, EXPORT):
             import_ctranslate2()  # before loading anything
-        args.checkpoint = choose_checkpoint(args.checkpoint)
+        if chosen == EXPORT_HF or args.hf_model is not None:
+            import_transformers()
+        if args.hf_model is None:
+            args.checkpoint = choose_checkpoint(args.checkpoint)
         check_outputs(args)
         device = resolve_device(args.device)
         sentences = read_sentences(args.translate) if chosen == TRANSLATE else []
-        run = load(args.checkpoint, average_last=args.average_last, data_path=args.data_path,
-                   test_split=args.test_split, device=device)
+        if args.hf_model is not None:
+            run = load_hf_model(args.hf_model, device)
+        else:
+            run = load(args.checkpoint, average_last=args.average_last, data_path=args.data_path,
+                       test_split=args.test_split, device=device)
         if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
         if chosen == TRANSLATE:
@@ -346,8 +392,16 @@ def main(argv: list[str] | None = None) -> int:
             written = export_run(args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer)
             print(f"wrote a CTranslate2 model to {written}", file=sys.stderr)
             return 0
+        if chosen == EXPORT_HF:
+            dm = run.datamodule
+            written = export_hf(run.module.model.cpu(), dm.src_tokenizer, dm.tgt_tokenizer, args.export_hf,
+                                overwrite=args.overwrite)
+            print(f"wrote a transformers model to {written}", file=sys.stderr)
+            return 0
         scoring = run_engine_evaluation(args, run) if chosen == ENGINE else run_scoring(args, run, device)
         result, scored = scoring
+        if args.hf_model is not None:
+            result["hf_model"] = args.hf_model
     except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, EngineError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -472,6 +472,10 @@ class TranslationDataModule(L.LightningDataModule):
                 )
         return Tokenizer.train(texts, **kwargs)
 
+    def use_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
+        """Use these tokenizers (or objects with ``Tokenizer``'s interface, such as an imported model's)."""
+        self._set_tokenizers(src, tgt)
+
     def _set_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
         """Install tokenizers and forget everything computed with the previous ones."""
         self._tokenizers = (src, tgt)

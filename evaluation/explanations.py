@@ -30,9 +30,11 @@ def lens_of(model: Transformer, seen: ForcedPass, top_k: int = 3) -> LogitLens:
     """The logit lens of a pass's decoder outputs, following the tokens it produced."""
     norm = model.decoder_norm
     final_norm = FinalNorm(norm.weight, norm.bias, norm.eps) if isinstance(norm, torch.nn.LayerNorm) else None
-    weight = model.tgt_embed.weight if model.output_proj is None else model.output_proj.weight
+    weight = model.output_weight
     produced = seen.batch.tgt_out.to(weight.device)  # (B, T)
-    return logit_lens(list(seen.hidden), weight, produced, final_norm=final_norm, top_k=top_k)
+    return logit_lens(
+        list(seen.hidden), weight, produced, final_norm=final_norm, output_bias=model.output_bias, top_k=top_k
+    )
 
 
 def explain_pass(

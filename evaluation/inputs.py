@@ -61,9 +61,12 @@ def check_folder(folder: Path, option: str, given: Path | str) -> None:
 
 
 def analysis_directory(args) -> Path:
-    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder."""
+    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder, or
+    analysis/<model name> for --hf-model."""
     if args.analysis_out:
         return Path(args.analysis_out)
+    if args.checkpoint is None:  # --hf-model: a folder or a Hub name
+        return Path("analysis") / Path(args.hf_model).name
     checkpoint = Path(args.checkpoint)
     folder = checkpoint.parent
     run_dir = folder.parent if folder.name == "checkpoints" else folder
@@ -88,8 +91,9 @@ def check_outputs(args) -> None:
     if not args.analysis_out and (args.head_importance or explaining):
         folder = analysis_directory(args)
         check_folder(folder, "--analysis-out", f"{folder} (the default)")
-    if args.export_ctranslate2:
-        check_new(Path(args.export_ctranslate2), args.overwrite)
+    for folder in (args.export_ctranslate2, args.export_hf):
+        if folder:
+            check_new(Path(folder), args.overwrite)
 
 
 def _decoded_lines(stream) -> list[str]:

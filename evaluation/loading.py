@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from data.datamodule import TranslationDataModule
 from evaluation.inputs import InputError
 from training.checkpoints import (
     CheckpointError,
@@ -18,6 +19,7 @@ from training.checkpoints import (
     last_checkpoints,
     load_run,
 )
+from training.module import TranslationModule
 from training.run_checkpoints import newest_checkpoint
 
 
@@ -65,6 +67,8 @@ def check_finite(run: LoadedRun, checkpoint: str) -> None:
     """A diverged run's weights hold NaN: its translations, scores and attention maps would be noise (and the
     maps cannot be drawn), so none are made."""
     for name, value in run.module.state_dict().items():
+        if name.endswith("output_bias"):  # -inf: a token never predicted (an imported model's padding)
+            value = value.masked_fill(value.isneginf(), 0.0)
         if value.is_floating_point() and not value.isfinite().all():
             raise CheckpointError(
                 f"{checkpoint}: {name} holds NaN or infinite weights (the run diverged?); use an earlier "
@@ -80,3 +84,27 @@ def check_test_split(run: LoadedRun, test_split: str | None) -> None:
             f"--test-split {test_split}: the run's {dataset} data has a single test set; --test-split "
             "is for multi30k, parallel and tsv corpora"
         )
+
+
+def imported_run(
+    settings: dict,
+    state_dict: dict,
+    src_tokenizer,
+    tgt_tokenizer,
+    *,
+    source_lang: str | None,
+    target_lang: str | None,
+    device: torch.device,
+) -> LoadedRun:
+    """A run around a model trained elsewhere (evaluate.py --hf-model): ``TranslationModule`` of the model's
+    ``settings`` holding its weights, and a data module holding only its tokenizers (objects with
+    ``data.tokenizer.Tokenizer``'s interface) and languages; the sentences come from --tsv or --translate."""
+    module = TranslationModule(**settings)
+    module.model.load_state_dict(state_dict)
+    datamodule = TranslationDataModule(
+        dataset="tsv", path=".", source_lang=source_lang or "und", target_lang=target_lang or "und"
+    )
+    datamodule.use_tokenizers(src_tokenizer, tgt_tokenizer)
+    run = LoadedRun(module.to(device).eval(), datamodule, 0)
+    check_finite(run, "the imported model")
+    return run

@@ -81,6 +81,11 @@ def import_ctranslate2():
 def check_exportable(model: Transformer) -> None:
     """Refuse, with one line naming the option, a model this export cannot reproduce exactly."""
     c = model.config
+    if not getattr(c, "scale_embedding", True) or getattr(c, "logits_bias", False):
+        raise EngineError(
+            "an imported model (scale_embedding false or a logits bias) cannot be exported to CTranslate2: "
+            "only this project's embedding scale and bias-free output are mapped"
+        )
     positional = getattr(c, "positional", "sinusoidal")
     if positional not in EXPORTABLE_POSITIONAL:
         raise EngineError(

@@ -6,7 +6,7 @@ from typing import Literal
 from model.positions import POSITIONAL
 
 Positional = Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"]
-Activation = Literal["relu", "gelu"]
+Activation = Literal["relu", "gelu", "silu"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,12 @@ class TransformerConfig:
     # rotates self-attention's queries and keys; "alibi" and "relative" bias self-attention's scores; "none"
     # leaves the encoder a bag of words and gives the decoder order only through its causal mask.
     positional: Positional = "sinusoidal"
+    # Multiply the token embeddings by sqrt(d_model) before positions are added (§3.4); Marian models may
+    # leave it out (their ``scale_embedding``).
+    scale_embedding: bool = True
+    # A fixed (V,) bias added to the logits, a buffer rather than a parameter: Marian's ``final_logits_bias``,
+    # which an imported model keeps (see export/marian.py).
+    logits_bias: bool = False
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
@@ -60,8 +66,8 @@ class TransformerConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
+        if self.activation not in ("relu", "gelu", "silu"):
+            raise ValueError(f"activation must be 'relu', 'gelu' or 'silu', got {self.activation!r}")
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         if len(set(ids.values())) != 3:
             raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")

@@ -24,7 +24,8 @@ class FeedForward(nn.Module):
         self.up = nn.Linear(d_model, d_ff)
         self.down = nn.Linear(d_ff, d_model)
         self.dropout = Dropout(dropout)
-        self.activation = F.gelu if activation == "gelu" else F.relu
+        # silu (x * sigmoid(x)) is Marian's "swish", the activation of the OPUS-MT models.
+        self.activation = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(self.dropout(self.activation(self.up(x))))

@@ -57,6 +57,13 @@ class Transformer(nn.Module):
         self.output_proj = (
             None if c.tie_output_embedding else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         )
+        # Fixed, not trained: set when a model is imported (Marian's final_logits_bias, -inf where a token
+        # must never be predicted). Registered only when asked for, so other checkpoints keep their weights.
+        if c.logits_bias:
+            self.register_buffer("output_bias", torch.zeros(c.tgt_vocab_size))  # (V,)
+        else:
+            self.output_bias = None
+        self.embed_scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
         init_weights(self)
 
     def _embed(
@@ -69,7 +76,7 @@ class Transformer(nn.Module):
         looked_up: Tensor | None = None,
     ) -> Tensor:
         rows = embedding(ids) if looked_up is None else looked_up  # (B, T, D)
-        x = self.positions.embed(rows * math.sqrt(self.config.d_model), side, offset)  # (B, T, D)
+        x = self.positions.embed(rows * self.embed_scale, side, offset)  # (B, T, D)
         return self.embed_dropout(x if packing is None else packing.pack(x))  # (B, T, D) or (N, D)
 
     def encode(
@@ -175,7 +182,7 @@ class Transformer(nn.Module):
             x = x[:, -1:]  # (B, 1, D)
         elif keep is not None and target is None:  # packed, x holds the target tokens already
             x = keep.pack(x)  # (N, D)
-        logits = F.linear(self.decoder_norm(x), self.output_weight)  # (B, T, V) or (N, V)
+        logits = F.linear(self.decoder_norm(x), self.output_weight, self.output_bias)  # (B, T, V) or (N, V)
         return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden))
 
     def _decoder_context(

@@ -368,3 +368,46 @@ def test_each_stack_builds_one_context_per_call_and_every_layer_gets_it(tiny_mod
 
     # One carrier instead of a parameter per feature: at most 7 parameters besides self.
     assert len(inspect.signature(MultiHeadAttention.forward).parameters) - 1 <= 7
+
+
+# -- the fields an imported Marian model needs (export/marian.py) -------------------------------------------
+
+
+def test_the_marian_fields_default_to_todays_model_and_its_weights():
+    """Checkpoints saved before the fields existed load unchanged: no new weight, the same numbers."""
+    config = tiny_config()
+    assert (config.scale_embedding, config.logits_bias) == (True, False)
+    assert "output_bias" not in Transformer(config).state_dict()
+
+
+def test_a_logits_bias_is_added_to_every_logit(src):
+    torch.manual_seed(0)
+    plain = Transformer(tiny_config()).eval()
+    biased = Transformer(tiny_config(logits_bias=True)).eval()
+    biased.load_state_dict({**plain.state_dict(), "output_bias": torch.arange(11.0)})
+    tgt_in = torch.tensor([[BOS, 4, 5]] * src.size(0))
+    with torch.no_grad():
+        torch.testing.assert_close(biased(src, tgt_in), plain(src, tgt_in) + torch.arange(11.0))
+
+
+def test_unscaled_embeddings_are_scaled_ones_times_sqrt_d(src):
+    """scale_embedding=False reads the embedding rows as they are: the model equals a scaled one whose rows
+    are sqrt(D) times smaller (untied, so that the output projection stays the same)."""
+    torch.manual_seed(0)
+    scaled = Transformer(tiny_config(tie_output_embedding=False)).eval()
+    unscaled = Transformer(tiny_config(tie_output_embedding=False, scale_embedding=False)).eval()
+    state = scaled.state_dict()
+    for name in ("src_embed.weight", "tgt_embed.weight"):
+        state[name] = state[name] * 16**0.5
+    unscaled.load_state_dict(state)
+    tgt_in = torch.tensor([[BOS, 4, 5]] * src.size(0))
+    with torch.no_grad():
+        torch.testing.assert_close(unscaled(src, tgt_in), scaled(src, tgt_in))
+
+
+def test_silu_is_swish():
+    from model.layers import FeedForward
+
+    x = torch.randn(3, 8)
+    ff = FeedForward(8, 16, 0.0, "silu")
+    torch.testing.assert_close(ff(x), ff.down(ff.up(x) * torch.sigmoid(ff.up(x))))

@@ -74,3 +74,20 @@ def test_a_checkpoint_with_old_names_loads_for_evaluation_resume_and_lightning(t
 def test_today_s_model_has_no_old_names():
     names = Transformer(tiny_config()).state_dict()
     assert list(upgrade_state_dict(names)) == list(names)
+
+
+def test_a_checkpoint_from_before_the_marian_fields_loads_as_today_s_model(tiny_run, tmp_path):
+    """Hyperparameters saved before ``scale_embedding`` and ``logits_bias`` existed load with their defaults:
+    the same model, the same weights, without a warning."""
+    checkpoint = tiny_run / "checkpoints" / "last.ckpt"
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    new_fields = ("scale_embedding", "logits_bias")
+    older = {k: v for k, v in saved["hyper_parameters"].items() if k not in new_fields}
+    old = tmp_path / "old.ckpt"
+    torch.save({**saved, "hyper_parameters": older}, old)
+    loaded = load_run(old).module
+    assert (loaded.config.scale_embedding, loaded.config.logits_bias) == (True, False)
+    expected = load_run(checkpoint).module.state_dict()
+    assert set(loaded.state_dict()) == set(expected)
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, expected[name]), name

@@ -112,7 +112,7 @@ class TranslationModule(L.LightningModule):
         d_ff: hidden size of the feed-forward networks.
         dropout: dropout on embeddings, sublayer outputs and feed-forward activations.
         attention_dropout: dropout on attention weights.
-        activation: feed-forward activation, "relu" or "gelu".
+        activation: feed-forward activation, "relu", "gelu" or "silu" (Marian's swish).
         max_len: longest sequence (in tokens) the positional encoding covers.
         norm_first: pre-LN (True) or the paper's post-LN (False).
         tie_output_embedding: share the target embedding with the output projection.
@@ -120,6 +120,8 @@ class TranslationModule(L.LightningModule):
         positional: position signal: "sinusoidal" (the paper's, default), "learned", "rope", "alibi",
             "relative" (T5) or "none"; see ``model.positions`` for where each acts. Checkpoints saved before
             this option existed load as "sinusoidal".
+        scale_embedding: multiply the token embeddings by sqrt(d_model) (§3.4); some Marian models do not.
+        logits_bias: a fixed bias added to the logits (imported Marian models' ``final_logits_bias``).
         lr: peak learning rate, reached at the end of warm-up.
         warmup_steps: linear warm-up steps.
         schedule: after warm-up, "cosine" (to zero at the last step of ``max_epochs``/``max_steps``, the
@@ -160,6 +162,8 @@ class TranslationModule(L.LightningModule):
         tie_output_embedding: bool = TransformerConfig.tie_output_embedding,
         share_embeddings: bool = TransformerConfig.share_embeddings,
         positional: Positional = TransformerConfig.positional,
+        scale_embedding: bool = TransformerConfig.scale_embedding,
+        logits_bias: bool = TransformerConfig.logits_bias,
         lr: float = 2e-3,
         warmup_steps: int = 200,
         schedule: Schedule = "cosine",

@@ -38,6 +38,7 @@ def logit_lens(
     produced: Tensor,
     *,
     final_norm: FinalNorm | None = None,
+    output_bias: Tensor | None = None,
     top_k: int = 3,
 ) -> LogitLens:
     """Read every decoder layer's output as the model reads its last one.
@@ -50,6 +51,7 @@ def logit_lens(
             forced decoding, or the model's own output).
         final_norm: the norm applied before the output projection; None for post-LN models, whose layers end
             in their own norm.
+        output_bias: (V,) a fixed bias the model adds to its logits (an imported Marian model's), or None.
         top_k: how many top tokens to keep per layer and position.
 
     Returns:
@@ -63,7 +65,8 @@ def logit_lens(
     if final_norm is not None:
         bias = None if final_norm.bias is None else final_norm.bias.detach().float()
         x = F.layer_norm(x, x.shape[-1:], final_norm.weight.detach().float(), bias, final_norm.eps)
-    log_probs = F.linear(x, output_weight.detach().float()).log_softmax(dim=-1)  # (B, L, T, V)
+    bias = None if output_bias is None else output_bias.detach().float()
+    log_probs = F.linear(x, output_weight.detach().float(), bias).log_softmax(dim=-1)  # (B, L, T, V)
     top = log_probs.topk(top_k, dim=-1)
     index = produced[:, None, :, None].expand(-1, x.size(1), -1, 1)  # (B, L, T, 1)
     chosen = log_probs.gather(-1, index)  # (B, L, T, 1)

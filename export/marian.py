@@ -1,0 +1,303 @@
+"""Import a ``transformers`` Marian model (the OPUS-MT models, ``Helsinki-NLP/opus-mt-*``) into this
+project's ``model.Transformer``, with its SentencePiece tokenizers behind ``data.tokenizer.Tokenizer``'s
+interface, so that evaluate.py looks inside it as inside a model trained here.
+
+``transformers`` and ``sentencepiece`` are optional (``pip install -e .[hf]``); a Hub name needs a network, a
+local folder written by ``save_pretrained`` does not.
+
+What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
+
+* Marian's layers are post-LN without a final LayerNorm: ``norm_first=False``. ``q_proj``, ``k_proj``,
+  ``v_proj`` → the (3D, D) query/key/value projection; ``fc1``/``fc2`` → ``up``/``down``; ``swish``
+  (OPUS-MT's) and ``silu`` → ``silu``, ``relu``, ``gelu`` (erf form in both). ``scale_embedding`` →
+  ``scale_embedding``; ``final_logits_bias`` → the ``logits_bias`` buffer; shared or separate vocabularies
+  and tied output embeddings → ``share_embeddings`` and ``tie_output_embedding``.
+* positions: Marian's sinusoid lays out all sines, then all cosines; this project's interleaves them. The
+  features of the residual stream are renumbered (the inverse of ``export.huggingface.halves_order``): reading
+  weights have their input columns permuted, writing weights their output rows, the LayerNorms their gains and
+  biases, so every number the model computes is Marian's, only the residual features are in another order.
+  Attention heads are not renumbered: the maps are Marian's own.
+* special ids: this project puts pad, BOS, EOS and unk at 0..3 (``data.special``) and keeps padding apart from
+  the token decoding starts from. Marian decodes from its pad token, so that token becomes this project's BOS
+  (id 1, its embedding row kept), and padding gets a new id 0 (a zero row, never predicted: -inf in the
+  logits bias). Every other Marian id follows in Marian's order; ``MarianImport.to_hf`` holds the map.
+  A model whose decoder start differs from its pad (one exported by this project) keeps its own pad.
+* decoding: this project rules out padding and BOS (Marian's pad) from every step, as OPUS-MT's
+  ``bad_words_ids`` rule out pad. Greedy tokens are then ``generate()``'s. Beam search renormalises over the
+  allowed tokens here, while ``generate()`` masks pad after its log-softmax, and divides by length ** alpha
+  where this project uses GNMT's penalty: beams agree where pad is already -inf in the logits and at
+  ``length_penalty`` 0; on OPUS-MT models (pad's probability tiny) they differ at most in rare near ties.
+
+What does not map, refused in one line: encoder and decoder with different head counts or feed-forward sizes
+(``TransformerConfig`` has one of each), an activation other than those above, and model types other than
+Marian.
+
+Shape legend: D model dim, V vocabulary size.
+"""
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from data.special import SPECIALS
+from export.ctranslate2 import EngineError
+from export.huggingface import halves_order, import_transformers
+from model import Transformer, TransformerConfig
+
+ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
+NEW = -1  # in ``to_hf``: an id of this project's with no Marian counterpart (the new padding)
+_OPUS_NAME = re.compile(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})(?:$|[^a-z])", re.IGNORECASE)
+
+
+class MarianSide:
+    """One side (source or target) of a Marian tokenizer, with ``data.tokenizer.Tokenizer``'s interface and
+    this project's ids: ``encode``, ``encode_batch``, ``decode``, ``tokens``, ``vocab_size``, ``kind``.
+
+    Args:
+        hf_tokenizer: the ``MarianTokenizer`` (or another ``transformers`` tokenizer) of the model.
+        side: "source" or "target": a target encodes with ``text_target`` (Marian's target SentencePiece model
+            and, with separate vocabularies, its target vocabulary).
+        to_hf: per id of this project, the tokenizer's id (``NEW`` for the new padding).
+    """
+
+    def __init__(self, hf_tokenizer, side: str, to_hf: list[int]) -> None:
+        if side not in ("source", "target"):
+            raise ValueError(f"side must be 'source' or 'target', got {side!r}")
+        self.hf, self.side, self.to_hf = hf_tokenizer, side, to_hf
+        self.from_hf = {hf_id: i for i, hf_id in enumerate(to_hf) if hf_id != NEW}
+        vocab = getattr(hf_tokenizer, "encoder", None) or hf_tokenizer.get_vocab()  # MarianTokenizer's own
+        if side == "target" and getattr(hf_tokenizer, "separate_vocabs", False):
+            # Its target vocabulary, read directly: get_tgt_vocab() fails in transformers 5.24 (TypeError).
+            vocab = hf_tokenizer.target_encoder
+        names = {i: token for token, i in vocab.items()}
+        self._tokens = [SPECIALS.pad if hf_id == NEW else names.get(hf_id, SPECIALS.unk) for hf_id in to_hf]
+        self._skipped = frozenset((SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id))
+
+    kind = "sentencepiece"
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.to_hf)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, without EOS (``data.batching.collate`` adds it)."""
+        return self.encode_batch([text])[0]
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        key = "text" if self.side == "source" else "text_target"
+        encoded = self.hf(**{key: list(texts)}, add_special_tokens=False)["input_ids"]
+        return [[self.from_hf[i] for i in ids] for ids in encoded]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Plain text of ``ids``, skipping pad, BOS and EOS; unknown tokens stay visible as ``<unk>``."""
+        hf_ids = [self.to_hf[i] for i in ids if i not in self._skipped]
+        options = {}
+        if hasattr(self.hf, "separate_vocabs"):  # MarianTokenizer decodes target ids unless told otherwise
+            options["use_source_tokenizer"] = self.side == "source"
+        return self.hf.decode(hf_ids, skip_special_tokens=False, **options)
+
+    def tokens(self, ids: Iterable[int]) -> list[str]:
+        out = []
+        for i in ids:
+            if not 0 <= i < len(self._tokens):
+                raise ValueError(f"id {i} is outside the vocabulary of size {self.vocab_size}")
+            out.append(self._tokens[i])
+        return out
+
+    def to_json(self) -> str:
+        raise ValueError("an imported Marian tokenizer is SentencePiece's, not a tokenizers JSON")
+
+    def __repr__(self) -> str:
+        return f"MarianSide({self.side}, vocab_size={self.vocab_size})"
+
+
+@dataclass
+class MarianImport:
+    """What ``load_marian`` read: the config and weights of a ``Transformer``, and the two tokenizer sides."""
+
+    config: TransformerConfig
+    state_dict: dict[str, Tensor]
+    src_tokenizer: MarianSide
+    tgt_tokenizer: MarianSide
+    to_hf: list[int]  # per id of this project's target vocabulary, the Marian id (NEW for the new padding)
+    source_lang: str | None
+    target_lang: str | None
+
+    def model(self) -> Transformer:
+        model = Transformer(self.config)
+        model.load_state_dict(self.state_dict)
+        return model.eval()
+
+    def settings(self) -> dict:
+        """The config as ``TranslationModule``'s keyword arguments."""
+        return {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+
+
+def id_map(vocab_size: int, *, pad: int, start: int, eos: int, unk: int) -> list[int]:
+    """Per id of this project (pad, BOS, EOS, unk, then the rest), the Marian id: BOS is Marian's decoder
+    start, padding is new (``NEW``) when Marian pads with its start token, and the other ids follow in
+    Marian's order."""
+    specials = [NEW if pad == start else pad, start, eos, unk]
+    taken = set(specials)
+    return specials + [i for i in range(vocab_size) if i not in taken]
+
+
+def transformer_config(marian_config, vocab_sizes: tuple[int, int], *, shared: bool, tied: bool
+                       ) -> TransformerConfig:
+    """The ``TransformerConfig`` of a ``MarianConfig``, or a one-line ``EngineError`` naming what does not
+    map. ``shared``: the encoder and decoder embeddings are one table; ``tied``: the output projection is the
+    decoder embedding (read from the weights: with ``tie_word_embeddings`` false, transformers 5 keeps even
+    ``share_encoder_decoder_embeddings`` tables apart)."""
+    c = marian_config
+    if c.model_type != "marian":
+        raise EngineError(f"model type {c.model_type!r} is not Marian: only Marian models are imported")
+    for ours, encoder, decoder in (("num_heads", "encoder_attention_heads", "decoder_attention_heads"),
+                                   ("d_ff", "encoder_ffn_dim", "decoder_ffn_dim")):
+        if getattr(c, encoder) != getattr(c, decoder):
+            raise EngineError(
+                f"{encoder}={getattr(c, encoder)} and {decoder}={getattr(c, decoder)} differ: this project's "
+                f"Transformer has one {ours}"
+            )
+    if c.activation_function not in ACTIVATIONS:
+        raise EngineError(
+            f"activation_function={c.activation_function!r} cannot be imported: only "
+            f"{', '.join(ACTIVATIONS)}"
+        )
+    return TransformerConfig(
+        vocab_sizes[0],
+        vocab_sizes[1],
+        **SPECIALS.ids,
+        d_model=c.d_model,
+        num_heads=c.encoder_attention_heads,
+        num_encoder_layers=c.encoder_layers,
+        num_decoder_layers=c.decoder_layers,
+        d_ff=c.encoder_ffn_dim,
+        dropout=float(c.dropout),
+        attention_dropout=float(c.attention_dropout),
+        activation=ACTIVATIONS[c.activation_function],
+        max_len=c.max_position_embeddings,
+        norm_first=False,
+        tie_output_embedding=tied,
+        share_embeddings=shared,
+        positional="sinusoidal",
+        scale_embedding=bool(c.scale_embedding),
+        logits_bias=True,
+    )
+
+
+@torch.no_grad()
+def project_state_dict(
+    marian, config: TransformerConfig, src_map: list[int], tgt_map: list[int]
+) -> dict[str, Tensor]:
+    """The weights of a ``MarianMTModel`` under this project's names, ids (``id_map`` of each side) and
+    feature order."""
+    features = torch.argsort(halves_order(config.d_model))  # Marian's feature of each of ours
+    weights = marian.state_dict()
+
+    def rows(to_hf: list[int]) -> tuple[Tensor, Tensor]:  # (V,) Marian rows, (V,) True where new
+        return torch.tensor([0 if i == NEW else i for i in to_hf]), torch.tensor([i == NEW for i in to_hf])
+
+    def reads(name: str) -> Tensor:
+        return weights[name][:, features]
+
+    def writes(name: str) -> Tensor:
+        return weights[name][features]
+
+    def table(weight: Tensor, to_hf: list[int]) -> Tensor:  # (V_hf, D) → (V, D): our ids and features
+        index, new = rows(to_hf)
+        return weight[index][:, features].masked_fill(new[:, None], 0.0)  # new rows zero
+
+    state: dict[str, Tensor] = {}
+
+    def attention(ours: str, theirs: str) -> None:
+        state[f"{ours}.in_proj.weight"] = torch.cat([reads(f"{theirs}.{p}_proj.weight") for p in "qkv"])
+        state[f"{ours}.in_proj.bias"] = torch.cat([weights[f"{theirs}.{p}_proj.bias"] for p in "qkv"])
+        state[f"{ours}.out_proj.weight"] = writes(f"{theirs}.out_proj.weight")
+        state[f"{ours}.out_proj.bias"] = writes(f"{theirs}.out_proj.bias")
+
+    def norm(ours: str, theirs: str) -> None:
+        state[f"{ours}.weight"], state[f"{ours}.bias"] = writes(f"{theirs}.weight"), writes(f"{theirs}.bias")
+
+    def feed_forward(ours: str, theirs: str) -> None:
+        state[f"{ours}.up.weight"], state[f"{ours}.up.bias"] = reads(f"{theirs}.fc1.weight"), \
+            weights[f"{theirs}.fc1.bias"]
+        state[f"{ours}.down.weight"], state[f"{ours}.down.bias"] = writes(f"{theirs}.fc2.weight"), \
+            writes(f"{theirs}.fc2.bias")
+
+    for i in range(config.num_encoder_layers):
+        ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
+        attention(f"{ours}.self_attn", f"{theirs}.self_attn")
+        norm(f"{ours}.self_attn_norm", f"{theirs}.self_attn_layer_norm")
+        feed_forward(f"{ours}.feed_forward", theirs)
+        norm(f"{ours}.feed_forward_norm", f"{theirs}.final_layer_norm")
+    for i in range(config.num_decoder_layers):
+        ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
+        attention(f"{ours}.self_attn", f"{theirs}.self_attn")
+        norm(f"{ours}.self_attn_norm", f"{theirs}.self_attn_layer_norm")
+        attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn")
+        norm(f"{ours}.cross_attn_norm", f"{theirs}.encoder_attn_layer_norm")
+        feed_forward(f"{ours}.feed_forward", theirs)
+        norm(f"{ours}.feed_forward_norm", f"{theirs}.final_layer_norm")
+
+    state["src_embed.weight"] = table(marian.get_encoder().embed_tokens.weight, src_map)
+    state["tgt_embed.weight"] = table(marian.get_decoder().embed_tokens.weight, tgt_map)  # shared: the same
+    if not config.tie_output_embedding:
+        state["output_proj.weight"] = table(marian.lm_head.weight, tgt_map)
+    index, new = rows(tgt_map)
+    bias = marian.final_logits_bias[0][index]  # (V,)
+    state["output_bias"] = bias.masked_fill(new, float("-inf"))  # the new padding is never predicted
+    return {name: value.detach().to(torch.float32).contiguous() for name, value in state.items()}
+
+
+def languages(name: str, hf_tokenizer) -> tuple[str | None, str | None]:
+    """(source, target) language codes: from an OPUS-MT name (``opus-mt-ja-en``), else the tokenizer's."""
+    found = _OPUS_NAME.search(str(name))
+    if found:
+        return found[1].lower(), found[2].lower()
+    return getattr(hf_tokenizer, "source_lang", None), getattr(hf_tokenizer, "target_lang", None)
+
+
+def first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def load_marian(name: str) -> MarianImport:
+    """Read a Marian model and its tokenizer (a local folder, or a Hub name with a network) for this
+    project; the one-line ``EngineError`` says what does not map or could not be read."""
+    import_transformers()
+    from transformers import AutoConfig, AutoTokenizer, MarianMTModel
+
+    try:
+        marian_config = AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as error:
+        raise EngineError(f"--hf-model {name}: cannot read its config ({first_line(error)})") from None
+    try:
+        hf_tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError, ImportError) as error:
+        raise EngineError(f"--hf-model {name}: cannot read its tokenizer ({first_line(error)})") from None
+    c = marian_config
+    start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
+    unk = hf_tokenizer.unk_token_id
+    ids = {"pad": c.pad_token_id, "start": start, "eos": c.eos_token_id, "unk": unk}
+    if any(value is None for value in ids.values()) or len({ids["start"], ids["eos"], ids["unk"]}) < 3:
+        raise EngineError(f"--hf-model {name}: special ids {ids} do not keep start, EOS and unknown apart")
+    src_map = id_map(c.vocab_size, **ids)
+    tgt_map = id_map(c.decoder_vocab_size, **ids)
+    marian = MarianMTModel.from_pretrained(name).eval()
+    encoder, decoder = marian.get_encoder().embed_tokens.weight, marian.get_decoder().embed_tokens.weight
+    shared = encoder.shape == decoder.shape and bool(torch.equal(encoder, decoder))
+    tied = marian.lm_head.weight.shape == decoder.shape and bool(torch.equal(marian.lm_head.weight, decoder))
+    config = transformer_config(marian_config, (len(src_map), len(tgt_map)), shared=shared, tied=tied)
+    return MarianImport(
+        config,
+        project_state_dict(marian, config, src_map, tgt_map),
+        MarianSide(hf_tokenizer, "source", src_map),
+        MarianSide(hf_tokenizer, "target", tgt_map),
+        tgt_map,
+        *languages(name, hf_tokenizer),
+    )
+

@@ -1,0 +1,249 @@
+"""evaluate.py --export-hf: a MarianMTModel folder that transformers alone loads, and that computes what this
+project's model computes: logits within float tolerance, the same greedy and beam tokens, the same text."""
+
+import pytest
+import torch
+
+from data.special import SPECIALS
+from data.tokenizer import Tokenizer
+from model import Transformer, TransformerConfig
+from tests.conftest import run_evaluate, train_tiny
+
+transformers = pytest.importorskip("transformers")
+
+from export.ctranslate2 import EngineError
+from export.huggingface import check_positions, export, halves_order
+
+PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
+TEXTS = ["the big dog sees a cat", "a cat runs home", "the small bird sings.", "dogs and cats play"]
+GERMAN = ["der große hund sieht eine katze", "eine katze läuft nach hause", "der kleine vogel singt.",
+          "hunde und katzen spielen"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer.train(TEXTS * 3, kind="bpe", vocab_size=60)
+
+
+def random_model(tokenizer: Tokenizer, target: Tokenizer | None = None, **overrides) -> Transformer:
+    torch.manual_seed(0)
+    settings = {"d_model": 16, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 32,
+                "max_len": 64, "norm_first": False, **SPECIALS.ids}
+    target_size = (target or tokenizer).vocab_size
+    config = TransformerConfig(tokenizer.vocab_size, target_size, **{**settings, **overrides})
+    model = Transformer(config).eval()
+    with torch.no_grad():  # LayerNorms away from gain 1 and bias 0, so a wrong feature order would show
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.add_(0.3 * torch.randn_like(parameter))
+    return model
+
+
+def load(folder):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    return AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def source_batch(hf_tokenizer, texts):
+    return hf_tokenizer(texts, return_tensors="pt", padding=True)
+
+
+def allowed(vocab_size: int) -> list[int]:
+    return [i for i in range(vocab_size) if i not in (PAD, BOS)]
+
+
+def exported_ids(source: Tokenizer, target: Tokenizer) -> list[int]:
+    """Per target id, its id in the exported vocabulary: the same with one vocabulary; after the source's
+    ids, specials aside, with two."""
+    if source.to_json() == target.to_json():
+        return list(range(target.vocab_size))
+    specials = len(SPECIALS.tokens)
+    return list(range(specials)) + [source.vocab_size + i for i in range(target.vocab_size - specials)]
+
+
+def hf_tokens(generated: torch.Tensor) -> list[list[int]]:
+    """generate()'s rows without the start token, cut before EOS."""
+    rows = []
+    for row in generated[:, 1:].tolist():
+        rows.append(row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD])
+    return rows
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"share_embeddings": True},
+    {"share_embeddings": True, "tie_output_embedding": False},
+    {"activation": "gelu"},
+    {"activation": "silu", "tie_output_embedding": False},
+])
+def test_exported_logits_equal_the_models(tmp_path, tokenizer, overrides):
+    model = random_model(tokenizer, **overrides)
+    marian, hf_tokenizer = load(export(model, tokenizer, tokenizer, tmp_path / "hf"))
+    assert type(marian).__name__ == "MarianMTModel"
+    check_positions(model, marian)
+    batch = source_batch(hf_tokenizer, TEXTS[:3])
+    tgt_in = torch.tensor([[BOS, 5, 6, 7, 8], [BOS, 9, 10, PAD, PAD], [BOS, 11, 12, 13, PAD]])
+    with torch.no_grad():
+        ours = model(batch.input_ids, tgt_in)  # (B, T, V)
+        theirs = marian(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                        decoder_input_ids=tgt_in, decoder_attention_mask=tgt_in != PAD).logits
+    keep = allowed(tokenizer.vocab_size)
+    real = tgt_in != PAD
+    torch.testing.assert_close(theirs[..., keep][real], ours[..., keep][real], atol=1e-5, rtol=1e-5)
+    assert torch.isneginf(theirs[..., [PAD, BOS]]).all()  # never predicted, as in model.decoding
+
+
+def test_the_tokenizer_encodes_as_collate_does_and_decodes_the_same_text(tmp_path, tokenizer):
+    _, hf_tokenizer = load(export(random_model(tokenizer), tokenizer, tokenizer, tmp_path / "hf"))
+    for text in TEXTS:
+        assert hf_tokenizer(text).input_ids == tokenizer.encode(text) + [EOS]
+        ids = tokenizer.encode(text)
+        assert hf_tokenizer.decode(ids + [EOS], skip_special_tokens=True) == tokenizer.decode(ids)
+
+
+def test_greedy_tokens_of_a_random_model_are_the_models(tmp_path, tokenizer):
+    """A random model rarely ends its sentences: the length limit is the project's, given to generate()."""
+    model = random_model(tokenizer, activation="silu")
+    marian, hf_tokenizer = load(export(model, tokenizer, tokenizer, tmp_path / "hf"))
+    for text in TEXTS:
+        batch = source_batch(hf_tokenizer, [text])
+        ours = model.generated_ids(model.generate(batch.input_ids, max_len=9))
+        theirs = marian.generate(**batch, max_new_tokens=9, max_length=None)
+        assert hf_tokens(theirs) == ours
+
+
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def trained_export(request, tmp_path_factory):
+    """A tiny post-LN run, with one vocabulary or one per language, exported by evaluate.py --export-hf."""
+    runs = tmp_path_factory.mktemp("hf_runs")
+    shared = str(request.param == "shared").lower()
+    run = train_tiny(runs, "--model.norm_first", "false", "--data.shared_vocab", shared,
+                     "--attention.every_n_epochs", "0", "--trainer.max_epochs", "3")
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    import evaluate
+
+    assert evaluate.main([str(checkpoint), "--export-hf", str(runs / "hf")]) == 0
+    from training.checkpoints import load_run
+
+    return load_run(checkpoint), runs / "hf", checkpoint
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_trained_models_tokens_and_text_are_the_same_through_generate(trained_export, beam_size):
+    run, folder, _ = trained_export
+    model, dm = run.module.model, run.datamodule
+    marian, hf_tokenizer = load(folder)
+    ids = exported_ids(dm.src_tokenizer, dm.tgt_tokenizer)
+    sources = [p.source for p in dm.pairs("test")[:12]]
+    for text in sources:
+        batch = source_batch(hf_tokenizer, [text])
+        ours = model.generated_ids(model.generate(batch.input_ids, beam_size=beam_size, length_penalty=0.0))
+        limit = 2 * batch.input_ids.size(1) + 10  # Transformer.generate's default
+        theirs = marian.generate(**batch, num_beams=beam_size, length_penalty=0.0, max_new_tokens=limit,
+                                 max_length=None, early_stopping=False)
+        assert hf_tokens(theirs) == [[ids[i] for i in ours[0]]], text
+        text_out = hf_tokenizer.batch_decode(theirs, skip_special_tokens=True)
+        assert text_out == [dm.tgt_tokenizer.decode(ours[0])]
+
+
+def test_the_translation_pipeline_translates_as_the_project_does(trained_export):
+    """transformers 5 removed pipeline("translation") (its migration guide); where it exists, it must give
+    evaluate.py --translate's text."""
+    from transformers.pipelines import SUPPORTED_TASKS
+
+    if "translation" not in SUPPORTED_TASKS:
+        pytest.skip(f"transformers {transformers.__version__} has no translation pipeline")
+    run, folder, _ = trained_export
+    translate = transformers.pipeline("translation", model=str(folder))
+    sources = [p.source for p in run.datamodule.pairs("test")[:5]]
+    texts = [run.datamodule.tgt_tokenizer.decode(ids) for ids in translate_ids(run, sources)]
+    assert [t["translation_text"] for t in translate(sources)] == texts
+
+
+def translate_ids(run, sources):
+    from evaluation.translate import translate
+
+    dm = run.datamodule
+    return translate(run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, sources)
+
+
+@pytest.mark.parametrize(("overrides", "named"), [
+    ({"norm_first": True}, "norm_first=True (pre-LN)"),
+    ({"positional": "rope"}, "positional='rope'"),
+    ({"positional": "alibi"}, "positional='alibi'"),
+    ({"positional": "relative"}, "positional='relative'"),
+    ({"positional": "learned"}, "positional='learned'"),
+    ({"positional": "none"}, "positional='none'"),
+])
+def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path, tokenizer, overrides, named):
+    with pytest.raises(EngineError) as refused:
+        export(random_model(tokenizer, **overrides), tokenizer, tokenizer, tmp_path / "hf")
+    message = str(refused.value)
+    assert message.startswith(named) and "\n" not in message
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("kind", ["word", "bpe", "unigram"])
+def test_separate_vocabularies_are_joined_exactly(tmp_path, kind):
+    """One tokenizer holds both: it encodes the source as the source tokenizer does, the target ids of the
+    model's logits are the project's, and the decoded text is the target tokenizer's."""
+    source = Tokenizer.train(GERMAN * 3, kind=kind, vocab_size=60)
+    target = Tokenizer.train(TEXTS * 3, kind=kind, vocab_size=60)
+    model = random_model(source, target, activation="silu")
+    marian, hf_tokenizer = load(export(model, source, target, tmp_path / "hf"))
+    target_ids = exported_ids(source, target)
+    for text in [*GERMAN, "ein völlig neues wort"]:
+        assert hf_tokenizer(text).input_ids == source.encode(text) + [EOS]
+    for text in TEXTS:
+        ids = target.encode(text)
+        exported = [target_ids[i] for i in ids]
+        assert hf_tokenizer.decode(exported, skip_special_tokens=True) == target.decode(ids)
+    batch = source_batch(hf_tokenizer, GERMAN[:3])
+    tgt_in = torch.tensor([[BOS, *target.encode(t)[:3]] for t in TEXTS[:3]])  # (B, 4) in the target's ids
+    exported = torch.tensor(target_ids)[tgt_in]  # the same tokens in the joined vocabulary's ids
+    with torch.no_grad():
+        ours = model(batch.input_ids, tgt_in)  # (B, T, V_tgt)
+        theirs = marian(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                        decoder_input_ids=exported).logits  # (B, T, V)
+    keep = allowed(target.vocab_size)
+    at = [target_ids[i] for i in keep]
+    torch.testing.assert_close(theirs[..., at], ours[..., keep], atol=1e-5, rtol=1e-5)
+    assert torch.isneginf(theirs[..., [i for i in range(theirs.size(-1)) if i not in at]]).all()
+    for text in GERMAN:
+        src = source_batch(hf_tokenizer, [text])
+        ours = model.generated_ids(model.generate(src.input_ids, max_len=9))
+        theirs = marian.generate(**src, max_new_tokens=9, max_length=None)
+        assert hf_tokens(theirs) == [[target_ids[i] for i in row] for row in ours]
+
+
+def test_evaluate_refuses_other_modes_options_and_an_existing_folder(trained_export, capsys, tmp_path):
+    _, folder, checkpoint = trained_export
+    with pytest.raises(SystemExit):
+        run_evaluate(capsys, checkpoint, "--export-hf", tmp_path / "x", "--output", "o.jsonl")
+    assert "--output cannot be used with --export-hf" in capsys.readouterr().err
+    code, _, err = run_evaluate(capsys, checkpoint, "--export-hf", folder)
+    assert code == 1 and f"{folder} exists" in err
+
+
+def test_evaluate_names_what_does_not_map(tmp_path, capsys):
+    run = train_tiny(tmp_path, "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
+    code, _, err = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--export-hf", tmp_path / "hf")
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith("error: norm_first=True (pre-LN) cannot be exported")
+
+
+def test_features_are_renumbered_into_halves():
+    assert halves_order(6).tolist() == [0, 2, 4, 1, 3, 5]
+
+
+def test_inseq_attributes_an_exported_model(trained_export):
+    inseq = pytest.importorskip("inseq")
+    run, folder, _ = trained_export
+    text = run.datamodule.pairs("test")[0].source
+    attributed = inseq.load_model(str(folder), "saliency").attribute(text, show_progress=False)
+    sequence = attributed.sequence_attributions[0]
+    source_tokens = [t.token for t in sequence.source]
+    assert source_tokens == run.datamodule.src_tokenizer.tokens(run.datamodule.src_tokenizer.encode(text)) + [
+        SPECIALS.eos]
+    assert sequence.source_attributions.shape[0] == len(source_tokens)

@@ -1,0 +1,266 @@
+"""evaluate.py --hf-model: a Marian model saved by transformers, imported into this project's Transformer
+with its SentencePiece tokenizer, computes transformers' own logits, tokens and attention weights, and
+evaluate.py scores, translates and analyses it unchanged. Everything is built here: a tiny SentencePiece model
+trained on a few sentences and a small random MarianMTModel, saved with save_pretrained (no network)."""
+
+import io
+import json
+
+import pytest
+import torch
+
+from tests.conftest import last_json, run_evaluate
+
+transformers = pytest.importorskip("transformers")
+sentencepiece = pytest.importorskip("sentencepiece")
+
+from data.special import SPECIALS
+from export.ctranslate2 import EngineError
+from export.marian import NEW, load_marian
+
+ENGLISH = ["the big dog sees a cat", "a cat runs home", "the small bird sings", "dogs and cats play",
+           "a bird sees the dog", "the cat and the bird"]
+GERMAN = ["der große hund sieht eine katze", "eine katze läuft nach hause", "der kleine vogel singt",
+          "hunde und katzen spielen", "ein vogel sieht den hund", "die katze und der vogel"]
+MARIAN_SPECIALS = ["</s>", "<unk>", "<pad>"]  # eos 0, unk 1, pad 2 (the decoder start) on both sides
+
+
+def train_spm(texts: list[str], path) -> list[str]:
+    """A tiny unigram SentencePiece model written to ``path``; its pieces."""
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts * 5), model_writer=model, vocab_size=40, model_type="unigram",
+        hard_vocab_limit=False, minloglevel=2,
+    )
+    path.write_bytes(model.getvalue())
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def write_vocab(pieces: list[str], path) -> dict[str, int]:
+    vocab = {token: i for i, token in enumerate(MARIAN_SPECIALS)}
+    for piece in pieces:
+        if piece != "<s>":  # Marian's vocabularies have no BOS
+            vocab.setdefault(piece, len(vocab))
+    path.write_text(json.dumps(vocab), encoding="utf-8")
+    return vocab
+
+
+def save_marian(folder, *, separate: bool = False, seed: int = 0, **overrides):
+    """A random MarianMTModel and its MarianTokenizer saved in ``folder``; (model, tokenizer).
+
+    The LayerNorms and the logits bias are moved off their initial values, so that a wrong feature order or
+    a dropped bias shows; pad (the decoder start) is -inf in the bias, as this project never predicts it, so
+    that transformers' beam search sees the same distribution (see export/marian.py).
+    """
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    folder.mkdir(parents=True)
+    joint = GERMAN if separate else GERMAN + ENGLISH  # one vocabulary for both languages, as OPUS-MT's
+    source = write_vocab(train_spm(joint, folder / "src.spm"), folder / "src_vocab.json")
+    target = source
+    if separate:
+        target = write_vocab(train_spm(ENGLISH, folder / "tgt.spm"), folder / "tgt_vocab.json")
+    target_vocab = str(folder / "tgt_vocab.json") if separate else None
+    tokenizer = MarianTokenizer(
+        str(folder / "src.spm"), str(folder / ("tgt.spm" if separate else "src.spm")),
+        str(folder / "src_vocab.json"), target_vocab_file=target_vocab, separate_vocabs=separate,
+    )
+    settings = {
+        "vocab_size": len(source), "decoder_vocab_size": len(target), "d_model": 16,
+        "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "max_position_embeddings": 64,
+        "pad_token_id": 2, "decoder_start_token_id": 2, "eos_token_id": 0, "forced_eos_token_id": 0,
+        "activation_function": "swish", "scale_embedding": True,
+        "share_encoder_decoder_embeddings": not separate, "dropout": 0.0,
+    }
+    torch.manual_seed(seed)
+    model = MarianMTModel(MarianConfig(**{**settings, **overrides})).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.add_(0.3 * torch.randn_like(parameter))
+        model.final_logits_bias.normal_()
+        model.final_logits_bias[0, 0] += 2.0  # EOS now and then: sentences end before the length limit
+        model.final_logits_bias[0, 2] = float("-inf")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    for name in ("src.spm", "tgt.spm", "src_vocab.json", "tgt_vocab.json"):  # only what save_pretrained wrote
+        (folder / name).unlink(missing_ok=True)
+    return model, tokenizer
+
+
+VARIANTS = {
+    "shared": {},
+    "separate vocabularies": {"separate": True},
+    "untied relu": {"tie_word_embeddings": False, "activation_function": "relu"},
+    "gelu unscaled": {"activation_function": "gelu", "scale_embedding": False},
+}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def saved(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("marian") / request.param.replace(" ", "_")
+    marian, tokenizer = save_marian(folder, **VARIANTS[request.param])
+    return folder, marian, tokenizer, load_marian(str(folder))
+
+
+def ours_of(imported, hf_ids: list[int], side: str) -> list[int]:
+    tokenizer = imported.src_tokenizer if side == "source" else imported.tgt_tokenizer
+    return [tokenizer.from_hf[i] for i in hf_ids]
+
+
+def test_the_ids_keep_this_projects_specials_and_a_new_padding(saved):
+    imported = saved[3]
+    assert imported.to_hf[:4] == [NEW, 2, 0, 1]  # pad (new), BOS = Marian's pad, EOS, unk
+    assert sorted(imported.to_hf[1:]) == list(range(len(imported.to_hf) - 1))
+    assert imported.tgt_tokenizer.tokens([1, 2, 3]) == ["<pad>", "</s>", "<unk>"]
+
+
+def test_the_tokenizer_encodes_and_decodes_as_marians(saved):
+    _, _, tokenizer, imported = saved
+    for german, english in zip(GERMAN, ENGLISH):
+        source = tokenizer(german, add_special_tokens=False).input_ids
+        assert imported.src_tokenizer.encode(german) == ours_of(imported, source, "source")
+        target = tokenizer(text_target=english, add_special_tokens=False).input_ids
+        ids = imported.tgt_tokenizer.encode(english)
+        assert ids == ours_of(imported, target, "target")
+        assert imported.tgt_tokenizer.decode([SPECIALS.bos_id, *ids, SPECIALS.eos_id]) == tokenizer.decode(
+            target, skip_special_tokens=True)
+        assert imported.tgt_tokenizer.tokens(ids) == tokenizer.convert_ids_to_tokens(target)
+    assert "<unk>" in imported.tgt_tokenizer.decode([SPECIALS.unk_id])  # never silently dropped
+
+
+def batch(tokenizer, imported):
+    """Two source sentences, the second padded: Marian's ids and mask, and ours."""
+    hf = tokenizer(GERMAN[:2], return_tensors="pt", padding=True)
+    rows = [[*imported.src_tokenizer.encode(s), SPECIALS.eos_id] for s in GERMAN[:2]]
+    width = hf.input_ids.size(1)
+    return hf, torch.tensor([row + [SPECIALS.pad_id] * (width - len(row)) for row in rows])
+
+
+def test_logits_and_attention_weights_are_transformers_own(saved):
+    _, marian, tokenizer, imported = saved
+    model = imported.model()
+    hf, src = batch(tokenizer, imported)
+    targets = [tokenizer(text_target=t, add_special_tokens=False).input_ids for t in ENGLISH[:2]]
+    length = max(map(len, targets)) + 1
+    hf_tgt = torch.tensor([[2, *t] + [2] * (length - 1 - len(t)) for t in targets])  # start, target, padding
+    tgt = torch.tensor([[1, *ours_of(imported, t, "target")] + [0] * (length - 1 - len(t)) for t in targets])
+    real_tgt = tgt != SPECIALS.pad_id
+    marian.config._attn_implementation = "eager"  # attention weights returned
+    with torch.no_grad():
+        theirs = marian(input_ids=hf.input_ids, attention_mask=hf.attention_mask, decoder_input_ids=hf_tgt,
+                        decoder_attention_mask=real_tgt.long(), output_attentions=True)
+        logits, maps = model(src, tgt, return_attention=True)
+    expected = theirs.logits[..., imported.to_hf[1:]]
+    torch.testing.assert_close(logits[..., 1:][real_tgt], expected[real_tgt], atol=1e-5, rtol=1e-5)
+    assert torch.isneginf(logits[..., 0]).all()  # the new padding is never predicted
+    real_src = hf.attention_mask.bool()
+    for ours, hf_maps, rows in ((maps.encoder, theirs.encoder_attentions, real_src),
+                                (maps.decoder, theirs.decoder_attentions, real_tgt),
+                                (maps.cross, theirs.cross_attentions, real_tgt)):
+        assert len(ours) == len(hf_maps) == 2
+        for layer, hf_layer in zip(ours, hf_maps):  # (B, H, Tq, Tk) both
+            torch.testing.assert_close(layer.transpose(1, 2)[rows], hf_layer.transpose(1, 2)[rows],
+                                       atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_greedy_and_beam_tokens_are_generates(saved, beam_size):
+    _, marian, tokenizer, imported = saved
+    model = imported.model()
+    ended = 0
+    for german in GERMAN:
+        src = torch.tensor([[*imported.src_tokenizer.encode(german), SPECIALS.eos_id]])
+        limit = 2 * src.size(1) + 10  # Transformer.generate's default
+        ours = model.generated_ids(model.generate(src, beam_size=beam_size, length_penalty=0.0))[0]
+        hf = tokenizer(german, return_tensors="pt")
+        theirs = marian.generate(**hf, num_beams=beam_size, length_penalty=0.0, max_new_tokens=limit,
+                                 max_length=None, forced_eos_token_id=None, early_stopping=False,
+                                 bad_words_ids=[[2]], do_sample=False)[0, 1:].tolist()
+        ended += 0 in theirs
+        theirs = theirs[: theirs.index(0)] if 0 in theirs else theirs
+        assert [imported.to_hf[i] for i in ours] == theirs, german
+        assert imported.tgt_tokenizer.decode(ours) == tokenizer.decode(theirs, skip_special_tokens=True)
+    assert ended  # some sentences end with EOS rather than at the limit
+
+
+def test_what_does_not_map_is_refused_in_one_line(tmp_path):
+    save_marian(tmp_path / "heads", decoder_attention_heads=2)
+    with pytest.raises(EngineError, match=r"^encoder_attention_heads=4 and decoder_attention_heads=2 differ"):
+        load_marian(str(tmp_path / "heads"))
+    save_marian(tmp_path / "tanh", activation_function="tanh")
+    with pytest.raises(EngineError, match=r"^activation_function='tanh' cannot be imported"):
+        load_marian(str(tmp_path / "tanh"))
+    with pytest.raises(EngineError, match="cannot read its config"):
+        load_marian(str(tmp_path / "nothing here"))
+
+
+def test_an_imported_model_is_not_exported_again(saved, tmp_path):
+    """Its logits bias and new padding have no CTranslate2 counterpart, and export --hf would rebuild a Marian
+    model from a Marian model: both refuse it and name why."""
+    from export.ctranslate2 import check_exportable
+    from export.huggingface import export
+
+    imported = saved[3]
+    with pytest.raises(EngineError, match="^an imported model"):
+        check_exportable(imported.model())
+    with pytest.raises(EngineError, match="imported from a Marian model"):
+        export(imported.model(), imported.src_tokenizer, imported.tgt_tokenizer, tmp_path / "again")
+
+
+# -- evaluate.py on an imported model ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shared_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("marian_cli") / "opus-mt-de-en"
+    marian, tokenizer = save_marian(folder)
+    tsv = folder.parent / "de_en.tsv"
+    tsv.write_text("".join(f"{g}\t{e}\n" for g, e in zip(GERMAN, ENGLISH)), encoding="utf-8")
+    return folder, marian, tokenizer, tsv
+
+
+def test_evaluate_translates_an_imported_model_as_generate_does(shared_model, capsys, tmp_path):
+    folder, marian, tokenizer, _ = shared_model
+    code, out, err = run_evaluate(capsys, "--hf-model", folder, "--translate", GERMAN[0],
+                                  "--attention-out", tmp_path / "maps")
+    assert code == 0, err
+    hf = tokenizer(GERMAN[0], return_tensors="pt")
+    theirs = marian.generate(**hf, num_beams=1, max_new_tokens=2 * hf.input_ids.size(1) + 10, max_length=None,
+                             forced_eos_token_id=None, bad_words_ids=[[2]])
+    assert out.strip() == tokenizer.decode(theirs[0], skip_special_tokens=True)
+    written = {p.name for p in (tmp_path / "maps" / "sentence_1").iterdir()}
+    assert any(name.endswith(".png") for name in written) and any(name.endswith(".html") for name in written)
+
+
+def test_evaluate_scores_and_ranks_the_heads_of_an_imported_model(shared_model, capsys, tmp_path):
+    folder, _, _, tsv = shared_model
+    code, out, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", tsv, "--head-importance",
+                                  "--importance-sentences", "2", "--prune-heads", "2",
+                                  "--analysis-out", tmp_path / "analysis", "--quiet")
+    assert code == 0, err
+    result = last_json(out)
+    assert result["hf_model"] == str(folder) and result["checkpoint"] is None
+    assert {"bleu", "chrf", "head_importance", "pruned_heads"} <= set(result)
+    assert len(result["pruned_heads"]) == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--translate", "x", "CKPT"], "give a checkpoint or --hf-model, not both"),
+    ([], "--hf-model has no data of its own: give --tsv FILE"),
+    (["--tsv", "x.tsv", "--average-last", "2"], "--average-last is about a run's checkpoints or data"),
+    (["--tsv", "x.tsv", "--engine", "ctranslate2"], "--hf-model cannot be used with --engine ctranslate2"),
+    (["--export-hf", "out"], "--hf-model cannot be used with --export-hf"),
+])
+def test_evaluate_refuses_what_an_imported_model_has_not(capsys, args, message):
+    with pytest.raises(SystemExit):
+        run_evaluate(capsys, "--hf-model", "some/model", *args)
+    assert message in capsys.readouterr().err
+
+
+def test_evaluate_needs_a_checkpoint_or_an_imported_model(capsys):
+    with pytest.raises(SystemExit):
+        run_evaluate(capsys, "--translate", "x")
+    assert "required: checkpoint (or --hf-model)" in capsys.readouterr().err
