@@ -729,8 +729,8 @@ def test_a_test_split_that_would_be_ignored_is_an_option_error(tmp_path, capsys,
 
 def test_a_test_split_of_data_that_has_one_is_refused(tiny_run, capsys, decodings):
     code, out, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--test-split", "bogus")
-    message = ("--test-split bogus: the run's toy data has a single test set; --test-split is for multi30k "
-               "and tsv corpora")
+    message = ("--test-split bogus: the run's toy data has a single test set; --test-split is for multi30k, "
+               "parallel and tsv corpora")
     assert (code, out, err) == (1, "", f"error: {message}\n") and decodings == []
 
 
