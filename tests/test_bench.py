@@ -916,3 +916,38 @@ def test_cjk_pieces_skips_without_the_corpus_and_refuses_bad_options(tmp_path, c
     with pytest.raises(SystemExit):
         main(["--direction", "zh_en", "--minutes", "0"])
     assert "--minutes must be from 1 to 1439, got 0" in capsys.readouterr().err
+
+
+# -- bench/kftt_alignment.py: the lab on KFTT's gold beside eflomal and the published table ------------------
+
+
+def test_kftt_alignment_dry_run_trains_the_recipe_then_scores_it_and_eflomal(tmp_path, capsys):
+    from bench.kftt_alignment import main
+
+    out = tmp_path / "o"
+    assert main(["--dry-run", "--out", str(out), "--corpora", str(tmp_path / "c")]) == 0
+    train, evaluate, eflomal = capsys.readouterr().out.splitlines()
+    assert "train.py --config configs/kftt_ja_en.yaml" in train and "--data.gold_alignments" in train
+    assert f"evaluate.py {out}/runs/kftt_ja_en/version_0/checkpoints/last.ckpt --gold-alignments" in evaluate
+    methods = "attention shift_att value_norms rollout grad_x_input integrated_gradients"
+    assert f"--alignment-methods {methods}" in evaluate
+    assert eflomal.endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'}")
+    assert main(["--dry-run", "--checkpoint", "x.ckpt", "--no-eflomal", "--methods", "attention"]) == 0
+    (evaluate,) = capsys.readouterr().out.splitlines()
+    assert "evaluate.py x.ckpt" in evaluate and "--alignment-methods attention --ig-steps" in evaluate
+
+
+def test_kftt_alignment_table_rows_come_from_the_scores_and_skip_without_the_corpus(tmp_path, capsys):
+    from bench.kftt_alignment import PUBLISHED, main, table
+
+    best = {"argmax": {"layer": "layer 2", "head": None, "precision": 0.5, "recall": 0.25, "aer": 0.6},
+            "argmax_grow_diag_final_and": {"layer": "layer 1", "head": 3, "precision": 0.4, "recall": 0.3,
+                                           "aer": 0.65}}
+    eflomal = {"scores": {"forward": {"precision": 0.536, "recall": 0.374, "aer": 0.559}}}
+    rows = table({"best": {"attention": best}}, eflomal)
+    assert rows[2] == "| attention | argmax | layer 2 | 50.0% | 25.0% | 60.0 |"
+    assert rows[3] == "| attention | argmax_grow_diag_final_and | layer 1 head 3 | 40.0% | 30.0% | 65.0 |"
+    assert rows[4] == "| eflomal, 30k pairs | forward | | 53.6% | 37.4% | 55.9 |"
+    assert len(rows) == 5 + len(PUBLISHED) and rows[-1].endswith("| 37.4–38.4 |")
+    assert main(["--corpora", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.startswith("skipped: the KFTT corpus is not in")
