@@ -32,6 +32,19 @@ def check_alignable(
     """
     if not pairs or any(p.alignment is None for p in pairs):
         raise AnalysisError(f"{option} needs data with gold word alignments ({GOLD_DATASETS})")
+    _check_one_token_per_word(pairs, src_tokenizer, tgt_tokenizer, option)
+
+
+def one_token_per_word(pairs: Sequence[Pair], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> bool:
+    """Whether every word of ``pairs`` (``Pair.words``) is one token, so that links index token positions."""
+    try:
+        _check_one_token_per_word(pairs, src_tokenizer, tgt_tokenizer, "")
+    except AnalysisError:
+        return False
+    return True
+
+
+def _check_one_token_per_word(pairs, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, option: str) -> None:
     for side, tokenizer in (("source", src_tokenizer), ("target", tgt_tokenizer)):
         texts = [getattr(p, side) for p in pairs]
         for number, (pair, ids) in enumerate(zip(pairs, tokenizer.encode_batch(texts)), start=1):

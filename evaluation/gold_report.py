@@ -63,17 +63,24 @@ def print_best(scores: dict[str, WordAlignmentScores]) -> None:
         print(f"{name:22s} " + " ".join(f"{method.best(e)['aer']:10.3f}" for e in extractions))
 
 
-def run_gold_alignment(args, run, directory: Path, check_new) -> AlignmentMethodsReport:
-    """Score the methods on the gold set (its first --alignment-sentences pairs, else all) and explain its
-    first PICTURED_SENTENCES pairs over their words; write the JSON files and print the tables. The figures
-    are the caller's to draw (``viz.reports.draw_alignment_methods``)."""
+def run_gold_alignment(
+    args, run, directory: Path, check_new, *, data: tuple[GoldSet, str] | None = None
+) -> AlignmentMethodsReport:
+    """Score the methods on the gold set of --gold-alignments (its first --alignment-sentences pairs, else
+    all), or on ``data`` (a split's pairs whose gold words are not its tokens, the Han-script toy's, and the
+    split's name), and explain the first PICTURED_SENTENCES pairs over their words; write the JSON files and
+    print the tables. The figures are the caller's to draw (``viz.reports.draw_alignment_methods``)."""
     dm, model = run.datamodule, run.module.model
-    gold, direction = read_gold_option(args, run)
-    print(f"{gold.summary()}; direction {direction}", file=sys.stderr)
+    if data is None:
+        gold, direction = read_gold_option(args, run)
+        print(f"{gold.summary()}; direction {direction}", file=sys.stderr)
+        name, where = Path(args.gold_alignments).stem, args.gold_sentences[0]
+    else:
+        (gold, name), direction = data, "the data's own"
+        where = name
     pairs = gold.pairs[: args.alignment_sentences] if args.alignment_sentences else gold.pairs
-    items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len,
-                       args.gold_sentences[0])
-    stem = directory / f"gold_{Path(args.gold_alignments).stem}"
+    items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len, where)
+    stem = directory / f"gold_{name}"
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
     check_new(json_path, args.overwrite)
     directory.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,10 @@ from tqdm import tqdm
 
 from data.batching import check_fits
 from data.corpora import read_tsv
+from data.gold import GoldSet
 from data.pairs import Pair
-from evaluation.alignment import check_alignable, cross_attention_alignment
-from evaluation.explanation_report import AlignmentMethodsReport, run_alignment_methods
+from evaluation.alignment import check_alignable, cross_attention_alignment, one_token_per_word
+from evaluation.explanation_report import DEFAULT_SENTENCES, AlignmentMethodsReport, run_alignment_methods
 from evaluation.gold_report import run_gold_alignment
 from evaluation.head_masks import all_heads, head_mask
 from evaluation.importance import importance_paths, measure_head_importance, write_importance
@@ -133,5 +134,11 @@ def score_alignment_methods(args, run: LoadedRun) -> AlignmentMethodsReport:
         return run_gold_alignment(args, run, analysis_directory(args), check_new)
     pairs = read_pairs(args, run)
     check_lengths(args, run, pairs, targets=True)
+    dm = run.datamodule
+    if pairs and all(p.alignment is not None for p in pairs) and not one_token_per_word(
+        pairs, dm.src_tokenizer, dm.tgt_tokenizer
+    ):  # gold links of words written without spaces (the Han-script toy): scored on words, as gold sets are
+        data = (GoldSet(list(pairs[: args.alignment_sentences or DEFAULT_SENTENCES])), args.split)
+        return run_gold_alignment(args, run, analysis_directory(args), check_new, data=data)
     return run_alignment_methods(args, run, pairs, analysis_directory(args), check_new)
 

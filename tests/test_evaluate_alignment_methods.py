@@ -93,3 +93,34 @@ def test_one_token_per_word_is_checked_on_the_words_a_pair_lists():
     words, tokens = len(first.target_words), len(tgt.encode(first.target))
     with pytest.raises(AnalysisError, match=f"target sentence 1 has {words} words and {tokens} tokens"):
         check_alignable(pairs, src, tgt)
+
+
+@pytest.fixture(scope="module")
+def han_run(tmp_path_factory):
+    """A tiny run on the Han-script toy: its target words are one or two characters, a piece each."""
+    from tests.conftest import train_tiny
+
+    return train_tiny(tmp_path_factory.mktemp("han"), "--data.toy_script", "han", "--data.tokenizer", "bpe",
+                      "--data.vocab_size", "300")
+
+
+def test_the_han_script_toy_is_scored_on_its_words_in_training_and_by_evaluate(han_run, tmp_path, capsys):
+    from tests.conftest import read_events
+
+    tags = read_events(han_run).Tags()["scalars"]
+    logged = {tag for tag in tags if tag.startswith("explain/") and tag.endswith("/best_aer")}
+    assert {"explain/attention/best_aer", "explain/grad_x_input/best_aer"} <= logged
+    code, out, err = run_evaluate(
+        capsys, han_run / "checkpoints" / "last.ckpt", "--split", "val", "--alignment-methods", "attention",
+        "value_norms", "--alignment-sentences", "12", "--analysis-out", tmp_path,
+    )
+    assert code == 0, err
+    result = last_json(out)
+    assert result["direction"] == "the data's own" and result["sentences"] == 12
+    run = load_run(han_run / "checkpoints" / "last.ckpt")
+    pairs = run.datamodule.pairs("val")[:12]
+    assert result["sure_links"] == sum(len(p.alignment) for p in pairs)  # word links, not token cells
+    for method in ("attention", "value_norms"):
+        best = result["best"][method]["argmax"]
+        assert 0.0 <= best["aer"] <= 1.0 and best["layer"].startswith("layer ")
+    assert (tmp_path / "gold_val.json").is_file()

@@ -46,8 +46,9 @@ from analysis.explain.registry import METHODS, check_methods
 from analysis.explain.scores import AlignmentScores
 from analysis.heads import STATISTIC, add_totals, summary_totals, totals_summary
 from data.batching import collate
+from data.gold import GoldSet
 from evaluation.ablation import AnalysisError
-from evaluation.alignment import check_alignable
+from evaluation.alignment import check_alignable, one_token_per_word
 from evaluation.explanations import explain_pass, explanation_alignment, lens_of, lens_record
 from evaluation.forced import ForcedPass, SentenceTokens, forced_pass, sentence_pass
 from evaluation.gold_alignment import GoldItem, encode_gold, fits, gold_alignment, token_cells
@@ -148,6 +149,10 @@ class AttentionLogger(L.Callback):
         items = [(i, src_tok.encode(p.source), tgt_tok.encode(p.target)) for i, p in enumerate(val)]
         self._stats_pairs, self._stats_items = val, items[: self.stats_sentences]
         gold = datamodule.gold_set()
+        if gold is None and val and all(p.alignment is not None for p in val) and not one_token_per_word(
+            val[: self.explanation_sentences or 1], src_tok, tgt_tok
+        ):  # gold links of words written without spaces (the Han-script toy): scored on words, as a gold set
+            gold = GoldSet(val)
         self._pairs, self._gold_items = val, {}
         if gold is not None:
             encoded = encode_gold(gold, src_tok, tgt_tok)
