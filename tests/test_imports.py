@@ -1,5 +1,5 @@
 """Imports go one way: each package imports only the packages below it, with no exceptions, so that the
-folder layout is the architecture (README, "How it is built"):
+folder layout is the architecture (docs/architecture.md):
 
     model/       torch only
     data/        nothing of the model
