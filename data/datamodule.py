@@ -465,10 +465,12 @@ class TranslationDataModule(L.LightningDataModule):
             kwargs["pre_tokenize"] = self.pre_tokenize or handling.pre_tokenize
             kwargs["normalization"] = handling.normalization
             if kwargs["pre_tokenize"] == "cjk" or handling.normalization == "nfc":
+                pieces = ("a piece per Han or Kana character" if kwargs["pre_tokenize"] == "cjk"
+                          else "words split at spaces")
                 rank_zero_info(
-                    f"Tokenizer ({side}): pre_tokenize={kwargs['pre_tokenize']} (each Han and Kana "
-                    f"character apart: 'cjk'), {handling.normalization.upper()} normalisation (full-width "
-                    "punctuation kept: 'NFC')."
+                    f"Tokenizer ({side}): pre_tokenize={kwargs['pre_tokenize']} ({pieces}), "
+                    f"{handling.normalization.upper()} normalisation"
+                    + (" (full-width punctuation kept)." if handling.normalization == "nfc" else ".")
                 )
         return Tokenizer.train(texts, **kwargs)
 
