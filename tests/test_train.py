@@ -781,8 +781,9 @@ def test_head_statistics_score_no_alignment_when_a_word_is_two_tokens(hand_made,
         pairs=lambda split: pairs,
         src_tokenizer=datamodule.src_tokenizer,
         tgt_tokenizer=datamodule.tgt_tokenizer,
+        gold_set=lambda: None,
     )
-    logger = AttentionLogger(num_sentences=1, stats_sentences=2)
+    logger = AttentionLogger(num_sentences=1, stats_sentences=2, explanation_sentences=0)
     logger._prepare(served)
     logger._log_head_statistics(experiment, module.model, module.config, 0, module)
     assert "heads/cross_entropy" in drawn and "heads/cross_aer" not in drawn

@@ -149,8 +149,9 @@ class AttentionLogger(L.Callback):
         items = [(i, src_tok.encode(p.source), tgt_tok.encode(p.target)) for i, p in enumerate(val)]
         self._stats_pairs, self._stats_items = val, items[: self.stats_sentences]
         gold = datamodule.gold_set()
-        if gold is None and val and all(p.alignment is not None for p in val) and not one_token_per_word(
-            val[: self.explanation_sentences or 1], src_tok, tgt_tok
+        scored = val[: self.explanation_sentences]
+        if gold is None and scored and all(p.alignment is not None for p in val) and not one_token_per_word(
+            scored, src_tok, tgt_tok
         ):  # gold links of words written without spaces (the Han-script toy): scored on words, as a gold set
             gold = GoldSet(val)
         self._pairs, self._gold_items = val, {}
