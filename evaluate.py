@@ -90,7 +90,8 @@ REFUSED = {
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
           "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
 # be left out)
-GOLD_OPTIONS = ("gold_sentences", "gold_zero_based", "gold_direction", "alignment_threshold")  # of a gold set
+# Of a gold set's files; --alignment-threshold also serves data scored on words (the Han-script toy).
+GOLD_OPTIONS = ("gold_sentences", "gold_zero_based", "gold_direction")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
@@ -206,7 +207,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              "translates the other way; forward: as given")
     add(gold, "--alignment-threshold", type=finite_float, default=THRESHOLD, metavar="SHARE", only={EXPLAIN},
         help=f"the thresholded extractions keep links with at least this share of their row (and column) "
-             f"(default: {THRESHOLD})")
+             f"(default: {THRESHOLD}); for gold sets and data whose words are not its tokens")
 
     engine = parser.add_argument_group(
         "CTranslate2 (optional: pip install ctranslate2; no per-head attention)"

@@ -7,6 +7,7 @@ into the model's config.
 """
 
 import dataclasses
+import importlib.util
 import os
 import random
 from collections.abc import Sequence
@@ -117,7 +118,7 @@ class TranslationDataModule(L.LightningDataModule):
             ``han`` needs a subword tokenizer, ``bpe`` unless named, whose ``pre_tokenize`` picks ``cjk`` for
             the target; it makes ``target_lang`` ``zh`` (so that BLEU is tokenized as Chinese).
         held_out_pairs: tatoeba: about this many pairs each for val and for test, drawn with ``seed``. Pairs
-            that share their English sentence stay in one split, so no test sentence is seen in training.
+            that share a sentence, on either side, stay in one split, so no test sentence is seen in training.
         seed: seeds the toy generator, the SCAN and Tatoeba hold-outs and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
             and ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy_script=han``.
@@ -262,6 +263,8 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(
                 f"chinese_script must be simplified, traditional or None, got {chinese_script!r}"
             )
+        if chinese_script is not None and importlib.util.find_spec("opencc") is None:
+            raise ValueError(f"chinese_script={chinese_script!r} needs OpenCC: pip install -e .[cjk]")
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
         self.vocab_size = vocab_size
@@ -374,13 +377,13 @@ class TranslationDataModule(L.LightningDataModule):
     def _read_tatoeba(self) -> dict[str, list[Pair]]:
         """The file's pairs, split by :func:`_tatoeba_splits`; remembers each pair's line for messages."""
         pairs = read_tatoeba(self._file("train"), english_source=self.source_lang.lower() in _ENGLISH)
-        english = [p.source if self.source_lang.lower() in _ENGLISH else p.target for p in pairs]
-        self._lines = _tatoeba_splits(english, self.held_out_pairs, self.seed)
+        self._lines = _tatoeba_splits(pairs, self.held_out_pairs, self.seed)
         if len(self._lines["train"]) == 0:
             raise CorpusError(
                 self._file("train"), None,
-                f"its {len(pairs)} pairs leave none for training after holding out "
-                f"held_out_pairs={self.held_out_pairs} for each of val and test",
+                f"its {len(pairs)} pairs leave none for training after holding out about "
+                f"held_out_pairs={self.held_out_pairs} for each of val and test (pairs that share a sentence "
+                "stay together)",
             )
         return {split: [pairs[line - 1] for line in self._lines[split]] for split in SPLITS}
 
@@ -666,13 +669,30 @@ def _maybe_gzipped(path: Path) -> Path:
     return gzipped if not path.exists() and gzipped.exists() else path
 
 
-def _tatoeba_splits(english: list[str], held_out: int, seed: int) -> dict[str, list[int]]:
-    """The 1-based lines of each split: seeded groups of pairs that share their English sentence, test
-    first, then val, each until it holds at least ``held_out`` pairs; the rest is train. Lines stay in file
-    order within a split."""
-    groups: dict[str, list[int]] = {}
-    for line, sentence in enumerate(english, start=1):
-        groups.setdefault(sentence, []).append(line)
+def _tatoeba_splits(pairs: list[Pair], held_out: int, seed: int) -> dict[str, list[int]]:
+    """The 1-based lines of each split: seeded groups of pairs, test first, then val, each until it holds at
+    least ``held_out`` pairs; the rest is train. A group is every pair linked to another by a shared sentence
+    on either side (Tatoeba translates a sentence more than once, either way round: "Hi." has two Chinese
+    translations, 我们走吧。 two English ones), so no sentence of val or test is seen in training. Lines stay
+    in file order within a split."""
+    parent = list(range(len(pairs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, pair in enumerate(pairs):
+        for key in (("source", pair.source), ("target", pair.target)):
+            if key in first:
+                parent[root(i)] = root(first[key])
+            else:
+                first[key] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(pairs)):
+        groups.setdefault(root(i), []).append(i + 1)
     order = list(groups.values())
     random.Random(seed).shuffle(order)
     splits: dict[str, list[int]] = {"test": [], "val": [], "train": []}
@@ -684,12 +704,8 @@ def _tatoeba_splits(english: list[str], held_out: int, seed: int) -> dict[str, l
 
 def _convert_chinese(splits: dict[str, list[Pair]], script: ChineseScript) -> dict[str, list[Pair]]:
     """``splits`` with the Chinese side (or sides) of every pair written in ``script``."""
-    try:
-        import opencc
-    except ImportError:
-        raise ImportError(
-            "chinese_script needs OpenCC: pip install -e .[cjk] (or pip install opencc)"
-        ) from None
+    import opencc  # present: checked when the data module was made
+
     convert = opencc.OpenCC(_OPENCC_CONFIGS[script]).convert
     train = splits["train"]
     sides = [side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train)]

@@ -46,18 +46,20 @@ class WordTokens:
     count: int  # the number of words
 
 
-def encode_words(tokenizer: Tokenizer, words: Sequence[str]) -> WordTokens:
-    """The tokens of ``words`` joined by single spaces, and the word of each token.
+def encode_words(tokenizer: Tokenizer, words: Sequence[str], text: str | None = None) -> WordTokens:
+    """The tokens of ``text`` (default: ``words`` joined by single spaces), which spells ``words`` in order
+    with or without spaces between them, and the word of each token.
 
     Raises:
-        ValueError: ``words`` is empty, or a word holds whitespace (it would be two words to the model).
+        ValueError: ``words`` is empty, a word holds whitespace (it would be two words to the model), or
+            ``text`` does not spell the words.
     """
     if not words:
         raise ValueError("no words to encode")
     for number, word in enumerate(words, start=1):
         if not word or any(character.isspace() for character in word):
             raise ValueError(f"word {number} ({word!r}) is empty or holds whitespace")
-    text = " ".join(words)
+    text = " ".join(words) if text is None else text
     ids, spans = tokenizer.encode_spans(text)
     return WordTokens(ids, token_words(spans, word_spans(text, words)), len(words))
 
@@ -65,6 +67,12 @@ def encode_words(tokenizer: Tokenizer, words: Sequence[str]) -> WordTokens:
 def encode_pair_words(
     pair: Pair, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
 ) -> tuple[WordTokens, WordTokens]:
-    """Both sides of a gold pair, read as its own words (``Pair.words``) joined by single spaces."""
-    source = encode_words(src_tokenizer, pair.words("source"))
-    return source, encode_words(tgt_tokenizer, pair.words("target"))
+    """Both sides of a gold pair as the model reads them: a side written without spaces (its words listed in
+    ``Pair.source_words`` / ``target_words``, the Han-script toy's target) as its own text, any other side
+    as its words (``Pair.words``) joined by single spaces, whatever spacing the gold file had."""
+
+    def side(name: str, tokenizer: Tokenizer) -> WordTokens:
+        listed = pair.source_words if name == "source" else pair.target_words
+        return encode_words(tokenizer, pair.words(name), getattr(pair, name) if listed is not None else None)
+
+    return side("source", src_tokenizer), side("target", tgt_tokenizer)

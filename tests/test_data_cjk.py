@@ -98,6 +98,19 @@ def test_tatoeba_holds_out_val_and_test_keeping_pairs_of_one_english_sentence_to
             assert PAIRS[line - 1] == (pair.target, pair.source)
 
 
+def test_pairs_that_share_a_chinese_sentence_stay_in_one_split_too(tmp_path):
+    # 我们走吧。 translates two English sentences, and "Let's leave." has a second translation: one group.
+    linked = [("Let's go.", "我们走吧。"), ("Let's leave.", "我们走吧。"), ("Let's leave.", "我们离开吧。")]
+    path = tatoeba_file(tmp_path / "cmn.txt", linked + PAIRS)
+    for seed in range(8):
+        data = tatoeba_data(path, held_out_pairs=1, seed=seed)
+        homes = {split for split in ("train", "val", "test") for p in data.pairs(split)
+                 if (p.target, p.source) in linked}
+        assert len(homes) == 1, (seed, homes)
+        chinese = {split: {p.source for p in data.pairs(split)} for split in ("train", "val", "test")}
+        assert not chinese["train"] & (chinese["val"] | chinese["test"])
+
+
 def test_the_hold_out_is_seeded_and_the_same_for_both_directions(tmp_path):
     path = tatoeba_file(tmp_path / "cmn.txt")
     zh_en, en_zh = tatoeba_data(path), tatoeba_data(path, source_lang="en", target_lang="zh")
@@ -224,3 +237,23 @@ def test_the_examples_in_data_scripts_docstring_hold():
 
     result = doctest.testmod(data.scripts)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_a_side_written_without_spaces_is_read_as_written_when_scored_on_words():
+    # The model read the Han-script toy's target without spaces in training; its words joined by spaces
+    # would be other tokens (a lone ▁ before each word).
+    from data.toy import make_toy_splits
+    from data.words import encode_pair_words
+
+    pairs = make_toy_splits(train_size=200, val_size=0, test_size=0, script="han", seed=2)["train"]
+    src = Tokenizer.train([p.source for p in pairs])
+    tgt = Tokenizer.train([p.target for p in pairs], kind="bpe", vocab_size=300, pre_tokenize="cjk",
+                          normalization="nfc")
+    for pair in pairs[:20]:
+        source, target = encode_pair_words(pair, src, tgt)
+        assert target.ids == tgt.encode(pair.target) and source.ids == src.encode(pair.source)
+        assert target.count == len(pair.target_words) and len(target.words) == len(target.ids)
+        pieces = tgt.tokens(target.ids)
+        for word in range(target.count):  # each word's pieces spell it
+            spelled = "".join(p for p, w in zip(pieces, target.words, strict=True) if w == word)
+            assert spelled.removeprefix("▁") == pair.target_words[word]

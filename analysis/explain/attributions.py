@@ -118,9 +118,15 @@ def integrated_gradients_rows(
 
 
 # Each row runs the model again on its sentence under autograd, so a backward pass holds the activations of
-# (S + T) tokens per row, and the logits of T: rows go through in passes of at most this many tokens. Real
-# sentences (KFTT's: up to 141 words) would otherwise hold gigabytes for one batch of target rows.
-MAX_ROW_TOKENS = 4096
+# (S + T) tokens per row, and the logits of T: rows go through in passes of at most this many tokens (about
+# 2 GB at d_model 256 and 8,000 subwords; the toy's short sentences: about 500 rows a pass). Real sentences
+# (KFTT's: up to 141 words) held 18 GB for one batch of target rows at once.
+MAX_ROW_TOKENS = 16_384
+
+
+def rows_per_pass(target_length: int, source_length: int) -> int:
+    """How many (sentence, target position) rows one backward pass takes, under ``MAX_ROW_TOKENS``."""
+    return max(1, MAX_ROW_TOKENS // (target_length + source_length))
 
 
 def attribution_rows(tgt_valid: Tensor) -> tuple[Tensor, Tensor]:
@@ -138,7 +144,7 @@ def _gradient_explanation(
     B, T = trace.tgt_valid.shape
     scores = torch.zeros(B, 1, T, trace.src_valid.size(1), device=trace.embeddings.device)  # (B, 1, T, S)
     sentences, targets = attribution_rows(trace.tgt_valid)
-    per_pass = max(1, MAX_ROW_TOKENS // (T + trace.src_valid.size(1)))
+    per_pass = rows_per_pass(T, trace.src_valid.size(1))
     for start in range(0, sentences.numel(), per_pass):
         s, t = sentences[start:start + per_pass], targets[start:start + per_pass]  # (n,) each
         attributions = rows_of(trace.embeddings[s], s, t, attribute[s])  # (n, S, D)
@@ -175,15 +181,18 @@ def integrated_gradients(
 ) -> Explanation:
     """Integrated Gradients of every target token's log-probability, per source token (one "layer":
     embeddings). ``baseline``: (B, S, D) for the attributed positions; None = zeros (see the module's
-    docstring). ``internal_batch_size`` bounds the rows of one forward pass, and so the memory; rows also go
-    through at most ``MAX_ROW_TOKENS`` tokens at a time."""
+    docstring). ``internal_batch_size`` bounds the rows (each at one of the ``ig_steps`` points) of one
+    forward pass, and so the memory, as does ``MAX_ROW_TOKENS``; None: each pass takes a whole pass of rows
+    (:func:`rows_per_pass`) at every point at once."""
 
-    def rows_of(inputs, sentences, targets, attribute_rows):  # one pass's rows: one step of them at a time
-        per_pass = None if internal_batch_size is None else min(internal_batch_size, len(targets))
+    per_pass = rows_per_pass(*trace.tgt_valid.shape[1:], trace.src_valid.size(1))
+
+    def rows_of(inputs, sentences, targets, attribute_rows):  # at most per_pass of the rows × steps a pass
+        per_pass_rows = None if internal_batch_size is None else min(internal_batch_size, per_pass)
         return integrated_gradients_rows(
             trace.log_probs, inputs, sentences, targets, attribute_rows,
             baseline=None if baseline is None else baseline[sentences], ig_steps=ig_steps,
-            internal_batch_size=per_pass,
+            internal_batch_size=per_pass_rows,
         )[0]
 
     return _gradient_explanation("integrated_gradients", trace, reduction, attribute, rows_of)
