@@ -135,7 +135,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              "--gold-sentences")
     add(data, "--test-split", metavar="NAME", only=DATA,
         help="another test set of the corpus, e.g. test2017 or mscoco2017")
-    add(data, "--data-path", help="corpus folder, if it moved since training")
+    add(data, "--data-path", help="corpus folder (for Tatoeba data: the file), if it moved since training")
     add(data, "--bleu-tokenize", choices=BLEU_TOKENIZERS, metavar="NAME", only={SCORE, ENGINE},
         help=f"sacreBLEU's tokenizer of the BLEU (default: the one it prescribes for the run's target "
              f"language: zh for Chinese, ja-mecab for Japanese, ko-mecab for Korean, else 13a; as during "
@@ -280,6 +280,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             if getattr(args, name) is not None:
                 parser.error(f"--{name.replace('_', '-')} is about a run's checkpoints or data; --hf-model "
                              "has neither")
+        if chosen == EXPLAIN:
+            parser.error("--hf-model cannot be scored against gold alignments yet: its SentencePiece "
+                         "tokenizer gives no character offsets to find each token's word")
         if chosen in DATA and not args.tsv:
             parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)")
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
