@@ -24,6 +24,7 @@ from tqdm import tqdm
 from analysis.explain.registry import METHODS
 from analysis.word_alignment import EXTRACTIONS
 from data.gold import GoldSet, read_gold_for
+from evaluation.ablation import AnalysisError
 from evaluation.explanation_report import (
     PICTURED_SENTENCES,
     AlignmentMethodsReport,
@@ -80,6 +81,8 @@ def run_gold_alignment(
         where = name
     pairs = gold.pairs[: args.alignment_sentences] if args.alignment_sentences else gold.pairs
     items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len, where)
+    if not any(item.sure for item in items):  # every AER would be 1.0, whatever the model does
+        raise AnalysisError(f"{where}: the {len(items)} pairs scored have no sure gold link to score against")
     stem = directory / f"gold_{name}"
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
     check_new(json_path, args.overwrite)
