@@ -35,7 +35,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from analysis.metrics import bleu_metric
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
-from training.callbacks import InterruptCheckpoint, SaveTokenizers
+from training.callbacks import EpochLength, InterruptCheckpoint, SaveTokenizers
 from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
 from training.module import NonFiniteLossError, TranslationModule, validation_bleu_tokenizer
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
@@ -154,7 +154,7 @@ def trainer_defaults() -> dict:
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 20,
         "use_distributed_sampler": False,  # the token-bucket batch sampler shards batches across ranks itself
-        "callbacks": [InterruptCheckpoint(), ExactResume(), SaveTokenizers()],
+        "callbacks": [InterruptCheckpoint(), ExactResume(), SaveTokenizers(), EpochLength()],
         # Each checkpoint written whole or not at all: a full disk never truncates the last good one.
         "plugins": [{"class_path": f"{AtomicCheckpointIO.__module__}.{AtomicCheckpointIO.__qualname__}"}],
     }

@@ -1020,3 +1020,35 @@ def test_a_read_only_save_folder_stops_the_run_before_it_starts(tmp_path, monkey
         f"{logs} is not writable"
     )
     assert list(logs.iterdir()) == []
+
+
+def test_every_epoch_validates_though_its_number_of_batches_varies(tmp_path, monkeypatch):
+    # The token-bucket sampler cuts each epoch from a fresh shuffle, in chunks (16,384 pairs; 50 here, so that
+    # 300 pairs show it), so epochs differ by a batch or two. Lightning counted the first epoch's batches and
+    # validated after that many, so a shorter epoch never validated.
+    import functools
+    import random
+
+    import data.datamodule
+    from data.batching import TokenBucketBatchSampler
+    from tests.conftest import read_events, short_tsv_corpus
+
+    sampler = functools.partial(TokenBucketBatchSampler, chunk_size=50)
+    monkeypatch.setattr(data.datamodule, "TokenBucketBatchSampler", sampler)
+    rng = random.Random(0)
+    lines = [" ".join(f"w{rng.randint(0, 9)}" for _ in range(rng.randint(1, 11))) for _ in range(300)]
+    pairs = [f"{line}\t{line}" for line in lines]
+    corpus = short_tsv_corpus(tmp_path / "data", train=pairs, val=pairs[:8], test=pairs[:8])
+    counts = []
+    for epoch in range(5):
+        epoch_sampler = sampler([len(line.split()) + 1 for line in lines], max_tokens=40, seed=1234)
+        epoch_sampler.set_epoch(epoch)
+        counts.append(len(epoch_sampler))
+    assert min(counts[1:]) < counts[0], counts  # the premise: a later epoch is shorter than the first
+    run = train_tiny(
+        tmp_path / "runs", "--data.dataset", "tsv", "--data.path", str(corpus), "--data.tokenizer", "word",
+        "--data.max_tokens", "40", "--data.max_train_len", "40", "--trainer.max_epochs", "5",
+        "--attention.every_n_epochs", "0", "--model.decode_every_n_epochs", "0",
+    )
+    validated = [event.step for event in read_events(run).Scalars("val/loss")]
+    assert len(validated) == 5, validated

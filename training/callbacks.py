@@ -85,3 +85,25 @@ class SaveTokenizers(L.Callback):
         log_dir = trainer.strategy.broadcast(trainer.log_dir)
         if trainer.is_global_zero and log_dir is not None and trainer.datamodule is not None:
             trainer.datamodule.save_tokenizers(log_dir)
+
+
+class EpochLength(L.Callback):
+    """Each epoch's own number of batches, for the progress bar and for when validation runs.
+
+    Lightning counts the training batches once, in the first epoch, and validates after that many batches
+    of every epoch (``val_check_batch``). The token-bucket sampler cuts each epoch's batches from a fresh
+    shuffle, so their number moves by a batch or two between epochs (Tatoeba's: 287 to 289): an epoch one
+    batch short of the first never reached its validation check, which was skipped with the attention
+    logging and the checkpoint choice, and a longer one validated a batch early. Lightning has set the
+    sampler's epoch when this hook runs, so the loader's length is this epoch's.
+    """
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        limit, interval = trainer.limit_train_batches, trainer.val_check_interval
+        loader = trainer.train_dataloader
+        whole = isinstance(limit, float) and limit == 1.0 and isinstance(interval, float) and interval == 1.0
+        if trainer.fast_dev_run or not whole or loader is None or not hasattr(loader, "__len__"):
+            return  # a limit (an int 1 is one batch), or validation within epochs, sets its own counts
+        batches = len(loader)
+        trainer.fit_loop.max_batches = batches  # what trainer.num_training_batches reads
+        trainer.val_check_batch = batches
