@@ -59,6 +59,8 @@ def read_lines(path: PathLike, *, keep_blank_ends: bool = False) -> list[str]:
         raise CorpusError(path, None, "no such file")
     if path.is_dir():
         raise CorpusError(path, None, "is a folder, expected a text file")
+    if path.suffix.lower() == ".zip":  # ManyThings' downloads: cmn-eng.zip holds cmn.txt
+        raise CorpusError(path, None, "is a zip archive, expected a text file: unzip it, give the file")
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as f:

@@ -75,6 +75,16 @@ def test_malformed_lines_are_one_line_errors_naming_file_and_line(tmp_path, line
     assert message.startswith(f"{path}:2: ") and reason in message and "\n" not in message
 
 
+def test_the_zip_as_downloaded_is_refused_with_what_to_do(tmp_path):
+    import zipfile
+
+    archive = tmp_path / "cmn-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.write(tatoeba_file(tmp_path / "cmn.txt"), "cmn.txt")
+    with pytest.raises(CorpusError, match="is a zip archive, expected a text file: unzip it, give the file"):
+        read_tatoeba(archive, english_source=True)
+
+
 def tatoeba_data(path: Path, **overrides) -> TranslationDataModule:
     options = {"dataset": "tatoeba", "path": str(path), "source_lang": "zh", "target_lang": "en",
                "held_out_pairs": 2, "vocab_size": 120, "seed": 7} | overrides
