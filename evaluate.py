@@ -280,11 +280,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             if getattr(args, name) is not None:
                 parser.error(f"--{name.replace('_', '-')} is about a run's checkpoints or data; --hf-model "
                              "has neither")
-        if chosen == EXPLAIN:
-            parser.error("--hf-model cannot be scored against gold alignments yet: its SentencePiece "
-                         "tokenizer gives no character offsets to find each token's word")
-        if chosen in DATA and not args.tsv:
-            parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)")
+        if chosen in DATA and not args.tsv and not args.gold_alignments:
+            parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)"
+                         + (" or --gold-alignments" if chosen == EXPLAIN else ""))
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
                      "runs on the CPU")
