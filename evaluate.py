@@ -13,9 +13,10 @@
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
     python evaluate.py CKPT --export-hf hf_model/                             # a transformers model folder
     python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv  # a Marian (OPUS-MT) model
+    python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv --make-run runs/opus/de_en
 
-Without --translate, --alignment-methods (or --gold-alignments), --export-ctranslate2 or --export-hf (one at
-most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs
+Without --translate, --alignment-methods (or --gold-alignments), --export-ctranslate2, --export-hf or
+--make-run (one at most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs
 the head analyses asked for. Each group of options below belongs to some of these modes; an option given in
 another mode is refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
 docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
@@ -51,7 +52,7 @@ from evaluation.inputs import (
 )
 from evaluation.loading import choose_checkpoint, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
-from evaluation.scoring import read_pairs, score, score_alignment_methods
+from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import export_run, translate_with_engine
@@ -70,9 +71,10 @@ class Mode(enum.Enum):
     EXPLAIN = "--alignment-methods"
     EXPORT = "--export-ctranslate2"
     EXPORT_HF = "--export-hf"
+    MAKE_RUN = "--make-run"
 
 
-SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT, EXPORT_HF = Mode
+SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT, EXPORT_HF, MAKE_RUN = Mode
 DATA = {SCORE, ENGINE, EXPLAIN}  # the modes that read a split or a --tsv file
 # How an option is refused in a mode it does not belong to, by the mode chosen.
 REFUSED = {
@@ -86,6 +88,7 @@ REFUSED = {
     EXPORT: "{option} cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
             "ctranslate2 --engine-model DIR afterwards",
     EXPORT_HF: "{option} cannot be used with --export-hf, which only exports",
+    MAKE_RUN: "{option} cannot be used with --make-run, which writes one validation of --tsv's pairs",
 }
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
           "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
@@ -123,12 +126,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(task, "--export-hf", metavar="DIR", only={EXPORT_HF},
         help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
              ".[hf]; post-LN models with sinusoidal positions)")
+    add(task, "--make-run", metavar="DIR", only={MAKE_RUN},
+        help="with --hf-model and --tsv: write a run folder that the ATTENTION tab opens (tensorboard "
+             "--logdir of its parent): one validation on --tsv's pairs, logged as training logs them, and "
+             "a checkpoint the tab translates with; DIR must be new or empty")
 
     data = parser.add_argument_group("data (scoring and --alignment-methods)")
     source = data.add_mutually_exclusive_group()
     add(source, "--split", choices=("val", "test"), default="test", only=DATA,
         help="split of the run's data (default: test)")
-    add(source, "--tsv", only=DATA, help="evaluate on this file of source<TAB>reference lines instead")
+    add(source, "--tsv", only=DATA | {MAKE_RUN},
+        help="evaluate on this file of source<TAB>reference lines instead")
     add(source, "--gold-alignments", metavar="LINKS", only={EXPLAIN},
         help="score the explanation methods (all, or those --alignment-methods names) on this gold set's "
              "words instead: one line of Pharaoh links (i-j sure, ipj or i?j possible) per pair of "
@@ -142,7 +150,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              f"training). One of {', '.join(BLEU_TOKENIZERS)}")
 
     decoding = parser.add_argument_group("the model and its decoding")
-    add(decoding, "--hf-model", metavar="DIR_OR_NAME", only={SCORE, TRANSLATE, EXPLAIN},
+    add(decoding, "--hf-model", metavar="DIR_OR_NAME", only={SCORE, TRANSLATE, EXPLAIN, MAKE_RUN},
         help="instead of a checkpoint: a transformers Marian model (a save_pretrained folder, or a Hub name "
              "such as Helsinki-NLP/opus-mt-de-en with a network), imported with its SentencePiece tokenizer "
              "(pip install -e .[hf]); its sentences come from --tsv or --translate")
@@ -227,6 +235,8 @@ def mode(args: argparse.Namespace) -> Mode:
         return EXPORT
     if args.export_hf:
         return EXPORT_HF
+    if args.make_run:
+        return MAKE_RUN
     if args.engine == "ctranslate2":
         return ENGINE
     if args.alignment_methods is not None or args.gold_alignments is not None:
@@ -272,6 +282,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.test_split is not None and (args.tsv or args.split == "val" or args.gold_alignments):
         other = "--tsv" if args.tsv else "--gold-alignments" if args.gold_alignments else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
+    if chosen == MAKE_RUN and (args.hf_model is None or not args.tsv):
+        parser.error("--make-run needs --hf-model (a checkpoint of this project is in its run already) and "
+                     "--tsv FILE (source<TAB>reference lines: the sentences the tab shows)")
     if (args.checkpoint is None) == (args.hf_model is None):
         parser.error("give a checkpoint or --hf-model, not both" if args.hf_model else
                      "the following arguments are required: checkpoint (or --hf-model)")
@@ -352,6 +365,29 @@ def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     return {**result, **done.settings}, sentences
 
 
+def check_make_run(folder: str) -> None:
+    """--make-run's folder is new or empty, said before the model is loaded."""
+    from viz.run_writer import check_run_folder
+
+    try:
+        check_run_folder(Path(folder))
+    except ValueError as error:
+        raise OutputExistsError(f"--make-run {folder} {error}") from None
+
+
+def make_run(args, run, device) -> Path:
+    """--make-run: --tsv's pairs validated with the attention logging of training, into a new run folder
+    (``viz.run_writer``); the checkpoint's path."""
+    from viz.run_writer import write_run  # Lightning's Trainer only when needed
+
+    pairs = read_pairs(args, run)
+    check_lengths(args, run, pairs, targets=True)
+    try:
+        return write_run(run, pairs, Path(args.make_run), device=device, quiet=args.quiet)
+    except ValueError as error:
+        raise InputError(f"--make-run {args.make_run}: {error}") from None
+
+
 def load_hf_model(name: str, device):
     """--hf-model: a Marian model imported by export/marian.py, as a run of this project's."""
     from export.marian import load_marian
@@ -374,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.hf_model is None:
             args.checkpoint = choose_checkpoint(args.checkpoint)
         check_outputs(args)
+        if chosen == MAKE_RUN:
+            check_make_run(args.make_run)
         device = resolve_device(args.device)
         sentences = read_sentences(args.translate) if chosen == TRANSLATE else []
         if args.hf_model is not None:
@@ -388,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if chosen == EXPLAIN:
             print(json.dumps(run_explanations(args, run)))
+            return 0
+        if chosen == MAKE_RUN:
+            checkpoint = make_run(args, run, device)
+            print(f"wrote a run to {args.make_run} (checkpoint {checkpoint}); open it with tensorboard "
+                  f"--logdir {Path(args.make_run).parent}", file=sys.stderr)
             return 0
         if chosen == EXPORT:
             dm = run.datamodule
