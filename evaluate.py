@@ -52,6 +52,7 @@ from evaluation.inputs import (
 )
 from evaluation.loading import choose_checkpoint, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
+from evaluation.gold_report import read_gold_option
 from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
@@ -127,9 +128,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
              ".[hf]; post-LN models with sinusoidal positions)")
     add(task, "--make-run", metavar="DIR", only={MAKE_RUN},
-        help="with --hf-model and --tsv: write a run folder that the ATTENTION tab opens (tensorboard "
-             "--logdir of its parent): one validation on --tsv's pairs, logged as training logs them, and "
-             "a checkpoint the tab translates with; DIR must be new or empty")
+        help="with --hf-model and --tsv (or a gold set, --gold-alignments): write a run folder that the "
+             "ATTENTION tab opens (tensorboard --logdir of its parent): one validation on those pairs, "
+             "logged as training logs them, and a checkpoint the tab translates with; DIR must be new or "
+             "empty")
 
     data = parser.add_argument_group("data (scoring and --alignment-methods)")
     source = data.add_mutually_exclusive_group()
@@ -137,7 +139,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="split of the run's data (default: test)")
     add(source, "--tsv", only=DATA | {MAKE_RUN},
         help="evaluate on this file of source<TAB>reference lines instead")
-    add(source, "--gold-alignments", metavar="LINKS", only={EXPLAIN},
+    add(source, "--gold-alignments", metavar="LINKS", only={EXPLAIN, MAKE_RUN},
         help="score the explanation methods (all, or those --alignment-methods names) on this gold set's "
              "words instead: one line of Pharaoh links (i-j sure, ipj or i?j possible) per pair of "
              "--gold-sentences")
@@ -193,10 +195,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     methods = parser.add_argument_group(
         "--alignment-methods (scored against gold alignments: toy, copy, reverse)"
     )
-    add(methods, "--alignment-sentences", type=int, metavar="N", only={EXPLAIN},
-        help="score the first N sentences of the split (default: 200) or gold set (default: all); the "
-             "gradient methods cost a backward pass per target token, Integrated Gradients --ig-steps of "
-             "them")
+    add(methods, "--alignment-sentences", type=int, metavar="N", only={EXPLAIN, MAKE_RUN},
+        help="score the first N sentences of the split (default: 200) or gold set (default: all; with "
+             "--make-run: 50, as training); the gradient methods cost a backward pass per target token, "
+             "Integrated Gradients --ig-steps of them")
     add(methods, "--ig-steps", type=int, default=IG_STEPS, metavar="K", only={EXPLAIN},
         help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most "
              f"{MAX_IG_STEPS})")
@@ -204,12 +206,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     gold = parser.add_argument_group(
         "--gold-alignments (human gold on words: docs/explanations.md, \"Scoring word alignments\")"
     )
-    add(gold, "--gold-sentences", nargs="+", metavar="FILE", only={EXPLAIN},
+    add(gold, "--gold-sentences", nargs="+", metavar="FILE", only={EXPLAIN, MAKE_RUN},
         help="the gold pairs: 'source ||| target' lines, or two line-aligned files (source, then target); "
              "the links index their whitespace-separated words, which the model reads joined by spaces")
-    add(gold, "--gold-zero-based", action="store_true", only={EXPLAIN},
+    add(gold, "--gold-zero-based", action="store_true", only={EXPLAIN, MAKE_RUN},
         help="the links count words from 0 (default: from 1, as the KFTT and RWTH sets do)")
-    add(gold, "--gold-direction", choices=DIRECTIONS, default="auto", only={EXPLAIN},
+    add(gold, "--gold-direction", choices=DIRECTIONS, default="auto", only={EXPLAIN, MAKE_RUN},
         help="auto (default): the gold's direction from file names such as ja-en.gold against the run's "
              "source and target languages, else as given; reversed: swap its sides for a model that "
              "translates the other way; forward: as given")
@@ -282,9 +284,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.test_split is not None and (args.tsv or args.split == "val" or args.gold_alignments):
         other = "--tsv" if args.tsv else "--gold-alignments" if args.gold_alignments else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
-    if chosen == MAKE_RUN and (args.hf_model is None or not args.tsv):
+    if chosen == MAKE_RUN and (args.hf_model is None or not (args.tsv or args.gold_alignments)):
         parser.error("--make-run needs --hf-model (a checkpoint of this project is in its run already) and "
-                     "--tsv FILE (source<TAB>reference lines: the sentences the tab shows)")
+                     "--tsv FILE (source<TAB>reference lines: the sentences the tab shows) or a gold set "
+                     "(--gold-alignments, --gold-sentences)")
     if (args.checkpoint is None) == (args.hf_model is None):
         parser.error("give a checkpoint or --hf-model, not both" if args.hf_model else
                      "the following arguments are required: checkpoint (or --hf-model)")
@@ -376,14 +379,22 @@ def check_make_run(folder: str) -> None:
 
 
 def make_run(args, run, device) -> Path:
-    """--make-run: --tsv's pairs validated with the attention logging of training, into a new run folder
-    (``viz.run_writer``); the checkpoint's path."""
+    """--make-run: --tsv's pairs, or the gold set's, validated with the attention logging of training, into a
+    new run folder (``viz.run_writer``); the checkpoint's path."""
     from viz.run_writer import write_run  # Lightning's Trainer only when needed
 
-    pairs = read_pairs(args, run)
-    check_lengths(args, run, pairs, targets=True)
+    gold = None
+    if args.gold_alignments:
+        gold, direction = read_gold_option(args, run)
+        print(f"{gold.summary()}; direction {direction}", file=sys.stderr)
+        pairs = gold.pairs
+    else:
+        pairs = read_pairs(args, run)
+        check_lengths(args, run, pairs, targets=True)
+    explained = {"explanation_sentences": args.alignment_sentences} if args.alignment_sentences else {}
     try:
-        return write_run(run, pairs, Path(args.make_run), device=device, quiet=args.quiet)
+        return write_run(run, pairs, Path(args.make_run), gold=gold, device=device, quiet=args.quiet,
+                         **explained)
     except ValueError as error:
         raise InputError(f"--make-run {args.make_run}: {error}") from None
 

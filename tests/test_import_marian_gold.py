@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tests.conftest import last_json, run_evaluate
+from tests.test_plugin import get, serve
 
 transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
@@ -81,6 +82,24 @@ def test_the_gold_words_of_transformers_own_last_layer_argmax_score_aer_zero(gol
     stored = json.loads((tmp_path / "analysis" / "gold_de-en.json").read_text(encoding="utf-8"))
     per_layer = stored["scores"]["attention"]["per_layer"]["argmax"]["aer"]
     assert len(per_layer) == 2 and per_layer[1] == 0.0 and per_layer[0] > 0.0
+
+
+def test_a_run_made_with_the_gold_set_shows_the_same_aer_in_the_tab(gold_model, tmp_path, capsys):
+    """--make-run with the gold set instead of --tsv: the tab's probes are the gold pairs, read word by word,
+    and its explanation scores are the same computation as --gold-alignments' forward arg-max."""
+    folder, sentences, gold, links = gold_model
+    logdir = tmp_path / "logs"
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--gold-alignments", gold, "--gold-sentences",
+                                sentences, "--make-run", logdir / "opus", "--quiet")
+    assert code == 0, err
+    client, _ = serve(logdir)
+    (described,) = get(client, "/runs")["runs"]
+    assert described["has_gold"] and [s["source"] for s in described["sentences"]] == GERMAN[:PAIRS]
+    attention = get(client, "/explanations?run=opus&step=0")["methods"]["attention"]
+    assert attention["layers"] == ["layer 1", "layer 2"]
+    assert attention["aer"][1] == 0.0 and attention["aer"][0] > 0.0  # layer 2: transformers' own links
+    answer = get(client, "/explanation?run=opus&step=0&sentence=0&method=attention")
+    assert answer["aer"] is not None
 
 
 def test_gold_scoring_needs_no_tsv_and_the_methods_alone_still_need_data(capsys):
