@@ -16,10 +16,10 @@
     python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv --make-run runs/opus/de_en
 
 Without --translate, --alignment-methods (or --gold-alignments), --export-ctranslate2, --export-hf or
---make-run (one at most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs
-the head analyses asked for. Each group of options below belongs to some of these modes; an option given in
-another mode is refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
-docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
+--make-run (one at most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine
+ctranslate2, and runs the head analyses asked for. Each group of options below belongs to some of these
+modes; an option given in another mode is refused in one line naming both. What each mode computes and
+writes: docs/evaluating.md, docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -39,6 +39,7 @@ from analysis.word_alignment import THRESHOLD
 from data.corpora import CorpusError
 from data.gold import DIRECTIONS
 from evaluation.ablation import AnalysisError
+from evaluation.gold_report import read_gold_option
 from evaluation.inputs import (
     InputError,
     OutputExistsError,
@@ -52,7 +53,6 @@ from evaluation.inputs import (
 )
 from evaluation.loading import choose_checkpoint, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
-from evaluation.gold_report import read_gold_option
 from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2

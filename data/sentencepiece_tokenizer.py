@@ -61,7 +61,8 @@ class SentencePieceTokenizer:
         return len(self._tokens)
 
     def _pieces(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
-        """The pieces of ``text`` and each one's ``[start, end)`` characters of ``text`` (``encode_spans``)."""
+        """The pieces of ``text`` and each one's ``[start, end)`` characters of ``text`` (``encode_spans``).
+        """
         pieces, spans = [], []
         if text.startswith(">>") and (end := text.find("<<")) != -1:  # a language code, as MarianTokenizer
             pieces.append(text[: end + 2])

@@ -309,8 +309,8 @@ def export(
     overwrite: bool = False,
 ) -> Path:
     """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config, and the
-    translation pipeline) for ``model``; returns its path. Written to a temporary folder first, so a failed export leaves nothing
-    half-written; an existing ``out_dir`` is replaced only with ``overwrite``."""
+    translation pipeline) for ``model``; returns its path. Written to a temporary folder first, so a failed
+    export leaves nothing half-written; an existing ``out_dir`` is replaced only with ``overwrite``."""
     out = Path(out_dir)
     if out.exists() and not overwrite:
         raise EngineError(f"{out} exists; choose another name or pass --overwrite")

@@ -24,7 +24,7 @@ class TranslationPipeline(Pipeline):
 
     def preprocess(self, text: str):
         if not isinstance(text, str):
-            raise ValueError(f"translation takes a text or a list of texts, got {type(text).__name__}")
+            raise TypeError(f"translation takes a text or a list of texts, got {type(text).__name__}")
         return self.tokenizer(text, return_tensors="pt")
 
     def _forward(self, inputs, **generate_kwargs):

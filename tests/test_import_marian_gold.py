@@ -13,7 +13,7 @@ from tests.test_plugin import get, serve
 transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
 
-from tests.test_import_marian import ENGLISH, GERMAN, save_marian  # noqa: E402
+from tests.test_import_marian import ENGLISH, GERMAN, save_marian
 
 PAIRS = 3
 
@@ -87,7 +87,7 @@ def test_the_gold_words_of_transformers_own_last_layer_argmax_score_aer_zero(gol
 def test_a_run_made_with_the_gold_set_shows_the_same_aer_in_the_tab(gold_model, tmp_path, capsys):
     """--make-run with the gold set instead of --tsv: the tab's probes are the gold pairs, read word by word,
     and its explanation scores are the same computation as --gold-alignments' forward arg-max."""
-    folder, sentences, gold, links = gold_model
+    folder, sentences, gold, _ = gold_model
     logdir = tmp_path / "logs"
     code, _, err = run_evaluate(capsys, "--hf-model", folder, "--gold-alignments", gold, "--gold-sentences",
                                 sentences, "--make-run", logdir / "opus", "--quiet")

@@ -13,11 +13,11 @@ from tests.conftest import run_evaluate
 transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
 
-from analysis.explain.registry import METHODS  # noqa: E402
-from data.sentencepiece_tokenizer import SentencePieceTokenizer  # noqa: E402
-from tests.test_import_marian import ENGLISH, GERMAN, save_marian  # noqa: E402
-from tests.test_plugin import get, serve  # noqa: E402
-from training.checkpoints import load_run  # noqa: E402
+from analysis.explain.registry import METHODS
+from data.sentencepiece_tokenizer import SentencePieceTokenizer
+from tests.test_import_marian import ENGLISH, GERMAN, save_marian
+from tests.test_plugin import get, serve
+from training.checkpoints import load_run
 
 LAYERS, HEADS = 2, 4  # save_marian's
 
@@ -54,13 +54,14 @@ def test_the_run_loads_with_its_sentencepiece_tokenizers_and_the_imported_weight
     assert loaded.datamodule.pairs("val")[0].source == GERMAN[0]
     hf = tokenizer(GERMAN[1], return_tensors="pt")
     target = tokenizer(text_target=ENGLISH[1], add_special_tokens=False).input_ids
-    src_ids, tgt_ids = torch.tensor([[*src.encode(GERMAN[1]), 2]]), torch.tensor([[1, *tgt.encode(ENGLISH[1])]])
+    src_ids = torch.tensor([[*src.encode(GERMAN[1]), 2]])  # + EOS
+    tgt_ids = torch.tensor([[1, *tgt.encode(ENGLISH[1])]])  # BOS +
     assert tokenizer.convert_ids_to_tokens(hf.input_ids[0]) == src.tokens(src_ids[0].tolist())
     assert tokenizer.convert_ids_to_tokens(target) == tgt.tokens(tgt_ids[0, 1:].tolist())
     with torch.no_grad():
         theirs = marian(**hf, decoder_input_ids=torch.tensor([[2, *target]])).logits
         ours = loaded.module.model(src_ids, tgt_ids)
-    columns = tokenizer.convert_tokens_to_ids(tgt.tokens(range(4, tgt.vocab_size)))  # Marian's id of each of ours
+    columns = tokenizer.convert_tokens_to_ids(tgt.tokens(range(4, tgt.vocab_size)))  # Marian's id of ours
     torch.testing.assert_close(ours[..., 4:], theirs[..., columns], atol=1e-5, rtol=1e-5)
 
 

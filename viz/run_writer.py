@@ -2,17 +2,18 @@
 NAME --tsv PAIRS --make-run DIR``): one validation over the given pairs, logged by the callback that logs a
 training run's validations, and a checkpoint of the usual kind.
 
-    DIR/events.out.tfevents.*      what ``viz.logger.AttentionLogger`` logs at a validation (every head of
-                                   the probe sentences, every explanation method's map and the logit lens,
-                                   the head statistics) and the module's val/loss, val/bleu, at step 0
+    DIR/events.out.tfevents.*      what ``viz.logger.AttentionLogger`` logs at a validation (every head
+                                   of the probe sentences, every explanation method's map and the logit
+                                   lens, the head statistics) and the module's val/loss, val/bleu, at step 0
     DIR/checkpoints/last.ckpt      settings, weights and tokenizers (an imported SentencePiece tokenizer as
-                                   ``data.sentencepiece_tokenizer``'s JSON), as ``training.checkpoints.load_run``
-                                   reads them: the tab translates typed sentences with it
-    DIR/data/{train,val,test}.tsv  the pairs, as the run's ``tsv`` corpus: all three files hold them (the model
-                                   was not trained on them; a ``tsv`` corpus has three files)
-    DIR/data/gold.{src-tgt,links}  with a gold set: its pairs and links (0-based, in the model's direction), the
-                                   run's gold set: the probes are its first pairs, read word by word, and every
-                                   explanation method's AER on its words is logged, as a training run on KFTT
+                                   ``data.sentencepiece_tokenizer``'s JSON), as ``training.checkpoints.
+                                   load_run`` reads them: the tab translates typed sentences with it
+    DIR/data/{train,val,test}.tsv  the pairs, as the run's ``tsv`` corpus: all three files hold them (the
+                                   model was not trained on them; a ``tsv`` corpus has three files)
+    DIR/data/gold.{src-tgt,links}  with a gold set: its pairs and links (0-based, in the model's direction),
+                                   the run's gold set: the probes are its first pairs, read word by word,
+                                   and every explanation method's AER on its words is logged, as a training
+                                   run on KFTT logs it
 
 Nothing here knows where the model came from: the caller gives a ``LoadedRun`` (``evaluation.loading.
 imported_run``).
@@ -105,5 +106,5 @@ def write_run(
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
         trainer.validate(run.module, datamodule=datamodule, verbose=not quiet)
     checkpoint = folder / CHECKPOINT_FOLDER / "last.ckpt"
-    trainer.save_checkpoint(checkpoint)
+    trainer.save_checkpoint(checkpoint, weights_only=False)  # the data module's tokenizers with the weights
     return checkpoint
