@@ -237,6 +237,6 @@ class Tokenizer:
 def tokenizer_from_json(text: str) -> "Tokenizer | SentencePieceTokenizer":
     """A tokenizer from its ``to_json`` string: an imported model's ``SentencePieceTokenizer`` (its JSON
     starts with ``MARKER``) or a ``Tokenizer`` trained here."""
-    if text.startswith('{"' + MARKER + '"'):
+    if isinstance(text, str) and text.startswith('{"' + MARKER + '"'):
         return SentencePieceTokenizer.from_json(text)
     return Tokenizer.from_json(text)

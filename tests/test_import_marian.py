@@ -141,6 +141,10 @@ def test_the_tokenizer_is_restored_from_its_json_as_a_checkpoint_holds_it(saved)
         ids = tokenizer.encode(text)
         assert restored.encode(text) == ids and restored.decode(ids) == tokenizer.decode(ids) == text
         assert restored.tokens(range(restored.vocab_size)) == tokenizer.tokens(range(tokenizer.vocab_size))
+    for damaged in ('{"sentencepiece_model": "not base64!", "tokens": []}',
+                    '{"sentencepiece_model": "YWJj", "tokens": ["<pad>", "<s>", "</s>", "<unk>", "a"]}'):
+        with pytest.raises(ValueError, match="^not a SentencePiece tokenizer JSON"):
+            tokenizer_from_json(damaged)
 
 
 def test_each_piece_belongs_to_the_word_it_spells_also_after_normalisation(saved):
