@@ -34,7 +34,7 @@ from data.gold import DIRECTIONS, Direction, GoldSet, not_repeating, read_gold_f
 from data.pairs import Pair, word_spans
 from data.scripts import PreTokenize, is_chinese, text_handling
 from data.special import SPECIALS
-from data.tokenizer import Tokenizer, TokenizerKind
+from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
 from data.toy import Script, make_toy_splits
 
 DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "tatoeba", "scan"]
@@ -493,9 +493,10 @@ class TranslationDataModule(L.LightningDataModule):
         return {"src_tokenizer": src.to_json(), "tgt_tokenizer": tgt.to_json()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore the tokenizers of :meth:`state_dict` (no retraining)."""
+        """Restore the tokenizers of :meth:`state_dict` (no retraining): trained here, or an imported model's
+        (``data.tokenizer.tokenizer_from_json``)."""
         self._set_tokenizers(
-            Tokenizer.from_json(state_dict["src_tokenizer"]), Tokenizer.from_json(state_dict["tgt_tokenizer"])
+            tokenizer_from_json(state_dict["src_tokenizer"]), tokenizer_from_json(state_dict["tgt_tokenizer"])
         )
 
     def save_tokenizers(self, directory: str | os.PathLike[str]) -> None:
