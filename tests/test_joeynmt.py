@@ -256,3 +256,85 @@ def test_joeynmt_builds_the_schedule_and_follows_the_sizing(tmp_path):
     for step, rate in out["rates"].items():
         assert rate == pytest.approx(joey_rate(int(step), t))
     assert out["rates"]["2400"] == pytest.approx(1e-5)
+
+
+# -- the tuning driver ---------------------------------------------------------------------------------------
+
+
+def test_variant_options_scale_the_warmup_with_a_short_budget():
+    from bench.joeynmt_tune import DEFAULT_VARIANTS, VARIANTS, variant_options
+
+    assert len(DEFAULT_VARIANTS) >= 4 and set(DEFAULT_VARIANTS) <= set(VARIANTS)
+    assert variant_options("base", 60) == []
+    assert variant_options("base", 60, {"base": 38.5, "4x4": 30.0}) == ["--updates-per-minute", "38.5"]
+    assert variant_options("base", 3) == ["--warmup", "15"]
+    assert variant_options("4x4", 60) == ["--layers", "4", "--updates-per-minute", "32.0"]
+    assert variant_options("b4096", 1) == ["--batch-tokens", "4096", "--updates-per-minute", "21.0",
+                                           "--warmup", "5"]  # fmt: skip
+    from bench.joeynmt_baseline import parse_args
+
+    for name in VARIANTS:  # every variant's options are ones the baseline accepts
+        parse_args(["--recipe", "cpu-hour", *variant_options(name, 60)])
+
+
+def result(bleu: float, **settings) -> dict:
+    s = {"layers": 3, "d_ff": 512, "dropout": 0.1, "lr": 1e-3, "warmup": 300, "batch_tokens": 2048,
+         **settings}  # fmt: skip
+    return {"settings": s, "expected_updates": 2400, "updates": 2310, "last_logged_lr": 1.2e-5, "bleu": bleu,
+            "chrf": 50.0 + bleu, "sentences": 1014, "test_split": "val", "train_minutes": 60.0}  # fmt: skip
+
+
+def test_tuning_table_sorts_by_validation_bleu_and_marks_the_pick():
+    from bench.joeynmt_tune import tuning_rows, tuning_table
+
+    rows = tuning_rows({"base": result(35.25), "4x4": result(36.5, layers=4),
+                        "lr2e-3": result(12.0, lr=2e-3)})  # fmt: skip
+    assert [r["variant"] for r in rows] == ["4x4", "base", "lr2e-3"]
+    lines = tuning_table(rows)
+    assert lines[0].endswith("| val (1014 sentences), beam 5: BLEU | chrF |")
+    assert lines[2] == (
+        "| **4x4** (pick) | 4 | 512 | 0.1 | 0.001 | 300 | 2048 | 2400 | 2310 | 1.20e-05 | 36.5 | 86.5 |"
+    )
+    assert lines[3].startswith("| base | 3 |") and lines[4].startswith("| lr2e-3 | 3 | 512 | 0.1 | 0.002 |")
+    assert all(line.count("|") == 13 for line in lines)
+    with pytest.raises(ValueError, match="no tuning results"):
+        tuning_table([])
+    from bench.joeynmt_tune import measured_pace
+
+    assert measured_pace([{**rows[0], "updates": 62, "train_minutes": 3.01}]) == {"4x4": 20.6}
+
+
+def test_final_table_and_cross_check_lines():
+    from bench.joeynmt_tune import cross_check_lines, final_table, joey_row
+
+    joey = joey_row("JoeyNMT", {**result(30.0), "decode_minutes": 2.46})
+    ours = {"label": "ours", "precision": "32-true", "updates": 7000, "bleu": 41.0, "chrf": 60.0,
+            "sentences": 1000, "decode_minutes": None}  # fmt: skip
+    lines = final_table([joey, ours])
+    assert lines[2] == "| JoeyNMT | 32-true (fp32) | 2310 | 30.0 | 80.0 | 1014 | 2.5 |"
+    assert lines[3] == "| ours | 32-true | 7000 | 41.0 | 60.0 | 1000 |  |"
+    check = {"joeynmt_test_bleu": 30.12, "project_bleu": 30.05, "project_bleu_on_joeynmt_references": 30.12,
+             "references_changed_by_moses": 7, "translations_differing_from_translate_mode": 0,
+             "sentences": 1000}  # fmt: skip
+    assert cross_check_lines(check) == [
+        "JoeyNMT test mode BLEU: 30.12 (1000 sentences; its references are Moses-tokenized then detokenized)",
+        ("this project's sacreBLEU of the same translations: 30.05 against the raw references, 30.12 against "
+         "JoeyNMT's"),
+        ("references changed by the Moses round trip: 7; translations that differ between test and translate "
+         "mode: 0"),
+    ]
+
+
+def test_tune_driver_skips_without_the_corpus_and_checks_its_budget(tmp_path, capsys, monkeypatch):
+    from bench.joeynmt_tune import main, parse_args
+
+    main(["tune", "--corpora", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert capsys.readouterr().out == f"skipped: no Multi30k in {tmp_path / 'multi30k'} (pass --corpora)\n"
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setenv("MINUTES", "3")
+    monkeypatch.setenv("SENTENCES", "100")
+    args = parse_args(["final"])
+    assert (args.minutes, args.sentences) == (3, 100)
+    with pytest.raises(SystemExit):
+        parse_args(["tune", "--minutes", "0"])
+    assert "--minutes must be a whole number of minutes from 1 to 1439, got 0" in capsys.readouterr().err
