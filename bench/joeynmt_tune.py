@@ -17,7 +17,7 @@ JoeyNMT's schedule counts updates, not minutes, so each variant's decay is sized
 (updates per minute, ``VARIANTS``). ``--pace-from`` takes the paces measured on this machine by a short
 ``tune`` of the same variants, two at a time as the hour runs them:
 
-    MINUTES=3 SENTENCES=20 python bench/joeynmt_tune.py tune --out results_joeynmt_pace        # ~12 min
+    MINUTES=3 SENTENCES=20 python bench/joeynmt_tune.py tune --out results_joeynmt_pace        # ~15 min
     python bench/joeynmt_tune.py tune --pace-from results_joeynmt_pace/tuning.json
     python bench/joeynmt_tune.py final --pace-from results_joeynmt_pace/tuning.json
 
@@ -62,18 +62,19 @@ class Variant:
 
 
 # Each variant changes one thing of the cpu-hour recipe (3+3 layers, d_ff 512, dropout 0.1, peak 1e-3 after
-# 300 warm-up updates, 2048-token batches); ``updates_per_minute`` is each one's pace on one thread beside a
-# second training, measured by its smoke run, which sizes its decay (docs/joeynmt.md).
+# 300 warm-up updates, 2048-token batches). A variant that changes the pace has its own expected
+# ``updates_per_minute`` (the recipe's 23, scaled by the smoke runs for b4096 and by the arithmetic per update
+# for the deeper models), which sizes its decay unless --pace-from gives a measured one (docs/joeynmt.md).
 VARIANTS = {
     "base": Variant("the cpu-hour recipe as it is", {}),
     "lr2e-3": Variant("a higher peak: the exponential decay leaves little time at the peak",
                       {"lr": 2e-3}),
     "4x4": Variant("one more layer on each side: fewer updates, more capacity",
-                   {"layers": 4, "updates_per_minute": 32.0}),
+                   {"layers": 4, "updates_per_minute": 20.0}),
     "b4096": Variant("the shipped batch of 4096 tokens: half the updates, less noise each",
-                     {"batch_tokens": 4096, "updates_per_minute": 21.0}),
+                     {"batch_tokens": 4096, "updates_per_minute": 14.0}),
     "dropout0.15": Variant("this project's dropout: more regularisation over ~15 epochs", {"dropout": 0.15}),
-    "6x6": Variant("the shipped depth at d_ff 512", {"layers": 6, "updates_per_minute": 21.0}),
+    "6x6": Variant("the shipped depth at d_ff 512", {"layers": 6, "updates_per_minute": 15.0}),
     "lr5e-4": Variant("a lower peak", {"lr": 5e-4}),
 }  # fmt: skip
 DEFAULT_VARIANTS = ("base", "lr2e-3", "4x4", "b4096")
@@ -242,15 +243,15 @@ def cross_check_lines(check: dict) -> list[str]:
 
 
 def ours_row(label: str, precision: str, out: Path) -> dict:
-    """A final row of this project's run in ``out``: the evaluation's JSON line, and the updates recorded in
-    the run's ``last.ckpt``."""
+    """A final row of this project's run in ``out``: the evaluation's JSON line (its decoding time from its
+    sentences per second), and the updates recorded in the run's ``last.ckpt``."""
     import torch
 
     result = json.loads((out / "test2016.json").read_text(encoding="utf-8").strip().splitlines()[-1])
     checkpoint = torch.load(last_checkpoint(out), map_location="cpu", weights_only=True)
     return {"label": label, "precision": precision, "updates": checkpoint["global_step"],
             "bleu": result["bleu"], "chrf": result["chrf"], "sentences": result["num_sentences"],
-            "decode_minutes": None}  # fmt: skip
+            "decode_minutes": result["num_sentences"] / result["sentences_per_second"] / 60}  # fmt: skip
 
 
 def last_checkpoint(out: Path) -> Path:
