@@ -116,6 +116,7 @@ SCHEDULES = ("plateau", "warmupinversesquareroot", "warmupexponentialdecay")
 # (docs/joeynmt.md). An estimate: bench/joeynmt_tune.py --pace-from measures it on the machine of the hour.
 CPU_HOUR_UPDATES_PER_MINUTE = 23.0
 RECIPES = {
+    # the documented recipe's decay_to and updates_per_minute act only if --schedule warmupexponentialdecay
     "documented": Recipe(layers=6, d_ff=1024, dropout=0.3, lr=3e-4, warmup=0, schedule="plateau",
                          decay_to=0.01, updates_per_minute=CPU_HOUR_UPDATES_PER_MINUTE, clip_grad_norm=0.0,
                          batch_tokens=4096, validation_freq=1000),
