@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import read_events
 from training.memory import peak_resident_mb, release_freed_memory, resident_mb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +20,7 @@ PROBE = """
 import json, sys
 import train
 from lightning.pytorch import Callback
+from tests.conftest import read_events
 from training.memory import resident_mb
 
 rows = []
@@ -76,3 +78,16 @@ def test_validations_give_back_their_memory_and_epochs_do_not_pile_it_up(tmp_pat
         assert row["after"] - row["before"] < 60, (epoch, rows)
     after = [row["after"] for row in rows]
     assert max(after[1:]) - after[1] < 60, rows  # the second epoch's size holds (the first warms up)
+
+
+def test_every_validation_logs_the_resident_size_and_the_benchmark_reads_it(tiny_run):
+    if resident_mb() is None:
+        pytest.skip("resident memory is read from Linux's /proc")
+    from bench.memory import resident_per_validation
+
+    logged = resident_per_validation(tiny_run.parent.parent)  # the save_dir: <save_dir>/tiny/version_N
+    events = read_events(tiny_run)
+    peaks = [e.value for e in events.Scalars("memory/peak_resident_mb")]
+    assert len(logged) == 2 and len(peaks) == 2  # two epochs, a validation each (the sanity check logs none)
+    assert all(100 < mb <= peak + 1 for (_, mb), peak in zip(logged, peaks, strict=True))
+    assert peaks[0] <= peaks[1]
