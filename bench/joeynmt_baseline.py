@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import peers
-from bench.peers import REPO, thread_env
+from bench.peers import REPO
 
 VENV = REPO / "bench" / ".joeynmt-venv"
 JOEYNMT = "joeynmt==2.3.0"
@@ -66,23 +66,14 @@ TRAINING_STARTED = "EPOCH 1"  # JoeyNMT's log line when its first epoch starts: 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "corpora" / "multi30k",
-                   help="the Multi30k folder (train/val/test2016 .de and .en)")  # fmt: skip
-    p.add_argument("--minutes", type=float, default=60.0, help="training wall-clock budget (default 60)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for training and decoding")
-    p.add_argument("--out", type=Path, default=Path("runs/joeynmt"), help="the run's folder")
-    p.add_argument("--venv", type=Path, default=VENV, help="JoeyNMT's virtual environment (made if missing)")
+    peers.add_run_args(p, "JoeyNMT", VENV, Path("runs/joeynmt"))
     p.add_argument("--merges", type=int, default=8000, help="joint BPE merges (subword-nmt)")
     p.add_argument("--layers", type=int, default=6, help="encoder and decoder layers each (recipe: 6)")
     p.add_argument("--batch-tokens", type=int, default=4096, help="training batch in tokens (recipe: 4096)")
     p.add_argument("--validation-freq", type=int, default=1000, help="updates between validations (recipe)")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="checkpoint to decode")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
-    p.add_argument("--venv-only", action="store_true", help="make JoeyNMT's environment if missing, and stop")
     args = p.parse_args(argv)
-    for name in ("minutes", "threads", "merges", "layers", "batch_tokens", "validation_freq"):
-        if getattr(args, name) <= 0:
-            p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    peers.check_positive(p, args, "minutes", "threads", "merges", "layers", "batch_tokens", "validation_freq")
     return args
 
 
@@ -235,20 +226,10 @@ def translate(python: Path, config: Path, checkpoint: Path, sources: Path, hyps:
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
-    if args.venv_only:
-        print(f"JoeyNMT's environment: {ensure_venv(args.venv)}", flush=True)
+    started = peers.start_run(args, "JoeyNMT", ensure_venv, write_config, recipe_changes(args))
+    if started is None:
         return None
-    skipped = peers.missing_corpus(args.data)
-    if skipped:
-        print(skipped, flush=True)
-        return None
-    out = peers.fresh_out(args.out, args.overwrite)
-    python = ensure_venv(args.venv)
-    env = thread_env(args.threads)
-    config = write_config(args, out)
-    for change in recipe_changes(args):
-        print(f"recipe change: {change}", flush=True)
-
+    out, python, env, config = started
     vocab = subprocess.run([str(python), str(REPO / "bench" / "joeynmt_venv.py"), "vocab", str(config)],
                            env=env, check=True, capture_output=True, text=True)  # fmt: skip
     print(f"joint BPE and vocabulary: {vocab.stdout.strip()}", flush=True)
@@ -263,17 +244,9 @@ def main(argv: list[str] | None = None) -> dict | None:
     hyps = out / "test2016.hyp.en"
     decode_seconds = translate(python, config, checkpoint, args.data / "test2016.de", hyps, env)
 
-    result = {
-        "model": "JoeyNMT Transformer, " + RECIPE,
-        "recipe_changes": recipe_changes(args),
-        **peers.score_test2016(hyps, args.data),
-        "beam_size": 5,
-        "checkpoint": checkpoint.name,
-        **peers.timing(times, decode_seconds, args.threads),
-        **progress,
-    }
-    peers.write_result(out, RESULT_PREFIX, result)
-    return result
+    run = {"model": "JoeyNMT Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
+           "checkpoint": checkpoint.name}  # fmt: skip
+    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ training is not part of its ``max_time``), and when the budget is spent sends th
 saves its current weights and stops (SIGINT, as Ctrl-C, for JoeyNMT and eole; SIGTERM for Marian).
 """
 
+import argparse
 import json
 import os
 import platform
@@ -39,9 +40,12 @@ def ensure_venv(venv: Path, packages: list[str], check: str, name: str) -> Path:
     python = venv_python(venv)
     if python.exists() and _runs(python, check):
         return python
+    from importlib.metadata import version
+
     print(f"creating {name}'s virtual environment in {venv} ({' '.join(packages)})", flush=True)
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *packages], check=True)
+    keep_torch = f"torch=={version('torch')}"  # a peer that asks for torch gets the system's, not a download
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *packages, keep_torch], check=True)
     if not _runs(python, check):
         sys.exit(f"error: {python} cannot run {check!r} after installing {' '.join(packages)}")
     return python
@@ -78,6 +82,46 @@ def fresh_out(out: Path, overwrite: bool) -> Path:
     return out
 
 
+# -- the command line and the start of a run ----------------------------------------------------------------
+
+
+def add_run_args(p: argparse.ArgumentParser, name: str, venv: Path, out: Path) -> None:
+    """The options every peer's baseline has: data, budget, threads, run folder and environment."""
+    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "corpora" / "multi30k",
+                   help="the Multi30k folder (train/val/test2016 .de and .en)")  # fmt: skip
+    p.add_argument("--minutes", type=float, default=60.0, help="training wall-clock budget (default 60)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for training and decoding")
+    p.add_argument("--out", type=Path, default=out, help="the run's folder")
+    p.add_argument("--venv", type=Path, default=venv, help=f"{name}'s virtual environment (made if missing)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    p.add_argument("--venv-only", action="store_true", help=f"make {name}'s environment if missing, and stop")
+
+
+def check_positive(p: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Exit with a usage error naming the first option of ``names`` that is not positive."""
+    for option in names:
+        if getattr(args, option) <= 0:
+            p.error(f"--{option.replace('_', '-')} must be positive, got {getattr(args, option)}")
+
+
+def start_run(args: argparse.Namespace, name: str, make_venv, write_config, changes: list[str]):
+    """The steps before a peer's training: ``(out, python, env, config)``, or None when there is nothing to
+    train (``--venv-only`` done, or no corpus: one ``skipped:`` line)."""
+    if args.venv_only:
+        print(f"{name}'s environment: {make_venv(args.venv)}", flush=True)
+        return None
+    skipped = missing_corpus(args.data)
+    if skipped:
+        print(skipped, flush=True)
+        return None
+    out = fresh_out(args.out, args.overwrite)
+    python = make_venv(args.venv)
+    config = write_config(args, out)
+    for change in changes:
+        print(f"recipe change: {change}", flush=True)
+    return out, python, thread_env(args.threads), config
+
+
 # -- training under a watchdog -------------------------------------------------------------------------------
 
 
@@ -102,8 +146,8 @@ def train_with_budget(
     """Run a peer's training, sending ``stop_signal`` ``budget_s`` after it prints a line containing
     ``started``.
 
-    The peer saves its current weights on that signal and returns; one that has not ended ``grace_s`` later
-    is killed. Output goes to ``log``. Returns the measured times.
+    The peer saves its current weights on that signal and returns (or ends by the signal after saving); one
+    that has not ended ``grace_s`` later is killed. Output goes to ``log``. Returns the measured times.
 
     Raises:
         RuntimeError: training failed or never started, naming ``name`` and the log.
@@ -141,7 +185,9 @@ def train_with_budget(
             proc.kill()
             proc.wait()
         reader.join(timeout=10)
-    if proc.returncode != 0 or not began.is_set():
+    # A peer may end by the signal once it has saved (Marian re-raises SIGTERM: exit 143)
+    by_signal = interrupted and proc.returncode in (-stop_signal, 128 + stop_signal)
+    if (proc.returncode != 0 and not by_signal) or not began.is_set():
         raise RuntimeError(f"{name} training failed (exit {proc.returncode}); see {log}")
     return {
         "prepare_seconds": training_start - start,
@@ -171,22 +217,26 @@ def score_test2016(hyps: Path, data: Path) -> dict:
             "sentences": scores.num_sentences, "signature": scores.signature}  # fmt: skip
 
 
-def timing(times: dict, decode_seconds: float, threads: int) -> dict:
-    """The result's fields on time and machine, from ``train_with_budget``'s times."""
-    return {
+def report(args: argparse.Namespace, out: Path, prefix: str, run: dict, hyps: Path, times: dict,
+           decode_seconds: float, progress: dict) -> dict:
+    """A peer's result: ``run`` (what was trained and decoded), the scores of ``hyps`` on test2016, the
+    times (``train_with_budget``'s and the decoding's) and ``progress``; written to ``<out>/result.json`` and
+    printed as one line that starts with ``prefix``."""
+    result = {
+        **run,
+        **score_test2016(hyps, args.data),
+        "beam_size": 5,
         "train_minutes": times["train_seconds"] / 60,
         "prepare_minutes": times["prepare_seconds"] / 60,
         "decode_minutes": decode_seconds / 60,
         "stopped_by_budget": times["stopped_by_budget"],
-        "threads": threads,
+        "threads": args.threads,
         "machine": f"{platform.processor() or platform.machine()}",
+        **progress,
     }
-
-
-def write_result(out: Path, prefix: str, result: dict) -> None:
-    """``<out>/result.json``, and the result line printed."""
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(result_line(prefix, result), flush=True)
+    return result
 
 
 def result_line(prefix: str, result: dict) -> str:
