@@ -8,12 +8,12 @@ eole (``eole`` 0.6.4, the successor of OpenNMT-py) pins ``protobuf==7.36.2`` and
 in a virtual environment of its own (``--venv``, default ``bench/.eole-venv``), made on first use with
 ``--system-site-packages`` so that the system's torch is reused (``bench/peers.py``).
 
-The config is eole's ``recipes/wmt17/wmt17_ende_spm.yaml`` (a Transformer on raw text with an on-the-fly
-SentencePiece transform) with the changes of ``RECIPE_CHANGES`` and no others; ``docs/peers.md`` says why:
-the recipe's big Transformer for a GPU becomes this project's ``configs/multi30k.yaml`` in eole's terms (3+3
-layers, width 256, 4 heads, feed-forward 512, dropout 0.15, 1024-token batches, warm-up then a decay that
-ends with the hour, gradient norm clipped at 1, label smoothing 0.1, one SentencePiece BPE of 8000 learnt on
-the training set), on the CPU in fp32, without validation.
+The config is eole's ``recipes/wmt17/wmt17_ende_spm.yaml`` (in its repository: a Transformer on raw text
+with an on-the-fly SentencePiece transform) with the changes of ``RECIPE_CHANGES`` and no others;
+``docs/peers.md`` says why: the recipe's big Transformer for a GPU becomes this project's
+``configs/multi30k.yaml`` in eole's terms (3+3 layers, width 256, 4 heads, feed-forward 512, dropout 0.15,
+1024-token batches, warm-up then a decay that ends with the hour, gradient norm clipped at 1, label smoothing
+0.1, one SentencePiece BPE of 8000 learnt on the training set), on the CPU in fp32, without validation.
 
 Training: ``bench/eole_venv.py train`` (eole's own ``train``, stopped by the time budget and with the
 learning rate decayed over it). Decoding: ``eole predict`` with the recipe README's settings (beam 5, batches
@@ -40,7 +40,7 @@ from bench.peers import REPO
 
 VENV = REPO / "bench" / ".eole-venv"
 EOLE = "eole==0.6.4"
-RECIPE = "eole 0.6.4 recipes/wmt17/wmt17_ende_spm.yaml"
+RECIPE = "eole recipes/wmt17/wmt17_ende_spm.yaml, run with eole 0.6.4"
 RECIPE_CHANGES = (
     "data: Multi30k train (de→en), raw text; no validation set (recipe: newstest, validated every 5000)",
     (

@@ -20,6 +20,9 @@ from tests.weight_surgery import suppress_eos
 CORPORA = Path(
     os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
 )
+# the peers' environments, which bench/eole_baseline.py and bench/marian_baseline.py make
+EOLE_VENV = Path(__file__).resolve().parents[1] / "bench" / ".eole-venv"
+MARIAN_VENV = Path(__file__).resolve().parents[1] / "bench" / ".marian-venv"
 
 # The tutorial's own mix of float and boolean masks; pytest applies its own warning filters inside each test.
 pytestmark = pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask:UserWarning")
@@ -610,6 +613,35 @@ def test_speed_skips_joeynmt_without_its_venv_and_says_why(tmp_path):
     assert joeynmt_lines({"config": {}, "joeynmt": skipped})[-1] == f"  skipped: {skipped['skipped']}"
 
 
+def test_speed_skips_eole_without_its_venv_or_on_a_gpu_and_says_why(tmp_path):
+    from bench.speed_eole import bench_eole, eole_lines
+
+    skipped = bench_eole(QUICK, torch.device("cpu"), tmp_path / "none")
+    assert skipped == {"skipped": f"no eole environment in {tmp_path / 'none'} "
+                                  "(python bench/eole_baseline.py makes it)"}  # fmt: skip
+    assert eole_lines({"eole": skipped})[-1] == f"  skipped: {skipped['skipped']}"
+    on_gpu = bench_eole(QUICK, torch.device("cuda"), tmp_path)
+    assert on_gpu == {"skipped": "eole's part runs on the CPU only"}
+
+
+@pytest.mark.skipif(not (EOLE_VENV / "bin" / "python").exists(), reason=f"no eole environment in {EOLE_VENV}")
+def test_speed_times_eole_at_the_same_parameter_count():
+    from bench.speed_eole import bench_eole, eole_lines
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        result = bench_eole(QUICK, torch.device("cpu"), EOLE_VENV)
+    finally:
+        torch.set_num_threads(threads)
+    assert "skipped" not in result, result
+    assert result["ours"]["params"] == result["eole"]["params"]  # biases where ours has them, no output bias
+    assert result["training_ratio"] == pytest.approx(
+        result["ours"]["target_tokens_per_s"] / result["eole"]["target_tokens_per_s"]
+    )
+    assert eole_lines({"eole": result})[-1] == f"{'ours / eole':26}{result['training_ratio']:>10.2f}x"
+
+
 def test_speed_padding_share_counts_source_and_target_padding():
     from bench.speed_common import PAD, Batch, padding_share
 
@@ -955,8 +987,6 @@ def test_kftt_alignment_table_rows_come_from_the_scores_and_skip_without_the_cor
 
 # -- bench/eole_baseline.py and bench/marian_baseline.py (bench/peers.py), checked without eole or Marian ----
 
-EOLE_VENV = Path(__file__).resolve().parents[1] / "bench" / ".eole-venv"
-MARIAN_VENV = Path(__file__).resolve().parents[1] / "bench" / ".marian-venv"
 
 
 def test_eole_config_is_the_wmt17_spm_recipe_with_the_stated_changes(tmp_path):
