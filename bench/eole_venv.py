@@ -215,6 +215,8 @@ def time_speed(saved: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench.speed_common import add_speed_command, run_speed_command
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("spm", help="learn the joint SentencePiece BPE model of a config")
@@ -222,22 +224,14 @@ def main(argv: list[str] | None = None) -> None:
     t = sub.add_parser("train", help="eole train, stopped and decayed by a time budget")
     t.add_argument("config", type=Path)
     t.add_argument("--minutes", type=float, required=True)
-    v = sub.add_parser("speed", help="time eole's and this project's model on saved batches")
-    v.add_argument("batches", type=Path)
-    v.add_argument("out", type=Path)
-    v.add_argument("--threads", type=int, default=None)
+    add_speed_command(sub, "eole")
     args = p.parse_args(argv)
     if args.command == "spm":
         print(json.dumps(learn_spm(args.config)), flush=True)
     elif args.command == "train":
         run_train(args.config, args.minutes)
     else:
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        result = time_speed(torch.load(args.batches, weights_only=True))
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        run_speed_command(args, time_speed)
 
 
 if __name__ == "__main__":

@@ -226,26 +226,22 @@ def time_speed(saved: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench.speed_common import add_speed_command, run_speed_command
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("vocab", help="learn the joint BPE codes and write the joint vocabulary of a config")
     v.add_argument("config", type=Path)
     j = sub.add_parser("joeynmt", help="JoeyNMT's command line (python -m joeynmt), on today's torch")
     j.add_argument("args", nargs=argparse.REMAINDER)
-    s = sub.add_parser("speed", help="time JoeyNMT's and this project's model on saved batches")
-    s.add_argument("batches", type=Path)
-    s.add_argument("out", type=Path)
-    s.add_argument("--threads", type=int, default=None)
+    add_speed_command(sub, "JoeyNMT")
     args = p.parse_args(argv)
     if args.command == "vocab":
         print(json.dumps(build_joint_vocab(args.config)), flush=True)
     elif args.command == "joeynmt":
         run_joeynmt(args.args)
     else:
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        result = time_speed(torch.load(args.batches, weights_only=True))
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        run_speed_command(args, time_speed)
 
 
 if __name__ == "__main__":

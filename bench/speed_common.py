@@ -206,6 +206,24 @@ def time_in_venv(
         return json.loads(out.read_text())
 
 
+def add_speed_command(sub, peer: str) -> None:
+    """The ``speed`` subcommand of a peer's venv script (``bench/<peer>_venv.py speed BATCHES OUT``)."""
+    s = sub.add_parser("speed", help=f"time {peer}'s and this project's model on saved batches")
+    s.add_argument("batches", type=Path)
+    s.add_argument("out", type=Path)
+    s.add_argument("--threads", type=int, default=None)
+
+
+def run_speed_command(args, time_speed: Callable[[dict], dict]) -> None:
+    """``time_speed`` of the batches ``time_in_venv`` saved, written as JSON where it reads it back."""
+    import json
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    result = time_speed(torch.load(args.batches, weights_only=True))
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
 def describe_machine(device: torch.device) -> dict:
     cpu = platform.processor() or platform.machine()
     try:
