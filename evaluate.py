@@ -13,12 +13,13 @@
     python evaluate.py CKPT --export-ctranslate2 ct2_model/                   # a CTranslate2 model folder
     python evaluate.py CKPT --export-hf hf_model/                             # a transformers model folder
     python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv  # a Marian (OPUS-MT) model
+    python evaluate.py --hf-model Helsinki-NLP/opus-mt-de-en --tsv de_en.tsv --make-run runs/opus/de_en
 
-Without --translate, --alignment-methods (or --gold-alignments), --export-ctranslate2 or --export-hf (one at
-most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine ctranslate2, and runs
-the head analyses asked for. Each group of options below belongs to some of these modes; an option given in
-another mode is refused in one line naming both. What each mode computes and writes: docs/evaluating.md,
-docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
+Without --translate, --alignment-methods (or --gold-alignments), --export-ctranslate2, --export-hf or
+--make-run (one at most), evaluate.py scores a split or a --tsv file, with the PyTorch engine or --engine
+ctranslate2, and runs the head analyses asked for. Each group of options below belongs to some of these
+modes; an option given in another mode is refused in one line naming both. What each mode computes and
+writes: docs/evaluating.md, docs/explanations.md, docs/ctranslate2.md and docs/huggingface.md.
 
 The last line printed is one JSON object with the scores, for scripts.
 """
@@ -38,6 +39,7 @@ from analysis.word_alignment import THRESHOLD
 from data.corpora import CorpusError
 from data.gold import DIRECTIONS
 from evaluation.ablation import AnalysisError
+from evaluation.gold_report import read_gold_option
 from evaluation.inputs import (
     InputError,
     OutputExistsError,
@@ -51,7 +53,7 @@ from evaluation.inputs import (
 )
 from evaluation.loading import choose_checkpoint, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
-from evaluation.scoring import read_pairs, score, score_alignment_methods
+from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import export_run, translate_with_engine
@@ -70,9 +72,10 @@ class Mode(enum.Enum):
     EXPLAIN = "--alignment-methods"
     EXPORT = "--export-ctranslate2"
     EXPORT_HF = "--export-hf"
+    MAKE_RUN = "--make-run"
 
 
-SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT, EXPORT_HF = Mode
+SCORE, ENGINE, TRANSLATE, EXPLAIN, EXPORT, EXPORT_HF, MAKE_RUN = Mode
 DATA = {SCORE, ENGINE, EXPLAIN}  # the modes that read a split or a --tsv file
 # How an option is refused in a mode it does not belong to, by the mode chosen.
 REFUSED = {
@@ -86,6 +89,7 @@ REFUSED = {
     EXPORT: "{option} cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
             "ctranslate2 --engine-model DIR afterwards",
     EXPORT_HF: "{option} cannot be used with --export-hf, which only exports",
+    MAKE_RUN: "{option} cannot be used with --make-run, which writes one validation of --tsv's pairs",
 }
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
           "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
@@ -123,13 +127,19 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(task, "--export-hf", metavar="DIR", only={EXPORT_HF},
         help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
              ".[hf]; post-LN models with sinusoidal positions)")
+    add(task, "--make-run", metavar="DIR", only={MAKE_RUN},
+        help="with --hf-model and --tsv (or a gold set, --gold-alignments): write a run folder that the "
+             "ATTENTION tab opens (tensorboard --logdir of its parent): one validation on those pairs, "
+             "logged as training logs them, and a checkpoint the tab translates with; DIR must be new or "
+             "empty")
 
     data = parser.add_argument_group("data (scoring and --alignment-methods)")
     source = data.add_mutually_exclusive_group()
     add(source, "--split", choices=("val", "test"), default="test", only=DATA,
         help="split of the run's data (default: test)")
-    add(source, "--tsv", only=DATA, help="evaluate on this file of source<TAB>reference lines instead")
-    add(source, "--gold-alignments", metavar="LINKS", only={EXPLAIN},
+    add(source, "--tsv", only=DATA | {MAKE_RUN},
+        help="evaluate on this file of source<TAB>reference lines instead")
+    add(source, "--gold-alignments", metavar="LINKS", only={EXPLAIN, MAKE_RUN},
         help="score the explanation methods (all, or those --alignment-methods names) on this gold set's "
              "words instead: one line of Pharaoh links (i-j sure, ipj or i?j possible) per pair of "
              "--gold-sentences")
@@ -142,7 +152,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
              f"training). One of {', '.join(BLEU_TOKENIZERS)}")
 
     decoding = parser.add_argument_group("the model and its decoding")
-    add(decoding, "--hf-model", metavar="DIR_OR_NAME", only={SCORE, TRANSLATE, EXPLAIN},
+    add(decoding, "--hf-model", metavar="DIR_OR_NAME", only={SCORE, TRANSLATE, EXPLAIN, MAKE_RUN},
         help="instead of a checkpoint: a transformers Marian model (a save_pretrained folder, or a Hub name "
              "such as Helsinki-NLP/opus-mt-de-en with a network), imported with its SentencePiece tokenizer "
              "(pip install -e .[hf]); its sentences come from --tsv or --translate")
@@ -185,10 +195,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     methods = parser.add_argument_group(
         "--alignment-methods (scored against gold alignments: toy, copy, reverse)"
     )
-    add(methods, "--alignment-sentences", type=int, metavar="N", only={EXPLAIN},
-        help="score the first N sentences of the split (default: 200) or gold set (default: all); the "
-             "gradient methods cost a backward pass per target token, Integrated Gradients --ig-steps of "
-             "them")
+    add(methods, "--alignment-sentences", type=int, metavar="N", only={EXPLAIN, MAKE_RUN},
+        help="score the first N sentences of the split (default: 200) or gold set (default: all; with "
+             "--make-run: 50, as training); the gradient methods cost a backward pass per target token, "
+             "Integrated Gradients --ig-steps of them")
     add(methods, "--ig-steps", type=int, default=IG_STEPS, metavar="K", only={EXPLAIN},
         help=f"Integrated Gradients: points of the path integral (default: {IG_STEPS}, at most "
              f"{MAX_IG_STEPS})")
@@ -196,12 +206,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     gold = parser.add_argument_group(
         "--gold-alignments (human gold on words: docs/explanations.md, \"Scoring word alignments\")"
     )
-    add(gold, "--gold-sentences", nargs="+", metavar="FILE", only={EXPLAIN},
+    add(gold, "--gold-sentences", nargs="+", metavar="FILE", only={EXPLAIN, MAKE_RUN},
         help="the gold pairs: 'source ||| target' lines, or two line-aligned files (source, then target); "
              "the links index their whitespace-separated words, which the model reads joined by spaces")
-    add(gold, "--gold-zero-based", action="store_true", only={EXPLAIN},
+    add(gold, "--gold-zero-based", action="store_true", only={EXPLAIN, MAKE_RUN},
         help="the links count words from 0 (default: from 1, as the KFTT and RWTH sets do)")
-    add(gold, "--gold-direction", choices=DIRECTIONS, default="auto", only={EXPLAIN},
+    add(gold, "--gold-direction", choices=DIRECTIONS, default="auto", only={EXPLAIN, MAKE_RUN},
         help="auto (default): the gold's direction from file names such as ja-en.gold against the run's "
              "source and target languages, else as given; reversed: swap its sides for a model that "
              "translates the other way; forward: as given")
@@ -227,6 +237,8 @@ def mode(args: argparse.Namespace) -> Mode:
         return EXPORT
     if args.export_hf:
         return EXPORT_HF
+    if args.make_run:
+        return MAKE_RUN
     if args.engine == "ctranslate2":
         return ENGINE
     if args.alignment_methods is not None or args.gold_alignments is not None:
@@ -272,6 +284,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.test_split is not None and (args.tsv or args.split == "val" or args.gold_alignments):
         other = "--tsv" if args.tsv else "--gold-alignments" if args.gold_alignments else "--split val"
         parser.error(f"--test-split names the test set to read; it does not go with {other}")
+    if chosen == MAKE_RUN and (args.hf_model is None or not (args.tsv or args.gold_alignments)):
+        parser.error("--make-run needs --hf-model (a checkpoint of this project is in its run already) and "
+                     "--tsv FILE (source<TAB>reference lines: the sentences the tab shows) or a gold set "
+                     "(--gold-alignments, --gold-sentences)")
     if (args.checkpoint is None) == (args.hf_model is None):
         parser.error("give a checkpoint or --hf-model, not both" if args.hf_model else
                      "the following arguments are required: checkpoint (or --hf-model)")
@@ -280,11 +296,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             if getattr(args, name) is not None:
                 parser.error(f"--{name.replace('_', '-')} is about a run's checkpoints or data; --hf-model "
                              "has neither")
-        if chosen == EXPLAIN:
-            parser.error("--hf-model cannot be scored against gold alignments yet: its SentencePiece "
-                         "tokenizer gives no character offsets to find each token's word")
-        if chosen in DATA and not args.tsv:
-            parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)")
+        if chosen in DATA and not args.tsv and not args.gold_alignments:
+            parser.error("--hf-model has no data of its own: give --tsv FILE (source<TAB>reference lines)"
+                         + (" or --gold-alignments" if chosen == EXPLAIN else ""))
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
                      "runs on the CPU")
@@ -354,6 +368,37 @@ def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     return {**result, **done.settings}, sentences
 
 
+def check_make_run(folder: str) -> None:
+    """--make-run's folder is new or empty, said before the model is loaded."""
+    from viz.run_writer import check_run_folder
+
+    try:
+        check_run_folder(Path(folder))
+    except ValueError as error:
+        raise OutputExistsError(f"--make-run {folder} {error}") from None
+
+
+def make_run(args, run, device) -> Path:
+    """--make-run: --tsv's pairs, or the gold set's, validated with the attention logging of training, into a
+    new run folder (``viz.run_writer``); the checkpoint's path."""
+    from viz.run_writer import write_run  # Lightning's Trainer only when needed
+
+    gold = None
+    if args.gold_alignments:
+        gold, direction = read_gold_option(args, run)
+        print(f"{gold.summary()}; direction {direction}", file=sys.stderr)
+        pairs = gold.pairs
+    else:
+        pairs = read_pairs(args, run)
+        check_lengths(args, run, pairs, targets=True)
+    explained = {"explanation_sentences": args.alignment_sentences} if args.alignment_sentences else {}
+    try:
+        return write_run(run, pairs, Path(args.make_run), gold=gold, device=device, quiet=args.quiet,
+                         **explained)
+    except ValueError as error:
+        raise InputError(f"--make-run {args.make_run}: {error}") from None
+
+
 def load_hf_model(name: str, device):
     """--hf-model: a Marian model imported by export/marian.py, as a run of this project's."""
     from export.marian import load_marian
@@ -376,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.hf_model is None:
             args.checkpoint = choose_checkpoint(args.checkpoint)
         check_outputs(args)
+        if chosen == MAKE_RUN:
+            check_make_run(args.make_run)
         device = resolve_device(args.device)
         sentences = read_sentences(args.translate) if chosen == TRANSLATE else []
         if args.hf_model is not None:
@@ -390,6 +437,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if chosen == EXPLAIN:
             print(json.dumps(run_explanations(args, run)))
+            return 0
+        if chosen == MAKE_RUN:
+            checkpoint = make_run(args, run, device)
+            print(f"wrote a run to {args.make_run} (checkpoint {checkpoint}); open it with tensorboard "
+                  f"--logdir {Path(args.make_run).parent}", file=sys.stderr)
             return 0
         if chosen == EXPORT:
             dm = run.datamodule

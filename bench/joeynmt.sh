@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# This project's Multi30k recipe and JoeyNMT's Transformer recipe, side by side on the same machine for the
+# This project's Multi30k recipe and JoeyNMT's documented Transformer recipe (its IWSLT14 GPU recipe, untuned
+# for a CPU hour; bench/joeynmt_tune.py tunes one built for the hour), side by side on the same machine for the
 # same hour, one CPU thread each, then both scored on test2016 (beam 5) by the same sacreBLEU:
 #
 #   bash bench/joeynmt.sh [CORPORA_DIR] [OUT_DIR]     # defaults: ../shared/corpora, results_joeynmt
@@ -61,7 +62,7 @@ out = Path(sys.argv[1])
 ours = json.loads((out / "multi30k_test2016.json").read_text())
 joey = json.loads((out / "joeynmt_test2016.json").read_text())
 print(f"test2016, beam 5: this project {ours['bleu']:.1f} BLEU (chrF {ours['chrf']:.1f}), "
-      f"JoeyNMT {joey['bleu']:.1f} BLEU (chrF {joey['chrf']:.1f}, {joey['updates']} updates in "
+      f"JoeyNMT's documented recipe {joey['bleu']:.1f} BLEU (chrF {joey['chrf']:.1f}, {joey['updates']} updates in "
       f"{joey['train_minutes']:.1f} min)")
 print(f"signatures: {ours.get('signature', '?')} | {joey['signature']}")
 EOF

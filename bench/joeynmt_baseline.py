@@ -1,7 +1,8 @@
-"""JoeyNMT's Transformer recipe on Multi30k de→en, trained for a fixed wall-clock budget, decoded with its own
-beam search and scored with this project's sacreBLEU.
+"""JoeyNMT's Transformer on Multi30k de→en, trained for a fixed wall-clock budget, decoded with its own beam
+search and scored with this project's sacreBLEU.
 
     python bench/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
+    python bench/joeynmt_baseline.py --recipe cpu-hour --minutes 60 --split val     # one tuning run
     python bench/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
 
 JoeyNMT (``joeynmt`` 2.3.0) pins ``protobuf<3.21``, so it lives in a virtual environment of its own
@@ -9,9 +10,20 @@ JoeyNMT (``joeynmt`` 2.3.0) pins ``protobuf<3.21``, so it lives in a virtual env
 system's torch is reused, and pip installs JoeyNMT with its own pins into the venv, where they shadow the
 system's versions without touching them.
 
-The config is JoeyNMT 2.3.0's ``configs/iwslt14_deen_bpe.yaml`` (named ``transformer_iwslt14_deen_bpe``; its
-Transformer de→en recipe, 33.73 BLEU on IWSLT14 in JoeyNMT's benchmarks), with these changes, and no other
-(``RECIPE_CHANGES`` lists them; ``docs/joeynmt.md`` says why):
+Two recipes (``--recipe``; ``RECIPES`` holds their settings, ``docs/joeynmt.md`` says why):
+
+- ``documented`` (the default): JoeyNMT 2.3.0's ``configs/iwslt14_deen_bpe.yaml`` (named
+  ``transformer_iwslt14_deen_bpe``; its Transformer de→en recipe, 33.73 BLEU on IWSLT14 in JoeyNMT's
+  benchmarks), a GPU recipe, untuned for a CPU hour: 6+6 layers, d_ff 1024, dropout 0.3, a constant 3e-4;
+- ``cpu-hour``: the same Transformer built for one CPU hour as this project's recipe was: 3+3 layers, d_ff
+  512, dropout 0.1, JoeyNMT's ``warmupexponentialdecay`` schedule (300 warm-up updates to a peak of 1e-3,
+  then an exponential decay sized so that the rate is 1% of the peak when the budget ends), gradient norm
+  clipped at 1.0, 2048-token batches, no validation inside the budget.
+
+The tuning knobs (``--layers``, ``--d-ff``, ``--dropout``, ``--lr``, ``--warmup``, ``--schedule``,
+``--decay-to``, ``--updates-per-minute``, ``--clip-grad-norm``, ``--batch-tokens``, ``--validation-freq``)
+override the recipe's values. Either way these changes to JoeyNMT's shipped config are made
+(``RECIPE_CHANGES`` and ``setting_changes`` list them, and the result line records them):
 
 - data: Multi30k ``train``/``val``/``test2016``; raw text, so JoeyNMT's Moses pre-tokenizer (``pretokenizer:
   moses``) does what the recipe's data script did with Moses' ``tokenizer.perl``, and detokenizes the output;
@@ -19,24 +31,27 @@ Transformer de→en recipe, 33.73 BLEU on IWSLT14 in JoeyNMT's benchmarks), with
 - joint BPE learnt on Multi30k's training set with subword-nmt, ``--merges`` (8000) instead of the 32000 of
   IWSLT14's 160k pairs, so that the vocabulary is about this project's 8000; one vocabulary for both sides,
   as ``tied_embeddings`` needs;
-- CPU, fp32 (``use_cuda: False``), ``--threads`` torch threads;
+- CPU, fp32 (``use_cuda: False``; JoeyNMT turns ``fp16`` off on a CPU), ``--threads`` torch threads;
 - the budget: training stops after ``--minutes`` of training (validations included, data preparation not),
   by a watchdog that interrupts JoeyNMT as Ctrl-C does; JoeyNMT then saves the current weights as
-  ``latest.ckpt``. ``epochs`` is only an upper bound;
-- ``--layers`` (default 6, the recipe's) and ``--batch-tokens`` (default 4096, the recipe's) and
-  ``--validation-freq`` (default 1000, the recipe's) can be changed; each run records what it used.
+  ``latest.ckpt``. ``epochs`` is only an upper bound.
 
 Decoding: ``joeynmt translate`` with the recipe's testing section (beam 5, alpha 1.0, batches of 1024
-tokens) on test2016, of ``latest.ckpt`` (the weights at the end of the budget, as this project's recipe uses
-its ``last.ckpt``; ``--checkpoint best`` takes JoeyNMT's ``best.ckpt``, chosen by greedy validation BLEU).
-The detokenized output is scored by ``analysis.metrics.score_translations``, as ``evaluate.py`` scores. The
-last line printed is one JSON object (``RESULT_PREFIX``), also written to ``<out>/result.json``.
+tokens) of ``--split`` (test2016; ``val`` for tuning), or its first ``--sentences``, of ``latest.ckpt`` (the
+weights at the end of the budget, as this project's recipe uses its ``last.ckpt``; ``--checkpoint best``
+takes JoeyNMT's ``best.ckpt``, chosen by greedy validation BLEU). The detokenized output is scored by
+``analysis.metrics.score_translations``, as ``evaluate.py`` scores. ``--cross-check`` then runs JoeyNMT's own
+``test`` mode on the same checkpoint and split and sets its BLEU beside this project's scoring of the same
+translations (``cross_check``). The last line printed is one JSON object (``RESULT_PREFIX``), also written to
+``<out>/result.json``.
 """
 
 import argparse
+import json
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import yaml
@@ -57,24 +72,143 @@ RECIPE_CHANGES = (
     "joint subword-nmt BPE learnt on Multi30k train: num_merges {merges} (recipe: 32000 on IWSLT14)",
     "CPU fp32 (use_cuda: False), {threads} torch thread(s)",
     "training stops after {minutes:g} min (a watchdog's Ctrl-C, which JoeyNMT handles); epochs: a bound",
-    "encoder/decoder layers {layers} (recipe: 6), batch {batch_tokens} tokens (recipe: 4096)",
-    "validation every {validation_freq} updates (recipe: 1000)",
 )
+NO_VALIDATION = 10**9  # a validation_freq no budget reaches: no validation inside the hour
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The settings a recipe fixes and the tuning knobs (the options of the same names) override."""
+
+    layers: int  # encoder and decoder layers each
+    d_ff: int  # the feed-forward layers' width
+    dropout: float  # on residual branches, the feed-forward layer and attention weights (JoeyNMT's one knob)
+    lr: float  # the constant rate (plateau) or the peak after warm-up
+    warmup: int  # warm-up updates (0: none)
+    schedule: str  # JoeyNMT's ``scheduling``
+    decay_to: float  # warmupexponentialdecay only: the share of the peak left when the budget ends
+    updates_per_minute: float  # warmupexponentialdecay only: the expected pace, which sizes the decay
+    clip_grad_norm: float  # 0: no clipping
+    batch_tokens: int  # sentences × the longest of them (JoeyNMT counts padding), source or target
+    validation_freq: int  # updates between validations
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if not 0 < self.decay_to < 1:
+            raise ValueError(f"decay_to must be between 0 and 1, got {self.decay_to}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+# JoeyNMT 2.3.0's schedulers (joeynmt/builders.py) that a budget can use: "plateau" acts after validations,
+# "warmupinversesquareroot" warms up then decays as 1/sqrt(update) (never near zero), and
+# "warmupexponentialdecay" warms up then decays exponentially, the only one that reaches a chosen rate at a
+# chosen update ("noam" is the inverse square root with its rate tied to d_model; "decaying" and
+# "exponential" step once per epoch).
+SCHEDULES = ("plateau", "warmupinversesquareroot", "warmupexponentialdecay")
+# Updates per minute expected of the cpu-hour recipe (3+3 layers, d_ff 512, 2048-token batches) on one thread
+# of the 2-core Intel Xeon beside a second one-thread training, nothing else running: its smoke runs made 23
+# updates in 3 minutes where the documented recipe made 14, on a machine loaded as in the loaded hour (288
+# documented updates an hour); scaled by the documented recipe's 869 updates of the quiet hour, ~1400 an hour
+# (docs/joeynmt.md). An estimate: bench/joeynmt_tune.py --pace-from measures it on the machine of the hour.
+CPU_HOUR_UPDATES_PER_MINUTE = 23.0
+RECIPES = {
+    # the documented recipe's decay_to and updates_per_minute act only if --schedule warmupexponentialdecay
+    "documented": Recipe(layers=6, d_ff=1024, dropout=0.3, lr=3e-4, warmup=0, schedule="plateau",
+                         decay_to=0.01, updates_per_minute=CPU_HOUR_UPDATES_PER_MINUTE, clip_grad_norm=0.0,
+                         batch_tokens=4096, validation_freq=1000),
+    "cpu-hour": Recipe(layers=3, d_ff=512, dropout=0.1, lr=1e-3, warmup=300,
+                       schedule="warmupexponentialdecay", decay_to=0.01,
+                       updates_per_minute=CPU_HOUR_UPDATES_PER_MINUTE, clip_grad_norm=1.0,
+                       batch_tokens=2048, validation_freq=NO_VALIDATION),
+}  # fmt: skip
+KNOBS = tuple(f.name for f in fields(Recipe))
 RESULT_PREFIX = "joeynmt result: "
 TRAINING_STARTED = "EPOCH 1"  # JoeyNMT's log line when its first epoch starts: the budget counts from here
+SPLITS = ("test2016", "val")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     peers.add_run_args(p, "JoeyNMT", VENV, Path("runs/joeynmt"))
+    p.add_argument("--recipe", choices=tuple(RECIPES), default="documented",
+                   help="JoeyNMT's documented GPU recipe, or the one built for a CPU hour (docs/joeynmt.md)")
     p.add_argument("--merges", type=int, default=8000, help="joint BPE merges (subword-nmt)")
-    p.add_argument("--layers", type=int, default=6, help="encoder and decoder layers each (recipe: 6)")
-    p.add_argument("--batch-tokens", type=int, default=4096, help="training batch in tokens (recipe: 4096)")
-    p.add_argument("--validation-freq", type=int, default=1000, help="updates between validations (recipe)")
+    knobs = p.add_argument_group("tuning knobs (default: the recipe's)")
+    knobs.add_argument("--layers", type=int, help="encoder and decoder layers each")
+    knobs.add_argument("--d-ff", type=int, help="feed-forward width")
+    knobs.add_argument("--dropout", type=float, help="dropout (residual, feed-forward and attention)")
+    knobs.add_argument("--lr", type=float, help="the constant learning rate, or the peak after warm-up")
+    knobs.add_argument("--warmup", type=int, help="warm-up updates")
+    knobs.add_argument("--schedule", choices=SCHEDULES, help="JoeyNMT's learning rate schedule")
+    knobs.add_argument("--decay-to", type=float, help="warmupexponentialdecay: share of the peak at the end")
+    knobs.add_argument("--updates-per-minute", type=float,
+                       help="warmupexponentialdecay: the expected pace, which sizes the decay to the budget")
+    knobs.add_argument("--clip-grad-norm", type=float, help="gradient norm clipping (0: none)")
+    knobs.add_argument("--batch-tokens", type=int, help="training batch in tokens, padding included")
+    knobs.add_argument("--validation-freq", type=int, help="updates between validations")
+    p.add_argument("--split", choices=SPLITS, default="test2016", help="the split decoded and scored")
+    p.add_argument("--sentences", type=int, help="decode only the split's first N sentences (smoke runs)")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="checkpoint to decode")
+    p.add_argument("--cross-check", action="store_true",
+                   help="also score the checkpoint with JoeyNMT's own test mode, beside this project's BLEU")
     args = p.parse_args(argv)
-    peers.check_positive(p, args, "minutes", "threads", "merges", "layers", "batch_tokens", "validation_freq")
+    peers.check_positive(p, args, "minutes", "threads", "merges", "layers", "d_ff", "batch_tokens",
+                         "validation_freq", "lr", "updates_per_minute", "sentences")  # fmt: skip
+    for name in ("warmup", "clip_grad_norm"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must not be negative, got {getattr(args, name)}")
+    try:
+        args.settings = recipe_settings(args)
+    except ValueError as e:
+        p.error(str(e))
     return args
+
+
+def recipe_settings(args: argparse.Namespace) -> Recipe:
+    """The ``--recipe``'s settings with the knobs given on the command line in their place."""
+    given = {k: getattr(args, k) for k in KNOBS if getattr(args, k, None) is not None}
+    return replace(RECIPES[args.recipe], **given)
+
+
+def expected_updates(settings: Recipe, minutes: float) -> int:
+    """The updates the budget is expected to hold at ``settings.updates_per_minute`` (at least one)."""
+    return max(round(settings.updates_per_minute * minutes), 1)
+
+
+def exponential_decay(settings: Recipe, updates: int) -> dict:
+    """JoeyNMT's ``warmupexponentialdecay`` settings for ``updates`` updates in all.
+
+    Its rate is ``peak * step / warmup`` during the warm-up, then ``peak * decay ** ((step - warmup) /
+    decay_length)`` (``WarmupExponentialDecayScheduler``): with ``decay = decay_to`` and ``decay_length =
+    updates - warmup`` it is ``decay_to * peak`` at update ``updates``, and keeps falling after it. The rate's
+    floor, ``learning_rate_min``, is the documented recipe's 1e-8 (JoeyNMT stops training below it).
+    """
+    return {
+        "learning_rate_peak": settings.lr,
+        "learning_rate_warmup": settings.warmup,
+        "learning_rate_decay": settings.decay_to,
+        "learning_rate_decay_length": max(updates - settings.warmup, 1),
+        "learning_rate_min": 1.0e-8,
+    }
+
+
+def schedule_config(settings: Recipe, minutes: float) -> dict:
+    """The ``training`` section's learning rate settings of ``settings`` for a budget of ``minutes``.
+
+    ``learning_rate`` is the rate of the first update, before JoeyNMT's per-update schedulers take over
+    (they set the rate after each update): the warm-up's first step.
+    """
+    first = settings.lr / settings.warmup if settings.warmup else settings.lr
+    if settings.schedule == "plateau":  # the documented recipe's: x0.7 after 5 validations without gain
+        return {"scheduling": "plateau", "patience": 5, "decrease_factor": 0.7,
+                "learning_rate": settings.lr, "learning_rate_min": 1.0e-8}  # fmt: skip
+    if settings.schedule == "warmupinversesquareroot":
+        return {"scheduling": settings.schedule, "learning_rate": first, "learning_rate_peak": settings.lr,
+                "learning_rate_warmup": settings.warmup, "learning_rate_min": 1.0e-8}  # fmt: skip
+    return {"scheduling": settings.schedule, "learning_rate": first,
+            **exponential_decay(settings, expected_updates(settings, minutes))}  # fmt: skip
 
 
 # -- the config ----------------------------------------------------------------------------------------------
@@ -88,7 +222,8 @@ def write_config(args: argparse.Namespace, out: Path) -> Path:
 
 
 def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
-    """The recipe of ``configs/iwslt14_deen_bpe.yaml`` with the changes of ``RECIPE_CHANGES``.
+    """The recipe of ``configs/iwslt14_deen_bpe.yaml`` with the changes of ``RECIPE_CHANGES`` and the
+    settings of ``args.settings`` (``setting_changes``).
 
     Training data, vocabulary and BPE codes are absolute paths, as JoeyNMT resolves them from its working
     directory. JoeyNMT's ``model_dir`` is ``<out>/model``; the BPE codes and joint vocabulary are in ``out``.
@@ -103,12 +238,17 @@ def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
                               "pretokenizer": "moses"},
         }  # fmt: skip
 
+    settings = args.settings
+
     def coder() -> dict:
         return {
-            "type": "transformer", "num_layers": args.layers, "num_heads": 4,
+            "type": "transformer", "num_layers": settings.layers, "num_heads": 4,
             "embeddings": {"embedding_dim": 256, "scale": True, "dropout": 0.0},
-            "hidden_size": 256, "ff_size": 1024, "dropout": 0.3, "layer_norm": "pre", "activation": "relu",
+            "hidden_size": 256, "ff_size": settings.d_ff, "dropout": settings.dropout, "layer_norm": "pre",
+            "activation": "relu",
         }  # fmt: skip
+
+    clipping = {"clip_grad_norm": settings.clip_grad_norm} if settings.clip_grad_norm else {}
 
     return {
         "name": "transformer_multi30k_deen_bpe",
@@ -130,11 +270,11 @@ def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
         },
         "training": {
             "optimizer": "adamw", "normalization": "tokens", "adam_betas": [0.9, 0.999],
-            "scheduling": "plateau", "patience": 5, "decrease_factor": 0.7, "loss": "crossentropy",
-            "learning_rate": 0.0003, "learning_rate_min": 1.0e-8, "weight_decay": 0.0, "label_smoothing": 0.1,
-            "batch_size": args.batch_tokens, "batch_type": "token", "early_stopping_metric": "bleu",
-            "epochs": 100, "validation_freq": args.validation_freq, "logging_freq": 100, "overwrite": False,
-            "shuffle": True, "print_valid_sents": [0, 1, 2, 3, 4], "keep_best_ckpts": 5,
+            **schedule_config(settings, args.minutes), **clipping, "loss": "crossentropy",
+            "weight_decay": 0.0, "label_smoothing": 0.1,
+            "batch_size": settings.batch_tokens, "batch_type": "token", "early_stopping_metric": "bleu",
+            "epochs": 100, "validation_freq": settings.validation_freq, "logging_freq": 100,
+            "overwrite": False, "shuffle": True, "print_valid_sents": [0, 1, 2, 3, 4], "keep_best_ckpts": 5,
         },
         "model": {
             "initializer": "xavier_uniform", "embed_initializer": "xavier_uniform", "embed_init_gain": 1.0,
@@ -145,11 +285,36 @@ def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
 
 
 def recipe_changes(args: argparse.Namespace) -> list[str]:
-    """``RECIPE_CHANGES`` filled in with this run's settings."""
-    return [c.format(**vars(args)) for c in RECIPE_CHANGES]
+    """``RECIPE_CHANGES`` filled in with this run's settings, then ``setting_changes``."""
+    return [c.format(**vars(args)) for c in RECIPE_CHANGES] + setting_changes(args.settings, args.minutes)
 
 
-# -- the result line and the watchdog (bench/peers.py, with JoeyNMT's names) ---------------------------------
+def setting_changes(settings: Recipe, minutes: float) -> list[str]:
+    """One line for each setting that differs from JoeyNMT's documented recipe, naming both values."""
+    shipped = RECIPES["documented"]
+    names = {"layers": "encoder/decoder layers", "d_ff": "ff_size", "dropout": "dropout",
+             "lr": "learning rate", "warmup": "warm-up updates", "schedule": "scheduling",
+             "clip_grad_norm": "clip_grad_norm", "batch_tokens": "batch tokens",
+             "validation_freq": "validation_freq"}  # fmt: skip
+
+    def shown(key: str, value) -> str:
+        if key == "clip_grad_norm" and not value:
+            return "none"
+        return "never" if key == "validation_freq" and value >= NO_VALIDATION else str(value)
+
+    lines = [
+        f"{label} {shown(k, getattr(settings, k))} (recipe: {shown(k, getattr(shipped, k))})"
+        for k, label in names.items()
+        if getattr(settings, k) != getattr(shipped, k)
+    ]
+    if settings.schedule == "warmupexponentialdecay":
+        updates = expected_updates(settings, minutes)
+        lines.append(f"decay to {settings.decay_to:g} x the peak at update {updates} "
+                     f"({settings.updates_per_minute:g} updates/min x {minutes:g} min, the expected pace)")
+    return lines
+
+
+# -- the result line, the environment and the watchdog (bench/peers.py, with JoeyNMT's names) ---------------
 
 
 def result_line(result: dict) -> str:
@@ -192,7 +357,10 @@ def training_progress(log_text: str) -> dict:
     epochs = [int(m) for m in re.findall(r"EPOCH (\d+)", log_text)]
     interrupted = re.findall(r"Interrupt at epoch\s*(\d+), step\s*(\d+)", log_text)
     valid = re.findall(r"Evaluation result \(greedy\):?.*?bleu:\s*([\d.]+)", log_text)
+    rates = re.findall(r"Lr:\s*([\d.eE+-]+)", log_text)
     progress = {"epochs": max(epochs, default=0), "updates": max(steps, default=0)}
+    if rates:
+        progress["last_logged_lr"] = float(rates[-1])
     if interrupted:
         progress["updates"] = int(interrupted[-1][1])
     if valid:
@@ -224,12 +392,81 @@ def translate(python: Path, config: Path, checkpoint: Path, sources: Path, hyps:
     return time.perf_counter() - start
 
 
+def split_files(args: argparse.Namespace, out: Path) -> tuple[Path, Path]:
+    """The source and reference files of ``--split``: the corpus's own, or its first ``--sentences`` lines
+    written to ``<out>/subset/``."""
+    src, ref = (args.data / f"{args.split}.{lang}" for lang in ("de", "en"))
+    if args.sentences is None:
+        return src, ref
+    (out / "subset").mkdir(exist_ok=True)
+    subset = []
+    for path in (src, ref):
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[: args.sentences]
+        subset.append(out / "subset" / path.name)
+        subset[-1].write_text("".join(lines), encoding="utf-8")
+    return subset[0], subset[1]
+
+
+def cross_check(python: Path, config: Path, checkpoint: Path, src: Path, ref: Path, hyps: Path,
+                env: dict) -> dict:  # fmt: skip
+    """JoeyNMT's own ``test`` mode on ``checkpoint`` and the split of ``src``/``ref``, beside this project's
+    scoring of the same translations.
+
+    ``test`` decodes the split again (the config's testing section: beam 5) and scores it with sacreBLEU
+    (``sacrebleu_cfg``: 13a, cased) against its references, which are the reference lines Moses-tokenized and
+    detokenized (``bench/joeynmt_venv.py references``). Returned: JoeyNMT's BLEU, this project's BLEU of
+    ``test``'s translations against the raw references and against JoeyNMT's, how many references the Moses
+    round trip changed, and how many of ``test``'s translations differ from ``translate``'s (``hyps``).
+    """
+    import re
+
+    from analysis.metrics import bleu_tokenizer, score_translations
+
+    folder = config.parent / "cross_check"
+    folder.mkdir(exist_ok=True)
+    cfg = yaml.safe_load(config.read_text(encoding="utf-8"))
+    cfg["data"].pop("dev")  # JoeyNMT's test mode decodes dev and test; the split alone is asked for here
+    cfg["data"]["test"] = str(src.resolve().with_suffix(""))
+    cfg["testing"]["load_model"] = str(checkpoint.resolve())
+    cfg["testing"]["eval_metrics"] = ["bleu"]
+    test_config = folder / "test.yaml"
+    test_config.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    command = [*joeynmt_command(python), "test", str(test_config), "--output-path", str(folder / "hyp")]
+    done = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
+    log = folder / "test.out"
+    log.write_text(done.stdout + done.stderr, encoding="utf-8")
+    found = re.findall(r"Evaluation result \(beam search\): bleu:\s*([\d.]+)", done.stdout + done.stderr)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"JoeyNMT's test mode failed (exit {done.returncode}); see {log}")
+    joey_refs = folder / "references.en"
+    changed = subprocess.run([str(python), str(REPO / "bench" / "joeynmt_venv.py"), "references",
+                              str(test_config), str(ref), str(joey_refs)],
+                             env=env, check=True, capture_output=True, text=True)  # fmt: skip
+    test_hyps = (folder / "hyp.test").read_text(encoding="utf-8").splitlines()
+    translate_hyps = hyps.read_text(encoding="utf-8").splitlines()
+    tokenize = bleu_tokenizer("en")
+    ours = score_translations(test_hyps, ref.read_text(encoding="utf-8").splitlines(), tokenize=tokenize)
+    ours_joey_refs = score_translations(test_hyps, joey_refs.read_text(encoding="utf-8").splitlines(),
+                                        tokenize=tokenize)  # fmt: skip
+    return {
+        "joeynmt_test_bleu": float(found[-1]),
+        "project_bleu": ours.bleu,
+        "project_bleu_on_joeynmt_references": ours_joey_refs.bleu,
+        "references_changed_by_moses": json.loads(changed.stdout.strip().splitlines()[-1])["lines_changed"],
+        "translations_differing_from_translate_mode": sum(
+            a != b for a, b in zip(test_hyps, translate_hyps, strict=True)
+        ),
+        "sentences": len(test_hyps),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
     started = peers.start_run(args, "JoeyNMT", ensure_venv, write_config, recipe_changes(args))
     if started is None:
         return None
     out, python, env, config = started
+    print(f"recipe: {args.recipe}", flush=True)
     vocab = subprocess.run([str(python), str(REPO / "bench" / "joeynmt_venv.py"), "vocab", str(config)],
                            env=env, check=True, capture_output=True, text=True)  # fmt: skip
     print(f"joint BPE and vocabulary: {vocab.stdout.strip()}", flush=True)
@@ -241,12 +478,19 @@ def main(argv: list[str] | None = None) -> dict | None:
     checkpoint = model_dir / f"{args.checkpoint}.ckpt"
     if not checkpoint.exists():  # no validation within the budget: no best.ckpt
         checkpoint = model_dir / "latest.ckpt"
-    hyps = out / "test2016.hyp.en"
-    decode_seconds = translate(python, config, checkpoint, args.data / "test2016.de", hyps, env)
+    src, ref = split_files(args, out)
+    hyps = out / f"{args.split}.hyp.en"
+    decode_seconds = translate(python, config, checkpoint, src, hyps, env)
+    scores = peers.score_split(hyps, ref, args.split)
 
-    run = {"model": "JoeyNMT Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
+    run = {"model": "JoeyNMT Transformer, " + RECIPE, "recipe": args.recipe,
+           "settings": asdict(args.settings), "recipe_changes": recipe_changes(args),
            "checkpoint": checkpoint.name}  # fmt: skip
-    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
+    if args.settings.schedule == "warmupexponentialdecay":
+        progress["expected_updates"] = expected_updates(args.settings, args.minutes)
+    if args.cross_check:
+        progress["cross_check"] = cross_check(python, config, checkpoint, src, ref, hyps, env)
+    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress, scores)
 
 
 if __name__ == "__main__":

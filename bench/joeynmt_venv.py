@@ -4,6 +4,7 @@ environment (``bench/joeynmt_baseline.py`` creates it), never with the project's
     VENV/bin/python bench/joeynmt_venv.py vocab CONFIG             # joint BPE codes and vocabulary
     VENV/bin/python bench/joeynmt_venv.py joeynmt train CONFIG     # `python -m joeynmt`, on today's torch
     VENV/bin/python bench/joeynmt_venv.py speed BATCHES.pt OUT.json
+    VENV/bin/python bench/joeynmt_venv.py references CONFIG REFS.en OUT.en   # JoeyNMT's view of references
 
 ``vocab`` does what JoeyNMT's ``scripts/build_vocab.py --joint`` does for a subword-nmt config (that script is
 in JoeyNMT's repository, not in its package): the training sentences of both languages, pre-processed by
@@ -15,7 +16,12 @@ the vocabulary is every BPE token of both sides, sorted by frequency then alphab
 torch of this project (2.14), which JoeyNMT 2.3.0 (January 2024) predates; neither changes what is computed:
 ``ReduceLROnPlateau`` lost its ``verbose`` argument (JoeyNMT passes ``verbose=False``; it is dropped), and
 ``torch.load`` now defaults to ``weights_only=True``, which refuses JoeyNMT's own checkpoints (they hold more
-than tensors; JoeyNMT loads only the files its own run wrote).
+than tensors; JoeyNMT loads only the files its own run wrote). A third fix is for JoeyNMT itself: its
+``build_scheduler`` makes ``WarmupExponentialDecayScheduler`` without the optimizer, a required argument, so
+``scheduling: warmupexponentialdecay`` fails with a TypeError in 2.3.0; the optimizer is passed.
+
+``references`` writes a split's references as JoeyNMT's ``test`` mode scores them: each line pre-processed
+(Moses tokenization here) and post-processed (Moses detokenization) by the config's target tokenizer.
 
 ``speed`` times JoeyNMT's Transformer on the batches ``bench/speed.py`` saved, with this project's
 ``model.Transformer`` at the same sizes, their steps alternating as in ``bench/speed.py`` (the venv sees the
@@ -81,11 +87,20 @@ def build_joint_vocab(config_path: Path) -> dict:
 # -- JoeyNMT's command line ---------------------------------------------------------------------------------
 
 
-def patch_for_current_torch() -> None:
-    """The two fixes of the module docstring, applied to this process only, before JoeyNMT's modules that
-    import ``load_checkpoint`` by name are imported."""
+def patch_joeynmt() -> None:
+    """The three fixes of the module docstring, applied to this process only, before JoeyNMT's modules that
+    import ``load_checkpoint`` or ``build_scheduler`` by name are imported."""
+    import functools
+
     import joeynmt.builders
     import joeynmt.helpers
+
+    build_scheduler = joeynmt.builders.build_scheduler
+    decay_scheduler = joeynmt.builders.WarmupExponentialDecayScheduler
+
+    def build_scheduler_with_optimizer(cfg, optimizer, scheduler_mode, hidden_size=0):
+        joeynmt.builders.WarmupExponentialDecayScheduler = functools.partial(decay_scheduler, optimizer)
+        return build_scheduler(cfg, optimizer, scheduler_mode, hidden_size)
 
     class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
         def __init__(self, optimizer, verbose: bool = False, **kwargs) -> None:
@@ -97,16 +112,32 @@ def patch_for_current_torch() -> None:
         return torch.load(path, map_location=map_location, weights_only=False)
 
     joeynmt.builders.ReduceLROnPlateau = ReduceLROnPlateau
+    joeynmt.builders.build_scheduler = build_scheduler_with_optimizer
     joeynmt.helpers.load_checkpoint = load_checkpoint
 
 
 def run_joeynmt(args: list[str]) -> None:
-    """``python -m joeynmt *args`` with ``patch_for_current_torch``."""
-    patch_for_current_torch()
+    """``python -m joeynmt *args`` with ``patch_joeynmt``."""
+    patch_joeynmt()
     from joeynmt.__main__ import main as joeynmt_main
 
     sys.argv = ["joeynmt", *args]
     joeynmt_main()
+
+
+def write_references(config_path: Path, references: Path, out: Path) -> int:
+    """Write ``references`` as JoeyNMT's ``test`` mode scores them (``joeynmt.prediction.evaluate``: its
+    dataset keeps each line pre-processed, and the reference is that line post-processed); returns how many
+    lines differ from the file's own."""
+    from joeynmt.config import load_config
+    from joeynmt.tokenizers import build_tokenizer
+
+    data = load_config(config_path)["data"]
+    tokenizer = build_tokenizer(data)[data["trg"]["lang"]]
+    lines = references.read_text(encoding="utf-8").splitlines()
+    joey = [tokenizer.post_process(tokenizer.pre_process(line)) for line in lines]
+    out.write_text("".join(line + "\n" for line in joey), encoding="utf-8")
+    return sum(a != b for a, b in zip(lines, joey, strict=True))
 
 
 # -- speed ---------------------------------------------------------------------------------------------------
@@ -235,8 +266,14 @@ def main(argv: list[str] | None = None) -> None:
     j = sub.add_parser("joeynmt", help="JoeyNMT's command line (python -m joeynmt), on today's torch")
     j.add_argument("args", nargs=argparse.REMAINDER)
     add_speed_command(sub, "JoeyNMT")
+    r = sub.add_parser("references", help="write references as JoeyNMT's test mode scores them")
+    r.add_argument("config", type=Path)
+    r.add_argument("references", type=Path)
+    r.add_argument("out", type=Path)
     args = p.parse_args(argv)
-    if args.command == "vocab":
+    if args.command == "references":
+        print(json.dumps({"lines_changed": write_references(args.config, args.references, args.out)}))
+    elif args.command == "vocab":
         print(json.dumps(build_joint_vocab(args.config)), flush=True)
     elif args.command == "joeynmt":
         run_joeynmt(args.args)

@@ -1,6 +1,7 @@
 """What the comparisons with other toolkits share (``bench/joeynmt_baseline.py``, ``bench/eole_baseline.py``,
 ``bench/marian_baseline.py``): the peer's own virtual environment, its processes' threads, training under a
-wall-clock watchdog, scoring test2016 with this project's sacreBLEU, and the one-line JSON result.
+wall-clock watchdog, scoring the translations (of test2016, or of the split a run asks for) with this
+project's sacreBLEU, and the one-line JSON result.
 
 Each peer trains in a process of its own; the watchdog starts its clock when the peer prints the line that
 says its training loop has begun (data preparation is not part of the budget, as this project's tokenizer
@@ -98,10 +99,12 @@ def add_run_args(p: argparse.ArgumentParser, name: str, venv: Path, out: Path) -
 
 
 def check_positive(p: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
-    """Exit with a usage error naming the first option of ``names`` that is not positive."""
+    """Exit with a usage error naming the first option of ``names`` that is given (not None) and not
+    positive."""
     for option in names:
-        if getattr(args, option) <= 0:
-            p.error(f"--{option.replace('_', '-')} must be positive, got {getattr(args, option)}")
+        value = getattr(args, option)
+        if value is not None and value <= 0:
+            p.error(f"--{option.replace('_', '-')} must be positive, got {value}")
 
 
 def start_run(args: argparse.Namespace, name: str, make_venv, write_config, changes: list[str]):
@@ -200,31 +203,34 @@ def train_with_budget(
 # -- scoring and the result line -----------------------------------------------------------------------------
 
 
-def score_test2016(hyps: Path, data: Path) -> dict:
-    """sacreBLEU and chrF of the detokenized ``hyps`` against Multi30k's test2016, as ``evaluate.py`` scores.
+def score_split(hyps: Path, references: Path, split: str) -> dict:
+    """sacreBLEU and chrF of the detokenized ``hyps`` against ``references`` (English, one per line), as
+    ``evaluate.py`` scores; ``split`` names them in the result.
 
     Raises:
-        RuntimeError: not one translation per source sentence, naming the file.
+        RuntimeError: not one translation per reference, naming the file.
     """
     from analysis.metrics import bleu_tokenizer, score_translations
 
     hypotheses = hyps.read_text(encoding="utf-8").splitlines()
-    references = (data / "test2016.en").read_text(encoding="utf-8").splitlines()
-    if len(hypotheses) != len(references):
-        raise RuntimeError(f"{hyps}: {len(hypotheses)} translations of {len(references)} sentences")
-    scores = score_translations(hypotheses, references, tokenize=bleu_tokenizer("en"))
-    return {"test_split": "test2016", "bleu": scores.bleu, "chrf": scores.chrf,
+    lines = references.read_text(encoding="utf-8").splitlines()
+    if len(hypotheses) != len(lines):
+        raise RuntimeError(f"{hyps}: {len(hypotheses)} translations of {len(lines)} sentences")
+    scores = score_translations(hypotheses, lines, tokenize=bleu_tokenizer("en"))
+    return {"test_split": split, "bleu": scores.bleu, "chrf": scores.chrf,
             "sentences": scores.num_sentences, "signature": scores.signature}  # fmt: skip
 
 
 def report(args: argparse.Namespace, out: Path, prefix: str, run: dict, hyps: Path, times: dict,
-           decode_seconds: float, progress: dict) -> dict:
-    """A peer's result: ``run`` (what was trained and decoded), the scores of ``hyps`` on test2016, the
-    times (``train_with_budget``'s and the decoding's) and ``progress``; written to ``<out>/result.json`` and
-    printed as one line that starts with ``prefix``."""
+           decode_seconds: float, progress: dict, scores: dict | None = None) -> dict:
+    """A peer's result: ``run`` (what was trained and decoded), ``scores`` (``score_split``'s; by default
+    those of ``hyps`` on Multi30k's test2016), the times (``train_with_budget``'s and the decoding's) and
+    ``progress``; written to ``<out>/result.json`` and printed as one line that starts with ``prefix``."""
+    if scores is None:
+        scores = score_split(hyps, args.data / "test2016.en", "test2016")
     result = {
         **run,
-        **score_test2016(hyps, args.data),
+        **scores,
         "beam_size": 5,
         "train_minutes": times["train_seconds"] / 60,
         "prepare_minutes": times["prepare_seconds"] / 60,

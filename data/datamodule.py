@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
@@ -23,18 +24,18 @@ from torch.utils.data import DataLoader
 from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
 from data.corpora import (
     CorpusError,
-    filter_by_length,
     read_bitext,
     read_parallel,
     read_scan,
     read_tatoeba,
     read_tsv,
 )
+from data.encoded import EncodedPairs
 from data.gold import DIRECTIONS, Direction, GoldSet, not_repeating, read_gold_for
 from data.pairs import Pair, word_spans
 from data.scripts import PreTokenize, is_chinese, text_handling
 from data.special import SPECIALS
-from data.tokenizer import Tokenizer, TokenizerKind
+from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
 from data.toy import Script, make_toy_splits
 
 DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "tatoeba", "scan"]
@@ -285,7 +286,7 @@ class TranslationDataModule(L.LightningDataModule):
         self._tokenizers: tuple[Tokenizer, Tokenizer] | None = None  # (source, target)
         self._train_pairs: list[Pair] | None = None  # train after length filtering
         self._train_index: list[int] = []  # each kept training pair's index among all training pairs
-        self._encoded: dict[str, list[Item]] = {}
+        self._encoded: dict[str, EncodedPairs] = {}
 
     # --- Special ids and vocabularies: what the model config links to -------------------------------------
 
@@ -428,11 +429,16 @@ class TranslationDataModule(L.LightningDataModule):
         """Raise a ``CorpusError`` naming the first pair of ``splits`` that a model of ``max_len`` positions
         cannot read: source + EOS, or (with ``targets``) BOS + target, longer than ``max_len``."""
         for split in splits:
-            items = self._encoded_split(split)
-            if split == "train":  # index the pairs as read, so that the message names the right line
-                items = [(self._train_index[i], s, t) for i, s, t in items]
-            if not targets:
-                items = [(i, s, []) for i, s, _ in items]
+            encoded = self._encoded_split(split)
+            # positions each pair needs: its source + EOS, or the longer of that and BOS + its target
+            needed = encoded.source.lengths() + 1 if not targets else encoded.lengths()
+            items: list[Item] = []
+            if np.any(needed > max_len):  # the first such pair, whose message check_fits writes
+                first = int(np.argmax(needed > max_len))
+                _, source, target = encoded[first]
+                # the training pairs indexed as read, so that the message names the right line
+                index = self._train_index[first] if split == "train" else first
+                items = [(index, source, target if targets else [])]
             hint = "; lower max_train_len to drop such training pairs" if split == "train" else ""
             check_fits(items, max_len, lambda index, side, split=split: self.origin(split, index, side), hint)
 
@@ -493,9 +499,10 @@ class TranslationDataModule(L.LightningDataModule):
         return {"src_tokenizer": src.to_json(), "tgt_tokenizer": tgt.to_json()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore the tokenizers of :meth:`state_dict` (no retraining)."""
+        """Restore the tokenizers of :meth:`state_dict` (no retraining): trained here, or an imported model's
+        (``data.tokenizer.tokenizer_from_json``)."""
         self._set_tokenizers(
-            Tokenizer.from_json(state_dict["src_tokenizer"]), Tokenizer.from_json(state_dict["tgt_tokenizer"])
+            tokenizer_from_json(state_dict["src_tokenizer"]), tokenizer_from_json(state_dict["tgt_tokenizer"])
         )
 
     def save_tokenizers(self, directory: str | os.PathLike[str]) -> None:
@@ -525,11 +532,8 @@ class TranslationDataModule(L.LightningDataModule):
 
     # --- Tokenized splits ---------------------------------------------------------------------------------
 
-    def _encode(self, pairs: list[Pair]) -> list[Item]:
-        src, tgt = self._ensure_tokenizers()
-        src_ids = src.encode_batch([p.source for p in pairs])
-        tgt_ids = tgt.encode_batch([p.target for p in pairs])
-        return list(zip(range(len(pairs)), src_ids, tgt_ids, strict=True))
+    def _encode(self, pairs: list[Pair]) -> EncodedPairs:
+        return EncodedPairs.encode(pairs, *self._ensure_tokenizers())
 
     def _ensure_train(self) -> None:
         if self._train_pairs is not None:
@@ -537,19 +541,17 @@ class TranslationDataModule(L.LightningDataModule):
         raw = self._raw_splits()["train"]
         index = self._not_gold(raw) if self.gold_sentences is not None else list(range(len(raw)))
         self.gold_set()  # a bad gold file stops the run here, not at its first validation
-        pairs = [raw[i] for i in index]
-        encoded = self._encode(pairs)
-        kept, dropped = filter_by_length(
-            list(zip(pairs, encoded, strict=True)), max_len=self.max_train_len, lengths=_lengths(encoded)
-        )
+        encoded = self._encode([raw[i] for i in index])
+        kept = np.flatnonzero(encoded.lengths() <= self.max_train_len)
+        dropped = len(encoded) - len(kept)
         if dropped:
             rank_zero_info(
                 f"Dropped {dropped} of {len(raw)} training pairs longer than "
                 f"max_train_len={self.max_train_len} tokens."
             )
-        self._train_pairs = [pair for pair, _ in kept]
-        self._train_index = [index[i] for _, (i, _, _) in kept]
-        self._encoded["train"] = [(i, s, t) for i, (_, (_, s, t)) in enumerate(kept)]
+        self._train_index = [index[i] for i in kept.tolist()]
+        self._train_pairs = [raw[i] for i in self._train_index]
+        self._encoded["train"] = encoded if not dropped else encoded.select(kept)
 
     def _not_gold(self, pairs: list[Pair]) -> list[int]:
         """Indices of ``pairs`` less those that repeat a sentence pair of ``gold_sentences`` (compared without
@@ -582,12 +584,12 @@ class TranslationDataModule(L.LightningDataModule):
             self._gold = gold
         return self._gold
 
-    def _encoded_split(self, split: SplitName) -> list[Item]:
+    def _encoded_split(self, split: SplitName) -> EncodedPairs:
         if split == "train":
             self._ensure_train()
         elif split not in self._encoded:
             self._encoded[split] = self._encode(self.pairs(split))
-            too_long = sum(n > self.max_train_len for n in _lengths(self._encoded[split]))
+            too_long = int((self._encoded[split].lengths() > self.max_train_len).sum())
             if too_long:
                 rank_zero_warn(
                     f"{too_long} {split} pairs are longer than max_train_len={self.max_train_len} tokens; "
@@ -622,9 +624,9 @@ class TranslationDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self.dataloader("test")
 
-    def _loader(self, items: list[Item], *, shuffle: bool, max_tokens: int) -> DataLoader:
+    def _loader(self, items: EncodedPairs, *, shuffle: bool, max_tokens: int) -> DataLoader:
         sampler = TokenBucketBatchSampler(
-            _lengths(items), max_tokens=max_tokens, shuffle=shuffle, seed=self.seed
+            items.lengths().tolist(), max_tokens=max_tokens, shuffle=shuffle, seed=self.seed
         )
         device_type, processes = self._training_device()
         workers = (
@@ -637,7 +639,7 @@ class TranslationDataModule(L.LightningDataModule):
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         # Resumable: Lightning keeps the training loader's place in its epoch in every checkpoint.
         return ResumableDataLoader(
-            items,  # type: ignore[arg-type]  # a list is a map-style dataset
+            items,  # type: ignore[arg-type]  # a sequence is a map-style dataset
             batch_sampler=sampler,
             collate_fn=partial(
                 collate, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id
@@ -656,11 +658,6 @@ class TranslationDataModule(L.LightningDataModule):
         strategy = trainer.strategy
         processes = getattr(strategy, "num_processes", 1) or 1
         return strategy.root_device.type, processes
-
-
-def _lengths(items: list[Item]) -> list[int]:
-    """Per item, the longer padded sequence the model sees: source + EOS or BOS + target."""
-    return [max(len(s), len(t)) + 1 for _, s, t in items]
 
 
 def _maybe_gzipped(path: Path) -> Path:

@@ -37,6 +37,7 @@ import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from data.scripts import Normalization, PreTokenize
+from data.sentencepiece_tokenizer import MARKER, SentencePieceTokenizer
 from data.special import SPECIALS
 
 TokenizerKind = Literal["word", "bpe", "unigram"]
@@ -231,3 +232,11 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+
+def tokenizer_from_json(text: str) -> "Tokenizer | SentencePieceTokenizer":
+    """A tokenizer from its ``to_json`` string: an imported model's ``SentencePieceTokenizer`` (its JSON
+    starts with ``MARKER``) or a ``Tokenizer`` trained here."""
+    if isinstance(text, str) and text.startswith('{"' + MARKER + '"'):
+        return SentencePieceTokenizer.from_json(text)
+    return Tokenizer.from_json(text)

@@ -21,6 +21,7 @@ from analysis.explain.trace import LogProbs, Trace
 from data.batching import Batch, check_fits, collate
 from data.tokenizer import Tokenizer
 from model import HeadMask, Transformer, TransformerConfig
+from model.packing import Packing
 
 
 class SentenceTokens(NamedTuple):
@@ -139,17 +140,21 @@ def forced_pass(model: Transformer, batch: Batch, *, head_mask: HeadMask | None 
 
 
 def _log_probs(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, masks: HeadMask) -> LogProbs:
-    """The ``Trace.log_probs`` of a batch: the target log-probabilities of the given rows, given source
-    embeddings."""
+    """The ``Trace.log_probs`` of a batch: each row's log-probability of its target token at its position,
+    given source embeddings."""
 
-    def log_probs(embeddings: Tensor, rows: Tensor) -> Tensor:
-        rows = rows.to(src.device)
+    def log_probs(embeddings: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
+        rows, targets = rows.to(src.device), targets.to(src.device)
+        # The decoder is causal: positions after the last one asked for change nothing before it.
+        length = int(targets.max()) + 1
+        at = torch.nn.functional.one_hot(targets, length).bool()  # (N, T'): each row's one position
         with torch.autocast(src.device.type, enabled=False):  # gradients in full precision, like the maps
             row_masks = HeadMask(*(_rows(mask, rows) for mask in masks))
             encoded = model.encode(src[rows], token_embeddings=embeddings, head_mask=row_masks.encoder)
-            logits = model.decode(tgt_in[rows], encoded, head_mask=row_masks).logits  # (N, T, V)
-        labels = tgt_out[rows].unsqueeze(-1)  # (N, T, 1)
-        return logits.float().log_softmax(dim=-1).gather(-1, labels).squeeze(-1)  # (N, T)
+            logits = model.decode(tgt_in[rows, :length], encoded, head_mask=row_masks,
+                                  keep=Packing.of(at)).logits  # (N, V)
+        labels = tgt_out[rows, targets].unsqueeze(-1)  # (N, 1)
+        return logits.float().log_softmax(dim=-1).gather(-1, labels).squeeze(-1)  # (N,)
 
     return log_probs
 

@@ -2,7 +2,9 @@
 
 ``transformers`` is an optional dependency (``pip install -e .[hf]``). The folder loads with
 ``AutoModelForSeq2SeqLM.from_pretrained(DIR)`` and ``AutoTokenizer.from_pretrained(DIR)``, and
-``pipeline("translation", model=DIR)`` translates with it, all with ``transformers`` alone.
+``pipeline("translation", model=DIR, trust_remote_code=True)`` translates with it (transformers 5 has no
+translation pipeline of its own: the folder ships one, ``export/translation_pipeline.py``), all with
+``transformers`` alone.
 
 What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
 
@@ -44,6 +46,7 @@ Shape legend: D model dim, V vocabulary size, F feed-forward dim.
 
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +65,10 @@ MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}
 MARIAN_LAYER_NORM_EPS = 1e-5
 # Marks the target tokens of a joined vocabulary: a private-use character, which no text holds.
 TARGET_MARK = "\ue000"
+# The translation pipeline the folder ships, as config.json's custom_pipelines names it.
+PIPELINE_FILE = Path(__file__).with_name("translation_pipeline.py")
+CUSTOM_PIPELINES = {"translation": {"impl": f"{PIPELINE_FILE.stem}.TranslationPipeline",
+                                    "pt": ["AutoModelForSeq2SeqLM"], "tf": [], "type": "text"}}
 
 
 def import_transformers():
@@ -301,9 +308,9 @@ def export(
     *,
     overwrite: bool = False,
 ) -> Path:
-    """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config) for
-    ``model``; returns its path. Written to a temporary folder first, so a failed export leaves nothing
-    half-written; an existing ``out_dir`` is replaced only with ``overwrite``."""
+    """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config, and the
+    translation pipeline) for ``model``; returns its path. Written to a temporary folder first, so a failed
+    export leaves nothing half-written; an existing ``out_dir`` is replaced only with ``overwrite``."""
     out = Path(out_dir)
     if out.exists() and not overwrite:
         raise EngineError(f"{out} exists; choose another name or pass --overwrite")
@@ -319,10 +326,12 @@ def export(
     positions = {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}
     assert not unexpected and set(missing) <= positions, (missing, unexpected)
     marian.generation_config = generation_config(model)
+    marian.config.custom_pipelines = CUSTOM_PIPELINES
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
         marian.save_pretrained(staging)
         hf_tokenizer(vocabulary, model.config.max_len).save_pretrained(staging)
+        shutil.copyfile(PIPELINE_FILE, Path(staging) / PIPELINE_FILE.name)
         out.mkdir(exist_ok=True)
         for written in Path(staging).iterdir():
             os.replace(written, out / written.name)

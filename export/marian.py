@@ -36,12 +36,13 @@ Shape legend: D model dim, V vocabulary size.
 """
 
 import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from data.sentencepiece_tokenizer import SentencePieceTokenizer
 from data.special import SPECIALS
 from export.ctranslate2 import EngineError
 from export.huggingface import halves_order, import_transformers
@@ -52,66 +53,25 @@ NEW = -1  # in ``to_hf``: an id of this project's with no Marian counterpart (th
 _OPUS_NAME = re.compile(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})(?:$|[^a-z])", re.IGNORECASE)
 
 
-class MarianSide:
-    """One side (source or target) of a Marian tokenizer, with ``data.tokenizer.Tokenizer``'s interface and
-    this project's ids: ``encode``, ``encode_batch``, ``decode``, ``tokens``, ``vocab_size``, ``kind``.
+def tokenizer_sides(hf_tokenizer, src_map: list[int], tgt_map: list[int]
+                    ) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
+    """The source and target ``SentencePieceTokenizer`` of a ``MarianTokenizer``: its SentencePiece models
+    (``source.spm``, ``target.spm``) and vocabularies (``vocab.json``, and ``target_vocab.json`` when the
+    vocabularies are separate) in this project's ids (``id_map`` of each side), read from its files."""
+    files = getattr(hf_tokenizer, "spm_files", None)
+    if not files or not hasattr(hf_tokenizer, "encoder"):
+        raise EngineError(f"its tokenizer is a {type(hf_tokenizer).__name__}, not a MarianTokenizer with "
+                          "SentencePiece models (source.spm, target.spm)")
+    source_vocab = hf_tokenizer.encoder
+    # Its target vocabulary, read directly: get_tgt_vocab() fails in transformers 5.24 (TypeError).
+    target_vocab = hf_tokenizer.target_encoder if hf_tokenizer.separate_vocabs else source_vocab
 
-    Args:
-        hf_tokenizer: the ``MarianTokenizer`` (or another ``transformers`` tokenizer) of the model.
-        side: "source" or "target": a target encodes with ``text_target`` (Marian's target SentencePiece model
-            and, with separate vocabularies, its target vocabulary).
-        to_hf: per id of this project, the tokenizer's id (``NEW`` for the new padding).
-    """
-
-    def __init__(self, hf_tokenizer, side: str, to_hf: list[int]) -> None:
-        if side not in ("source", "target"):
-            raise ValueError(f"side must be 'source' or 'target', got {side!r}")
-        self.hf, self.side, self.to_hf = hf_tokenizer, side, to_hf
-        self.from_hf = {hf_id: i for i, hf_id in enumerate(to_hf) if hf_id != NEW}
-        vocab = getattr(hf_tokenizer, "encoder", None) or hf_tokenizer.get_vocab()  # MarianTokenizer's own
-        if side == "target" and getattr(hf_tokenizer, "separate_vocabs", False):
-            # Its target vocabulary, read directly: get_tgt_vocab() fails in transformers 5.24 (TypeError).
-            vocab = hf_tokenizer.target_encoder
+    def side(path, vocab: dict[str, int], to_hf: list[int]) -> SentencePieceTokenizer:
         names = {i: token for token, i in vocab.items()}
-        self._tokens = [SPECIALS.pad if hf_id == NEW else names.get(hf_id, SPECIALS.unk) for hf_id in to_hf]
-        self._skipped = frozenset((SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id))
+        tokens = [SPECIALS.pad if i == NEW else names.get(i, SPECIALS.unk) for i in to_hf]
+        return SentencePieceTokenizer(model=Path(path).read_bytes(), tokens=tokens)
 
-    kind = "sentencepiece"
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.to_hf)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``, without EOS (``data.batching.collate`` adds it)."""
-        return self.encode_batch([text])[0]
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        key = "text" if self.side == "source" else "text_target"
-        encoded = self.hf(**{key: list(texts)}, add_special_tokens=False)["input_ids"]
-        return [[self.from_hf[i] for i in ids] for ids in encoded]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Plain text of ``ids``, skipping pad, BOS and EOS; unknown tokens stay visible as ``<unk>``."""
-        hf_ids = [self.to_hf[i] for i in ids if i not in self._skipped]
-        options = {}
-        if hasattr(self.hf, "separate_vocabs"):  # MarianTokenizer decodes target ids unless told otherwise
-            options["use_source_tokenizer"] = self.side == "source"
-        return self.hf.decode(hf_ids, skip_special_tokens=False, **options)
-
-    def tokens(self, ids: Iterable[int]) -> list[str]:
-        out = []
-        for i in ids:
-            if not 0 <= i < len(self._tokens):
-                raise ValueError(f"id {i} is outside the vocabulary of size {self.vocab_size}")
-            out.append(self._tokens[i])
-        return out
-
-    def to_json(self) -> str:
-        raise ValueError("an imported Marian tokenizer is SentencePiece's, not a tokenizers JSON")
-
-    def __repr__(self) -> str:
-        return f"MarianSide({self.side}, vocab_size={self.vocab_size})"
+    return side(files[0], source_vocab, src_map), side(files[1], target_vocab, tgt_map)
 
 
 @dataclass
@@ -120,8 +80,9 @@ class MarianImport:
 
     config: TransformerConfig
     state_dict: dict[str, Tensor]
-    src_tokenizer: MarianSide
-    tgt_tokenizer: MarianSide
+    src_tokenizer: SentencePieceTokenizer
+    tgt_tokenizer: SentencePieceTokenizer
+    src_to_hf: list[int]  # per id of this project's source vocabulary, the Marian id (NEW: the new padding)
     to_hf: list[int]  # per id of this project's target vocabulary, the Marian id (NEW for the new padding)
     source_lang: str | None
     target_lang: str | None
@@ -295,8 +256,8 @@ def load_marian(name: str) -> MarianImport:
     return MarianImport(
         config,
         project_state_dict(marian, config, src_map, tgt_map),
-        MarianSide(hf_tokenizer, "source", src_map),
-        MarianSide(hf_tokenizer, "target", tgt_map),
+        *tokenizer_sides(hf_tokenizer, src_map, tgt_map),
+        src_map,
         tgt_map,
         *languages(name, hf_tokenizer),
     )

@@ -460,142 +460,7 @@ def test_ctranslate2_quick_run_table_matches_its_json(tmp_path, capsys):
         assert float(same.rstrip("%")) == pytest.approx(100 * r["same_tokens_as_pytorch"], abs=0.051)
 
 
-# -- bench/joeynmt_baseline.py and JoeyNMT's side of bench/speed.py, checked without JoeyNMT -----------------
-
-
-def test_joeynmt_config_is_the_iwslt14_transformer_recipe_with_the_stated_changes(tmp_path):
-    import yaml
-
-    from bench.joeynmt_baseline import parse_args, recipe_changes, write_config
-
-    data = tmp_path / "multi30k"
-    args = parse_args(["--data", str(data), "--minutes", "7", "--layers", "3", "--batch-tokens", "2048",
-                       "--merges", "6000", "--threads", "2"])
-    path = write_config(args, tmp_path)
-    cfg = yaml.safe_load(path.read_text())
-    # The changes: data, case, BPE merges (one joint vocabulary), CPU, and the sizes asked for.
-    assert cfg["model_dir"] == str(tmp_path.resolve() / "model")
-    assert (cfg["data"]["train"], cfg["data"]["dev"], cfg["data"]["test"]) == tuple(
-        str(data.resolve() / name) for name in ("train", "val", "test2016")
-    )
-    src, trg = cfg["data"]["src"], cfg["data"]["trg"]
-    assert (src["lang"], trg["lang"]) == ("de", "en")
-    for side in (src, trg):
-        assert (side["lowercase"], side["level"], side["tokenizer_type"]) == (False, "bpe", "subword-nmt")
-        assert side["tokenizer_cfg"] == {"num_merges": 6000, "codes": str(tmp_path.resolve() / "bpe.codes"),
-                                         "pretokenizer": "moses"}
-        assert side["voc_file"] == str(tmp_path.resolve() / "vocab.txt")  # one vocabulary: tied embeddings
-    assert cfg["use_cuda"] is False and cfg["fp16"] is False
-    assert cfg["testing"]["sacrebleu_cfg"] == {"tokenize": "13a", "lowercase": False}
-    assert cfg["training"]["batch_size"] == 2048 and cfg["training"]["batch_type"] == "token"
-    for coder in (cfg["model"]["encoder"], cfg["model"]["decoder"]):
-        assert coder["num_layers"] == 3
-        # ... and the recipe as it is: a pre-LN Transformer of width 256, 4 heads, 1024-wide FFN, dropout 0.3
-        widths = (coder["hidden_size"], coder["embeddings"]["embedding_dim"], coder["num_heads"])
-        assert widths == (256, 256, 4)
-        assert (coder["ff_size"], coder["dropout"], coder["layer_norm"]) == (1024, 0.3, "pre")
-    t = cfg["training"]
-    assert (t["optimizer"], t["learning_rate"], t["adam_betas"], t["scheduling"]) == ("adamw", 3e-4,
-                                                                                      [0.9, 0.999], "plateau")
-    assert (t["label_smoothing"], t["normalization"], t["validation_freq"]) == (0.1, "tokens", 1000)
-    assert cfg["model"]["tied_embeddings"] is True and cfg["model"]["tied_softmax"] is True
-    assert (cfg["testing"]["beam_size"], cfg["testing"]["beam_alpha"]) == (5, 1.0)
-    changes = recipe_changes(args)
-    assert "num_merges 6000 (recipe: 32000 on IWSLT14)" in changes[2]
-    assert changes[3] == "CPU fp32 (use_cuda: False), 2 torch thread(s)"
-    assert changes[4].startswith("training stops after 7 min")
-    assert changes[5] == "encoder/decoder layers 3 (recipe: 6), batch 2048 tokens (recipe: 4096)"
-
-
-def test_joeynmt_defaults_are_the_recipe_sizes_and_bad_values_name_the_option(capsys):
-    from bench.joeynmt_baseline import parse_args
-
-    args = parse_args([])
-    assert (args.minutes, args.threads, args.layers, args.batch_tokens, args.validation_freq) == (
-        60.0, 1, 6, 4096, 1000
-    )
-    with pytest.raises(SystemExit):
-        parse_args(["--batch-tokens", "0"])
-    assert "--batch-tokens must be positive, got 0" in capsys.readouterr().err
-
-
-def test_joeynmt_result_line_round_trips_and_the_last_one_counts():
-    from bench.joeynmt_baseline import parse_result, result_line
-
-    first, last = {"bleu": 1.5}, {"bleu": 30.25, "model": "JoeyNMT → ü", "updates": 812}
-    text = "\n".join(["training...", result_line(first), "decoding...", result_line(last), "done"])
-    assert parse_result(text) == last
-    with pytest.raises(ValueError, match="no line starting with 'joeynmt result: '"):
-        parse_result("training...\n")
-    with pytest.raises(ValueError, match="line 2: the JoeyNMT result is not JSON"):
-        parse_result("x\njoeynmt result: {bleu: 3}\n")
-
-
-def test_joeynmt_training_progress_from_its_log():
-    from bench.joeynmt_baseline import training_progress
-
-    log = """\
-2026-11-23 23:52:04,529 - INFO - joeynmt.training - EPOCH 1
-2026-11-23 23:58:00,001 - INFO - joeynmt.training - Epoch   1, Step:      100, Batch Loss:  5.1, \
-Batch Acc: 0.1, Tokens per Sec:  900, Lr: 0.000300
-2026-11-23 23:59:00,001 - INFO - joeynmt.prediction - Evaluation result (greedy): bleu:  12.34, \
-loss:   4.10, ppl:  60.30, acc:   0.30, 55.1[sec]
-2026-11-24 00:01:04,529 - INFO - joeynmt.training - EPOCH 2
-2026-11-24 00:02:11,736 - INFO - joeynmt.training - Interrupt at epoch 2, step 163.
-"""
-    assert training_progress(log) == {"epochs": 2, "updates": 163, "last_validation_bleu_greedy": 12.34}
-    assert training_progress("") == {"epochs": 0, "updates": 0}
-
-
-WATCHED = """
-import sys, time
-print("loading data", flush=True)
-print("... - EPOCH 1", flush=True)
-try:
-    while True:
-        time.sleep(0.01)
-except KeyboardInterrupt:
-    print("Interrupt at epoch 1, step 3.", flush=True)
-    sys.exit(0)
-"""
-
-
-def test_joeynmt_watchdog_interrupts_training_once_the_budget_is_spent(tmp_path):
-    import sys
-
-    from bench.joeynmt_baseline import train_with_budget
-
-    log = tmp_path / "train.out"
-    times = train_with_budget([sys.executable, "-c", WATCHED], dict(os.environ), log, budget_s=0.5)
-    assert times["stopped_by_budget"] is True
-    assert 0.5 <= times["train_seconds"] < 5
-    assert log.read_text().splitlines() == ["loading data", "... - EPOCH 1", "Interrupt at epoch 1, step 3."]
-
-    # Started in the background by a shell (`cmd &`), a process has SIGINT ignored, and so would JoeyNMT:
-    # the watchdog still stops it.
-    import signal
-
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        times = train_with_budget([sys.executable, "-c", WATCHED], dict(os.environ), log, 0.5, grace_s=5)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert times["stopped_by_budget"] is True and times["train_seconds"] < 5
-    assert log.read_text().splitlines()[-1] == "Interrupt at epoch 1, step 3."
-
-    with pytest.raises(RuntimeError, match=f"JoeyNMT training failed \\(exit 3\\); see {log}"):
-        train_with_budget([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ), log, 5)
-
-
-def test_joeynmt_baseline_skips_cleanly_without_the_corpus(tmp_path, capsys):
-    from bench.joeynmt_baseline import main as joeynmt_main
-
-    venv = tmp_path / "venv"
-    assert joeynmt_main(["--data", str(tmp_path / "absent"), "--venv", str(venv), "--out",
-                         str(tmp_path / "out")]) is None
-    out = capsys.readouterr().out
-    assert out.startswith(f"skipped: no Multi30k in {tmp_path / 'absent'} (missing train.de, train.en")
-    assert not venv.exists() and not (tmp_path / "out").exists()  # nothing installed, nothing written
+# -- JoeyNMT's side of bench/speed.py, checked without JoeyNMT (bench/joeynmt_*.py: tests/test_joeynmt.py) --
 
 
 def test_speed_skips_joeynmt_without_its_venv_and_says_why(tmp_path):
@@ -1103,6 +968,19 @@ def test_peer_baselines_skip_cleanly_without_the_corpus_and_name_bad_options(mod
     with pytest.raises(SystemExit):
         baseline.parse_args(["--batch-tokens", "0"])
     assert "--batch-tokens must be positive, got 0" in capsys.readouterr().err
+
+
+def test_peer_scoring_names_the_split_and_refuses_a_missing_translation(tmp_path):
+    from bench.peers import score_split
+
+    refs, hyps = tmp_path / "val.en", tmp_path / "val.hyp.en"
+    refs.write_text("A dog runs on the grass.\nTwo men are talking.\n", encoding="utf-8")
+    hyps.write_text("A dog runs on the grass.\nTwo men are talking.\n", encoding="utf-8")
+    scores = score_split(hyps, refs, "val")
+    assert (scores["test_split"], scores["sentences"], scores["bleu"]) == ("val", 2, pytest.approx(100.0))
+    hyps.write_text("A dog runs on the grass.\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="1 translations of 2 sentences"):
+        score_split(hyps, refs, "val")
 
 
 SAVES_THEN_DIES_BY_SIGTERM = """

@@ -147,7 +147,7 @@ def test_gradient_x_input_matches_autograd(traced):
     attributions = gradient_x_input_rows(trace.log_probs, inputs, sentences, targets, words)  # (N, S, D)
     for n, (b, t) in enumerate(zip(sentences.tolist(), targets.tolist())):
         e = trace.embeddings[b].detach().clone().requires_grad_()
-        (grad,) = torch.autograd.grad(trace.log_probs(e.unsqueeze(0), torch.tensor([b]))[0, t], e)
+        (grad,) = torch.autograd.grad(trace.log_probs(e.unsqueeze(0), torch.tensor([b]), torch.tensor([t]))[0], e)
         expected = grad * e.detach() * trace.words[b, :, None]
         assert torch.allclose(attributions[n], expected, atol=1e-6)
     assert attributions[:4, -1].abs().sum() == 0  # EOS is not attributed
@@ -166,8 +166,8 @@ def test_integrated_gradients_are_complete(traced):
     )
     baselines = torch.where(words[:, :, None], torch.zeros_like(inputs), inputs)  # EOS stays itself
     with torch.no_grad():
-        f_x = trace.log_probs(inputs, sentences)[torch.arange(6), targets]  # (N,)
-        f_baseline = trace.log_probs(baselines, sentences)[torch.arange(6), targets]
+        f_x = trace.log_probs(inputs, sentences, targets)  # (N,)
+        f_baseline = trace.log_probs(baselines, sentences, targets)
     total = attributions.sum(dim=(1, 2))  # (N,)
     difference = f_x - f_baseline
     assert difference.abs().min() > 1e-3  # a case where completeness says something

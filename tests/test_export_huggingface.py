@@ -147,18 +147,32 @@ def test_a_trained_models_tokens_and_text_are_the_same_through_generate(trained_
         assert text_out == [dm.tgt_tokenizer.decode(ours[0])]
 
 
-def test_the_translation_pipeline_translates_as_the_project_does(trained_export):
-    """transformers 5 removed pipeline("translation") (its migration guide); where it exists, it must give
-    evaluate.py --translate's text."""
-    from transformers.pipelines import SUPPORTED_TASKS
-
-    if "translation" not in SUPPORTED_TASKS:
-        pytest.skip(f"transformers {transformers.__version__} has no translation pipeline")
+def test_the_shipped_translation_pipeline_translates_as_the_project_does(trained_export):
+    """transformers 5 removed pipeline("translation"); the folder ships one (config.json's custom_pipelines),
+    which gives evaluate.py --translate's text, one entry per text as 4.x's pipeline did."""
     run, folder, _ = trained_export
-    translate = transformers.pipeline("translation", model=str(folder))
+    assert (folder / "translation_pipeline.py").is_file()
+    with pytest.raises(ValueError, match="trust_remote_code=True"):  # never runs the folder's code unasked
+        transformers.pipeline("translation", model=str(folder))
+    translate = transformers.pipeline("translation", model=str(folder), trust_remote_code=True)
     sources = [p.source for p in run.datamodule.pairs("test")[:5]]
     texts = [run.datamodule.tgt_tokenizer.decode(ids) for ids in translate_ids(run, sources)]
     assert [t["translation_text"] for t in translate(sources)] == texts
+    assert translate(sources[0]) == [{"translation_text": texts[0]}]
+
+
+def test_the_shipped_pipeline_passes_generate_options_and_gives_a_random_models_text(tmp_path, tokenizer):
+    """A random model's translations are not empty (the trained tiny run's may be): the pipeline's text is
+    the project's decoding of its own greedy tokens, under generate()'s options given to the pipeline."""
+    model = random_model(tokenizer, activation="silu")
+    folder = export(model, tokenizer, tokenizer, tmp_path / "hf")
+    translate = transformers.pipeline("translation", model=str(folder), trust_remote_code=True)
+    ours = []
+    for text in TEXTS:
+        src = torch.tensor([[*tokenizer.encode(text), EOS]])
+        ours.append(tokenizer.decode(model.generated_ids(model.generate(src, max_len=9))[0]))
+    assert all(ours)
+    assert [t["translation_text"] for t in translate(TEXTS, max_new_tokens=9, max_length=None)] == ours
 
 
 def translate_ids(run, sources):

@@ -60,12 +60,14 @@ def test_a_silenced_head_is_silent_in_the_pass_and_in_the_gradients_callable():
     silenced = forced_pass(model, batch, head_mask=HeadMask(cross=cross))
     whole = forced_pass(model, batch)
     assert not torch.allclose(silenced.hidden[-1], whole.hidden[-1])  # the silenced heads changed the output
-    rows = torch.tensor([0])
+    T = batch.tgt_in.size(1)
+    rows, targets = torch.zeros(T, dtype=torch.long), torch.arange(T)  # every position of sentence 0
     with torch.no_grad():
         expected = model.decode(
             batch.tgt_in, model.encode(batch.src), head_mask=HeadMask(cross=cross)
-        ).logits.log_softmax(-1).gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)  # (1, T)
-        torch.testing.assert_close(silenced.trace.log_probs(silenced.trace.embeddings, rows), expected)
+        ).logits.log_softmax(-1).gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)[0]  # (T,)
+        embeddings = silenced.trace.embeddings[rows]  # (T, S, D)
+        torch.testing.assert_close(silenced.trace.log_probs(embeddings, rows, targets), expected)
 
 
 def test_a_model_in_training_mode_is_refused():

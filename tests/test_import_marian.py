@@ -15,6 +15,8 @@ transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
 
 from data.special import SPECIALS
+from data.tokenizer import tokenizer_from_json
+from data.words import NO_WORD, encode_words
 from export.ctranslate2 import EngineError
 from export.marian import NEW, load_marian
 
@@ -106,8 +108,9 @@ def saved(request, tmp_path_factory):
 
 
 def ours_of(imported, hf_ids: list[int], side: str) -> list[int]:
-    tokenizer = imported.src_tokenizer if side == "source" else imported.tgt_tokenizer
-    return [tokenizer.from_hf[i] for i in hf_ids]
+    to_hf = imported.src_to_hf if side == "source" else imported.to_hf
+    from_hf = {hf_id: i for i, hf_id in enumerate(to_hf) if hf_id != NEW}
+    return [from_hf[i] for i in hf_ids]
 
 
 def test_the_ids_keep_this_projects_specials_and_a_new_padding(saved):
@@ -129,6 +132,37 @@ def test_the_tokenizer_encodes_and_decodes_as_marians(saved):
             target, skip_special_tokens=True)
         assert imported.tgt_tokenizer.tokens(ids) == tokenizer.convert_ids_to_tokens(target)
     assert "<unk>" in imported.tgt_tokenizer.decode([SPECIALS.unk_id])  # never silently dropped
+
+
+def test_the_tokenizer_is_restored_from_its_json_as_a_checkpoint_holds_it(saved):
+    imported = saved[3]
+    for tokenizer, text in ((imported.src_tokenizer, GERMAN[1]), (imported.tgt_tokenizer, ENGLISH[1])):
+        restored = tokenizer_from_json(tokenizer.to_json())
+        ids = tokenizer.encode(text)
+        assert restored.encode(text) == ids and restored.decode(ids) == tokenizer.decode(ids) == text
+        assert restored.tokens(range(restored.vocab_size)) == tokenizer.tokens(range(tokenizer.vocab_size))
+    for damaged in ('{"sentencepiece_model": "not base64!", "tokens": []}',
+                    '{"sentencepiece_model": "YWJj", "tokens": ["<pad>", "<s>", "</s>", "<unk>", "a"]}'):
+        with pytest.raises(ValueError, match="^not a SentencePiece tokenizer JSON"):
+            tokenizer_from_json(damaged)
+
+
+def test_each_piece_belongs_to_the_word_it_spells_also_after_normalisation(saved):
+    """SentencePiece's offsets count the text as given: a full-width letter that NFKC makes ASCII is still
+    its word's, a lone ▁ is no word's, and each word's pieces spell it."""
+    tokenizer = saved[3].src_tokenizer
+    words = GERMAN[0].split()  # der große hund sieht eine katze
+    read = encode_words(tokenizer, words)
+    pieces = tokenizer.tokens(read.ids)
+    spelled = ["" for _ in words]
+    for piece, word in zip(pieces, read.words):
+        if word == NO_WORD:
+            assert piece == "▁"
+        else:
+            spelled[word] += piece.lstrip("▁")
+    assert spelled == words
+    wide = encode_words(tokenizer, ["ｄer", *words[1:]])  # NFKC reads ｄ as d
+    assert wide.ids == read.ids and wide.words == read.words
 
 
 def batch(tokenizer, imported):

@@ -70,9 +70,7 @@ def gradient_x_input_rows(
     from captum.attr import InputXGradient  # imported here: Captum is needed only for these methods
 
     inputs = inputs.detach().float().clone().requires_grad_()  # (N, S, D)
-    attributions = InputXGradient(log_probs).attribute(
-        inputs, target=targets.tolist(), additional_forward_args=(sentences,)
-    )
+    attributions = InputXGradient(log_probs).attribute(inputs, additional_forward_args=(sentences, targets))
     return attributions * attribute[:, :, None]  # (N, S, D)
 
 
@@ -110,8 +108,8 @@ def integrated_gradients_rows(
     # Captum takes at least every row once per pass, and warns when asked for fewer: ask for what it does.
     batch = None if internal_batch_size is None else max(internal_batch_size, len(targets))
     attributions, delta = IntegratedGradients(log_probs).attribute(
-        e.clone().requires_grad_(), baselines=base, target=targets.tolist(),
-        additional_forward_args=(sentences,), n_steps=ig_steps, internal_batch_size=batch,
+        e.clone().requires_grad_(), baselines=base, additional_forward_args=(sentences, targets),
+        n_steps=ig_steps, internal_batch_size=batch,
         return_convergence_delta=True,
     )
     return attributions, delta
@@ -121,7 +119,7 @@ def integrated_gradients_rows(
 # (S + T) tokens per row, and the logits of T: rows go through in passes of at most this many tokens (about
 # 2 GB at d_model 256 and 8,000 subwords; the toy's short sentences: about 500 rows a pass). Real sentences
 # (KFTT's: up to 141 words) held 18 GB for one batch of target rows at once.
-MAX_ROW_TOKENS = 16_384
+MAX_ROW_TOKENS = 4_096
 
 
 def rows_per_pass(target_length: int, source_length: int) -> int:

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-# (N, S, D) source token embeddings (of sentences of the batch, repeated or interpolated) and (N,) int64 the
-# sentence of the traced batch each belongs to → (N, T) log-probabilities of its target tokens, teacher-forced
-LogProbs = Callable[[Tensor, Tensor], Tensor]
+# (N, S, D) source token embeddings (of sentences of the batch, repeated or interpolated), (N,) int64 the
+# sentence of the traced batch each belongs to and (N,) int64 a target position of it → (N,) the teacher-forced
+# log-probability of that sentence's target token there. One position a row: a row's backward pass then holds
+# one vocabulary-sized row of logits, not T of them.
+LogProbs = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
