@@ -15,7 +15,7 @@ The figures, each from the module that measures it (``bench/speed_common.py`` ho
 3. model FLOP/s in training as a fraction of the machine's measured matmul FLOP/s (in the training dtype);
 4. ``model.Transformer``'s training step packed (computing on the tokens only) against padded;
 5. ``model.Transformer`` against JoeyNMT's Transformer, where its environment exists
-   (``bench/speed_joeynmt.py``).
+   (``bench/speed_joeynmt.py``), and against eole's, training only (``bench/speed_eole.py``).
 
 Training runs in ``--precision``: by default on a GPU the one ``train.py`` would choose there (autocast,
 with a gradient scaler for fp16, as Lightning's mixed precision does), and fp32 on a CPU, where the figures
@@ -36,6 +36,7 @@ if __package__ in (None, ""):  # run as `python bench/speed.py`: make the reposi
 
 from bench.speed_common import QUICK, BenchConfig, bench_matmul, describe_machine, make_batches, padding_share
 from bench.speed_decoding import bench_decoding, decoding_lines
+from bench.speed_eole import EOLE_VENV, bench_eole, eole_lines
 from bench.speed_joeynmt import JOEYNMT_VENV, bench_joeynmt, joeynmt_lines
 from bench.speed_training import (
     AUTOCAST_DTYPES,
@@ -57,12 +58,14 @@ def run(
     precision: str = "32-true",
     data_path: Path | None = None,
     joeynmt_venv: Path | None = JOEYNMT_VENV,
+    eole_venv: Path | None = EOLE_VENV,
 ) -> dict:
     """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``;
     training in ``precision``.
 
     With ``data_path`` (the Multi30k folder), training is also measured on ``train.py``'s own batches; with
-    ``joeynmt_venv``, JoeyNMT's Transformer too (skipped, with the reason, where the venv is missing).
+    ``joeynmt_venv`` and ``eole_venv``, JoeyNMT's and eole's Transformers too (each skipped, with the reason,
+    where its venv is missing).
     """
     dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
     train_peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device, dtype)
@@ -84,6 +87,8 @@ def run(
         comparisons["training_recipe_batches"] = bench_recipe_training(cfg, device, data_path)
     if joeynmt_venv is not None:
         comparisons["joeynmt"] = bench_joeynmt(cfg, device, joeynmt_venv)
+    if eole_venv is not None:
+        comparisons["eole"] = bench_eole(cfg, device, eole_venv)
     return {
         "machine": describe_machine(device),
         "config": asdict(cfg),
@@ -120,6 +125,7 @@ def report(results: dict) -> str:
         *decoding_lines(results),
         *recipe_lines(results),
         *joeynmt_lines(results),
+        *eole_lines(results),
     ]
     return "\n".join(lines)
 
@@ -151,6 +157,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--joeynmt-venv", type=Path, default=JOEYNMT_VENV,
         help="JoeyNMT's virtual environment (bench/joeynmt_baseline.py makes it); skipped without it",
     )  # fmt: skip
+    parser.add_argument(
+        "--eole-venv", type=Path, default=EOLE_VENV,
+        help="eole's virtual environment (bench/eole_baseline.py makes it); skipped without it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.data is not None and not (args.data / "train.de").is_file():
         parser.error(f"--data {args.data}: no Multi30k there (train.de missing)")
@@ -181,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = QUICK if args.quick else BenchConfig()
     results = run(
         cfg, device, args.decode_batch_sizes, step_precision_name(args.precision, device), args.data,
-        args.joeynmt_venv,
+        args.joeynmt_venv, args.eole_venv,
     )
     print(report(results))
     if args.json is not None:

@@ -3,13 +3,11 @@ greedy sentences/s, timed in JoeyNMT's own virtual environment (``bench/joeynmt_
 batches saved here, the two models' steps alternating.
 """
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from bench.speed_common import BenchConfig, make_batches
+from bench.speed_common import BenchConfig, time_in_venv
 
 JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
 
@@ -20,26 +18,9 @@ def bench_joeynmt(cfg: BenchConfig, device: torch.device, venv: Path) -> dict:
 
     Returns ``{"skipped": reason}`` without the venv or on a GPU (the comparison is for CPUs).
     """
-    import subprocess
-    import tempfile
-
-    python = venv / "bin" / "python"
-    if device.type != "cpu":
-        return {"skipped": "JoeyNMT's part runs on the CPU only"}
-    if not python.exists():
-        return {"skipped": f"no JoeyNMT environment in {venv} (python bench/joeynmt_baseline.py makes it)"}
-    batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
-    with tempfile.TemporaryDirectory() as folder:
-        saved, out = Path(folder) / "batches.pt", Path(folder) / "joeynmt.json"
-        torch.save({"config": asdict(cfg), "batches": [asdict(b) for b in batches]}, saved)
-        script = Path(__file__).resolve().parent / "joeynmt_venv.py"
-        threads = str(torch.get_num_threads())
-        command = [str(python), str(script), "speed", str(saved), str(out), "--threads", threads]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"skipped": f"JoeyNMT's part failed: {last}"}
-        result = json.loads(out.read_text())
+    result = time_in_venv(cfg, device, venv, "joeynmt_venv.py", "JoeyNMT", "joeynmt_baseline.py")
+    if "skipped" in result:
+        return result
     ours, joey = result["ours"], result["joeynmt"]
     result["training_ratio"] = ours["target_tokens_per_s"] / joey["target_tokens_per_s"]
     result["greedy_ratio"] = ours["greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]
