@@ -1047,3 +1047,27 @@ def test_marian_wheel_trains_on_the_cpu(tmp_path):
                           env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert model.is_file()
+
+
+def test_corpus_growth_recombines_pairs_and_reports_the_growth(tmp_path):
+    from bench.corpus_growth import make_corpus, report
+
+    multi30k = tmp_path / "multi30k"
+    multi30k.mkdir()
+    for split, n in (("train", 5), ("val", 2), ("test2016", 3)):
+        (multi30k / f"{split}.de").write_text("".join(f"ein hund {split} {i}\n" for i in range(n)))
+        (multi30k / f"{split}.en").write_text("".join(f"a dog {split} {i}\n" for i in range(n)))
+    make_corpus(multi30k, tmp_path / "c", 40)
+    train = (tmp_path / "c" / "train.tsv").read_text().splitlines()
+    assert len(train) == 40
+    for line in train:  # two training pairs joined, the same two on both sides
+        source, target = line.split("\t")
+        left, right = source.split(" ein hund ")[0].split()[-1], source.split()[-1]
+        assert target == f"a dog train {left} a dog train {right}"
+    assert (tmp_path / "c" / "test.tsv").read_text().count("\n") == 3
+    stages = {s: {"seconds": 1.0, "resident_mb": 100.0} for s in ("read", "tokenizer", "encode", "first batch")}
+    lines = report([{"pairs": 1_000_000, "stages": stages, "seconds": 4.0, "peak_mb": 2048.0},
+                    {"pairs": 2_000_000, "stages": stages, "seconds": 8.0, "peak_mb": 3072.0}])
+    assert lines[2].startswith("| 1,000,000 | 1.0 (100) |")
+    assert "grows 1.00 GB per million training pairs" in lines[-1]
+    assert "about 5.5 GB, extrapolated linearly" in lines[-1]  # 3 GB + 2.5M pairs at 1 GB a million
