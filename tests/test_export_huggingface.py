@@ -240,6 +240,18 @@ def test_evaluate_refuses_other_modes_options_and_an_existing_folder(trained_exp
     assert code == 1 and f"{folder} exists" in err
 
 
+def test_an_export_is_not_imported_back(trained_export, capsys):
+    """--hf-model reads Marian's own tokenizer files; an export has a tokenizer.json: the original checkpoint
+    is the model to evaluate."""
+    pytest.importorskip("sentencepiece")
+    _, folder, _ = trained_export
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--translate", "x")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        f"error: --hf-model {folder}: this folder is an export of a model trained here (its tokenizer is "
+        "tokenizer.json, not Marian's source.spm/target.spm); evaluate the original checkpoint")
+
+
 def test_evaluate_names_what_does_not_map(tmp_path, capsys):
     run = train_tiny(tmp_path, "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
     code, _, err = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--export-hf", tmp_path / "hf")
