@@ -24,7 +24,7 @@ _METASPACE = "▁"
 
 
 def load_processor(model: bytes):
-    """A ``SentencePieceProcessor`` of serialized model bytes; ``ValueError`` in one line if they are not one."""
+    """A ``SentencePieceProcessor`` of serialized model bytes; a one-line ``ValueError`` if they are not."""
     try:
         import sentencepiece
     except ImportError:

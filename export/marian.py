@@ -30,9 +30,10 @@ What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
 
 What does not map, or cannot be read, is refused in one line naming ``--hf-model``: model types other than
 Marian (checked first), a path that names no folder, a local folder whose Marian files (``source.spm``,
-``target.spm``, ``vocab.json`` with ``<unk>``) are missing or unreadable or that is an export of this project's
-(``tokenizer.json``), weights that do not fit ``config.json``, encoder and decoder with different head counts
-or feed-forward sizes (``TransformerConfig`` has one of each), and an activation other than those above.
+``target.spm``, ``vocab.json`` with ``<unk>``) are missing or unreadable or that is an export of this
+project's (``tokenizer.json``), weights that do not fit ``config.json``, encoder and decoder with different
+head counts or feed-forward sizes (``TransformerConfig`` has one of each), and an activation other than those
+above.
 
 Shape legend: D model dim, V vocabulary size.
 """
@@ -233,23 +234,24 @@ def first_line(error: Exception) -> str:
 
 def local_folder(name: str) -> Path | None:
     """The folder ``--hf-model`` names, or None for a Hub name; a path that names no folder is refused here
-    rather than looked up on the Hub (a name like ``runs/x`` could be either: it is a path only if it exists)."""
+    rather than looked up on the Hub (``owner/name`` could be either: it is a path only if it exists)."""
     path = Path(name).expanduser()
     if path.is_dir():
         return path
     if path.exists():
-        raise EngineError(f"is a file, not a model folder")
+        raise EngineError("is a file, not a model folder")
     if name.startswith(("/", "./", "../", "~", ".\\")) or "\\" in name or not _HUB_NAME.fullmatch(name):
-        raise EngineError(f"no such folder")
+        raise EngineError("no such folder")
     return None
 
 
 def check_marian_files(folder: Path) -> None:
-    """A local Marian folder holds what ``MarianTokenizer`` reads, each file readable; else one line naming the
-    file (an export of this project's, which has a ``tokenizer.json`` instead, is named as such)."""
+    """A local Marian folder holds what ``MarianTokenizer`` reads, each file readable; else one line naming
+    the file (an export of this project's, which has a ``tokenizer.json`` instead, is named as such)."""
     if (folder / "tokenizer.json").is_file() and not (folder / "source.spm").is_file():
-        raise EngineError("this folder is an export of a model trained here (its tokenizer is tokenizer.json, "
-                          "not Marian's source.spm/target.spm); evaluate the original checkpoint")
+        raise EngineError("this folder is an export of a model trained here (its tokenizer is "
+                          "tokenizer.json, not Marian's source.spm/target.spm); evaluate the original "
+                          "checkpoint")
     for file, what in MARIAN_FILES.items():
         if not (folder / file).is_file():
             raise EngineError(f"no {file} ({what}) in the folder")
@@ -312,7 +314,7 @@ def read_marian(name: str) -> MarianImport:
     except OSError as error:
         raise EngineError(f"cannot read its weights ({first_line(error)})") from None
     except RuntimeError:  # transformers' own report of the sizes, on stderr above, names them
-        raise EngineError(f"its weights do not have the sizes its config.json gives "
+        raise EngineError("its weights do not have the sizes its config.json gives "
                           "(vocab_size, d_model, layers)") from None
     encoder, decoder = marian.get_encoder().embed_tokens.weight, marian.get_decoder().embed_tokens.weight
     shared = encoder.shape == decoder.shape and bool(torch.equal(encoder, decoder))

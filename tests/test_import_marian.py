@@ -319,14 +319,16 @@ def bigger_vocabulary(folder):
 
 
 BROKEN = {  # what is done to a Marian folder, and the message that names it
-    "no source.spm": (unlink("source.spm"), "no source.spm (Marian's source SentencePiece model) in the folder"),
+    "no source.spm": (unlink("source.spm"),
+                      "no source.spm (Marian's source SentencePiece model) in the folder"),
     "no vocab.json": (unlink("vocab.json"), "no vocab.json (Marian's vocabulary) in the folder"),
     "garbage source.spm": (lambda folder: (folder / "source.spm").write_bytes(b"not a model"),
                            "source.spm is not a SentencePiece model"),
     "no <unk>": (without_unk, "vocab.json has no <unk> entry, which Marian's tokenizer needs"),
     "config not the weights'": (bigger_vocabulary,
                                 "its weights do not have the sizes its config.json gives"),
-    "no weights": (unlink("model.safetensors"), "cannot read its weights (Error no file named model.safetensors"),
+    "no weights": (unlink("model.safetensors"),
+                   "cannot read its weights (Error no file named model.safetensors"),
 }
 
 
@@ -364,13 +366,14 @@ def tiny_bart_with_marians_tokenizer(folder):
         (folder / name).write_bytes((folder.parent / "marian" / name).read_bytes())
 
 
-@pytest.mark.parametrize(("save", "model_type"), [(tiny_t5, "t5"), (tiny_bart_with_marians_tokenizer, "bart")])
+@pytest.mark.parametrize(("save", "model_type"),
+                         [(tiny_t5, "t5"), (tiny_bart_with_marians_tokenizer, "bart")])
 def test_a_model_that_is_not_marian_is_refused_by_its_type(tmp_path, capsys, save, model_type):
     save(tmp_path / "model")
     code, _, err = run_evaluate(capsys, "--hf-model", tmp_path / "model", "--translate", "x")
     assert code == 1
-    assert err.strip().splitlines()[-1] == (f"error: --hf-model {tmp_path / 'model'}: model type {model_type!r} "
-                                            "is not Marian: only Marian models are imported")
+    assert err.strip().splitlines()[-1] == (f"error: --hf-model {tmp_path / 'model'}: model type "
+                                            f"{model_type!r} is not Marian: only Marian models are imported")
 
 
 @pytest.mark.parametrize("path", ["/no/such/model", "./no-such-model", "../no/such", "runs/no/such/model"])
@@ -382,4 +385,5 @@ def test_a_path_that_names_no_folder_is_not_looked_up_on_the_hub(capsys, path):
 def test_a_file_is_not_a_model_folder(shared_model, capsys):
     tsv = shared_model[3]
     code, _, err = run_evaluate(capsys, "--hf-model", tsv, "--translate", "x")
-    assert code == 1 and err.strip().splitlines()[-1] == f"error: --hf-model {tsv}: is a file, not a model folder"
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: --hf-model {tsv}: is a file, not a model folder"
