@@ -175,6 +175,33 @@ def test_the_shipped_pipeline_passes_generate_options_and_gives_a_random_models_
     assert [t["translation_text"] for t in translate(TEXTS, max_new_tokens=9, max_length=None)] == ours
 
 
+def test_the_shipped_pipeline_takes_what_4x_took(tmp_path, tokenizer):
+    """No texts, no translations; src_lang and tgt_lang are taken and ignored (one language pair);
+    return_tensors gives the token ids; a text longer than the model's positions is cut to them, with a
+    warning, or refused in one line with truncation=False."""
+    model = random_model(tokenizer, activation="silu")
+    folder = export(model, tokenizer, tokenizer, tmp_path / "hf")
+    translate = transformers.pipeline("translation", model=str(folder),
+                                      trust_remote_code=True)
+    options = {"max_new_tokens": 9, "max_length": None}
+    assert translate([]) == []
+    text = translate(TEXTS[0], **options)
+    assert translate(TEXTS[0], src_lang="de", tgt_lang="en", **options) == text
+    (ids,) = translate(TEXTS[0], return_tensors=True, **options)
+    assert list(ids) == ["translation_token_ids"]
+    assert translate.tokenizer.decode(ids["translation_token_ids"], skip_special_tokens=True) == \
+        text[0]["translation_text"]
+    assert translate(TEXTS[0], return_tensors=True, return_text=True, **options) == text
+    long = " ".join(TEXTS * 20)  # more tokens than max_len 64
+    assert len(tokenizer.encode(long)) > 64
+    with pytest.warns(UserWarning, match=r"a text of \d+ tokens is cut to the model's 64"):
+        cut = translate(long, **options)
+    first = tokenizer.decode(tokenizer.encode(long)[:63])  # 63 tokens and EOS
+    assert cut == translate(first, **options)
+    with pytest.raises(ValueError, match=r"^the text is \d+ tokens long; the model reads at most 64$"):
+        translate(long, truncation=False)
+
+
 def translate_ids(run, sources):
     from evaluation.translate import translate
 
