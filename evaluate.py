@@ -174,7 +174,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(files, "--analysis-out", metavar="DIR", only={SCORE, EXPLAIN},
         help="folder of the --head-importance and --alignment-methods files (default: "
              "<run>/analysis/<checkpoint name>)")
-    add(files, "--overwrite", action="store_true", help="replace existing output files")
+    add(files, "--overwrite", action="store_true",
+        help="replace existing output files (--export-hf: the whole model folder, none of its old files stay)")
     add(files, "--quiet", action="store_true", help="no progress bar")
 
     heads = parser.add_argument_group("head analysis, while scoring with the PyTorch engine (see above)")

@@ -286,6 +286,27 @@ def test_evaluate_names_what_does_not_map(tmp_path, capsys):
     assert err.strip().splitlines()[-1].startswith("error: norm_first=True (pre-LN) cannot be exported")
 
 
+def test_overwrite_replaces_the_folder_and_only_a_model_folder(tmp_path, tokenizer):
+    """A Marian folder's source.spm, target.spm and vocab.json would make AutoTokenizer load the old
+    vocabulary: --overwrite leaves none of the old files; a folder that is not a model's is never replaced."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for name in ("config.json", "source.spm", "target.spm", "vocab.json", "notes.txt"):
+        (folder / name).write_text("old", encoding="utf-8")
+    export(random_model(tokenizer), tokenizer, tokenizer, folder, overwrite=True)
+    written = {p.name for p in folder.iterdir()}
+    assert not written & {"source.spm", "target.spm", "vocab.json", "notes.txt"}
+    assert {"config.json", "tokenizer.json", "model.safetensors"} <= written
+    assert [p.name for p in tmp_path.iterdir()] == ["hf"]  # no staging folder left beside it
+    assert load(folder)[1](TEXTS[0]).input_ids == tokenizer.encode(TEXTS[0]) + [EOS]
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep", encoding="utf-8")
+    with pytest.raises(EngineError, match=r"is not a model folder \(no config.json\): --overwrite replaces"):
+        export(random_model(tokenizer), tokenizer, tokenizer, other, overwrite=True)
+    assert (other / "notes.txt").read_text(encoding="utf-8") == "keep"
+
+
 def test_features_are_renumbered_into_halves():
     assert halves_order(6).tolist() == [0, 2, 4, 1, 3, 5]
 
