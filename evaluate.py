@@ -175,7 +175,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="folder of the --head-importance and --alignment-methods files (default: "
              "<run>/analysis/<checkpoint name>)")
     add(files, "--overwrite", action="store_true",
-        help="replace existing output files (--export-hf: the whole model folder, none of its old files stay)")
+        help="replace existing output files (--export-hf: the whole model folder; none of its files stay)")
     add(files, "--quiet", action="store_true", help="no progress bar")
 
     heads = parser.add_argument_group("head analysis, while scoring with the PyTorch engine (see above)")
