@@ -125,3 +125,30 @@ def test_make_run_never_writes_into_a_folder_that_holds_files(made, capsys):
     code, _, err = run_evaluate(capsys, "--hf-model", "some/model", "--tsv", "x.tsv", "--make-run",
                                 logdir / name)
     assert code == 1 and f"--make-run {logdir / name} is not empty" in err
+
+
+def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, capsys, tmp_path,
+                                                                         monkeypatch):
+    """Ctrl-C while the run is written (here: as its checkpoint is saved) leaves no half-made folder at DIR
+    to block the next try, nor a staging folder beside it; the files the run names are at DIR."""
+    from lightning.pytorch import Trainer
+
+    logdir, name, _, _ = made
+    model, tsv = logdir.parent / "opus-mt-de-en", logdir.parent / "de_en.tsv"
+    out = tmp_path / "logs" / "again"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "save_checkpoint", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+    assert list(out.parent.iterdir()) == []
+    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+    assert code == 0, err
+    assert [p.name for p in out.parent.iterdir()] == ["again"]
+    loaded = load_run(out / "checkpoints" / "last.ckpt")
+    assert loaded.datamodule.hparams["path"] == str((out / "data").resolve())
+    assert str(out.resolve()) in (out / "hparams.yaml").read_text(encoding="utf-8")
+    assert ".again." not in (out / "hparams.yaml").read_text(encoding="utf-8")
