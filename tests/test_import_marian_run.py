@@ -152,3 +152,16 @@ def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, 
     assert loaded.datamodule.hparams["path"] == str((out / "data").resolve())
     assert str(out.resolve()) in (out / "hparams.yaml").read_text(encoding="utf-8")
     assert ".again." not in (out / "hparams.yaml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("args", [["--export-ctranslate2", "ct2"], ["--engine", "ctranslate2"]])
+def test_ctranslate2_refuses_a_run_made_from_an_imported_model_and_says_why(made, capsys, tmp_path, args):
+    pytest.importorskip("ctranslate2")
+    logdir, name, _, _ = made
+    args = [str(tmp_path / a) if a == "ct2" else a for a in args]
+    code, _, err = run_evaluate(capsys, logdir / name, *args, "--quiet")
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith(
+        "error: this model was imported from a Marian model (logits_bias or scale_embedding false): "
+        "CTranslate2 (--export-ctranslate2, --engine ctranslate2) is not supported for it")
+    assert not (tmp_path / "ct2").exists()
