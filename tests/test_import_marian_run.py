@@ -133,7 +133,7 @@ def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, 
     to block the next try, nor a staging folder beside it; the files the run names are at DIR."""
     from lightning.pytorch import Trainer
 
-    logdir, name, _, _ = made
+    logdir = made[0]
     model, tsv = logdir.parent / "opus-mt-de-en", logdir.parent / "de_en.tsv"
     out = tmp_path / "logs" / "again"
 
