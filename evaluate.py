@@ -51,7 +51,7 @@ from evaluation.inputs import (
     read_sentences,
     resolve_device,
 )
-from evaluation.loading import choose_checkpoint, imported_run, load
+from evaluation.loading import choose_checkpoint, corpus_error_line, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
 from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
@@ -459,7 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         result, scored = scoring
         if args.hf_model is not None:
             result["hf_model"] = args.hf_model
-    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, EngineError, InputError) as error:
+    except CorpusError as error:
+        print(f"error: {corpus_error_line(error, args)}", file=sys.stderr)
+        return 1
+    except (CheckpointError, OutputExistsError, AnalysisError, EngineError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # stdout's reader left (| head): not an error of ours; see the end of the file

@@ -283,6 +283,16 @@ def test_evaluate_scores_and_ranks_the_heads_of_an_imported_model(shared_model, 
     assert len(result["pruned_heads"]) == 2
 
 
+def test_explanation_methods_on_pairs_without_gold_point_to_a_gold_set(shared_model, capsys):
+    folder, _, _, tsv = shared_model
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", tsv, "--alignment-methods",
+                                "attention")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        "error: --alignment-methods needs data with gold word alignments (toy, copy, reverse); for other "
+        "pairs, give a gold set: --gold-alignments LINKS --gold-sentences FILE")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--translate", "x", "CKPT"], "give a checkpoint or --hf-model, not both"),
     ([], "--hf-model has no data of its own: give --tsv FILE"),

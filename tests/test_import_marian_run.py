@@ -165,3 +165,28 @@ def test_ctranslate2_refuses_a_run_made_from_an_imported_model_and_says_why(made
         "error: this model was imported from a Marian model (logits_bias or scale_embedding false): "
         "CTranslate2 (--export-ctranslate2, --engine ctranslate2) is not supported for it")
     assert not (tmp_path / "ct2").exists()
+
+
+def test_a_moved_run_and_a_missing_test_set_name_evaluate_pys_own_options(made, capsys, tmp_path):
+    """A made run records its data folder: moved, its data is found again with --data-path, which the
+    refusal names; a --test-split that is not in the data folder is named as evaluate.py's option, not as
+    train.py's --data.test_split."""
+    logdir = made[0]
+    model, tsv = logdir.parent / "opus-mt-de-en", logdir.parent / "de_en.tsv"
+    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", tmp_path / "made",
+                                "--quiet")
+    assert code == 0, err
+    code, _, err = run_evaluate(capsys, logdir / made[1], "--test-split", "nosuch", "--quiet")
+    assert code == 1
+    data = logdir / made[1] / "data"
+    assert err.strip().splitlines()[-1] == (
+        f"error: --test-split nosuch: {data.resolve() / 'nosuch.tsv'}: no such file in the run's data folder "
+        "(leave --test-split out for the run's own test set)")
+    moved = (tmp_path / "made").rename(tmp_path / "moved")
+    code, _, err = run_evaluate(capsys, moved, "--quiet")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        f"error: {(tmp_path / 'made' / 'data' / 'train.tsv').resolve()}: no such file; if the run's data "
+        "moved, give its folder with --data-path FOLDER")
+    code, _, err = run_evaluate(capsys, moved, "--data-path", moved / "data", "--quiet")
+    assert code == 0, err
