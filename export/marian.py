@@ -290,15 +290,16 @@ def read_marian(name: str) -> MarianImport:
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
     folder = local_folder(name)
+    source = name if folder is None else str(folder)  # ~ expanded
     try:
-        marian_config = AutoConfig.from_pretrained(name)
+        marian_config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as error:
         raise EngineError(f"cannot read its config ({first_line(error)})") from None
     check_marian_type(marian_config)
     if folder is not None:
         check_marian_files(folder)
     try:
-        hf_tokenizer = AutoTokenizer.from_pretrained(name)
+        hf_tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError, ImportError, RuntimeError, KeyError, TypeError) as error:
         raise EngineError(f"cannot read its tokenizer ({first_line(error)})") from None
     c = marian_config
@@ -310,7 +311,7 @@ def read_marian(name: str) -> MarianImport:
     src_map = id_map(c.vocab_size, **ids)
     tgt_map = id_map(c.decoder_vocab_size, **ids)
     try:
-        marian = MarianMTModel.from_pretrained(name).eval()
+        marian = MarianMTModel.from_pretrained(source).eval()
     except OSError as error:
         raise EngineError(f"cannot read its weights ({first_line(error)})") from None
     except RuntimeError:  # transformers' own report of the sizes, on stderr above, names them

@@ -392,6 +392,15 @@ def test_a_path_that_names_no_folder_is_not_looked_up_on_the_hub(capsys, path):
     assert code == 1 and err.strip().splitlines()[-1] == f"error: --hf-model {path}: no such folder"
 
 
+def test_a_folder_under_home_is_read_with_its_tilde(shared_model, capsys, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(shared_model[0], tmp_path / "opus-mt-de-en")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, err = run_evaluate(capsys, "--hf-model", "~/opus-mt-de-en", "--translate", GERMAN[0])
+    assert code == 0, err
+
+
 def test_a_file_is_not_a_model_folder(shared_model, capsys):
     tsv = shared_model[3]
     code, _, err = run_evaluate(capsys, "--hf-model", tsv, "--translate", "x")
