@@ -269,6 +269,7 @@ def check_marian_files(folder: Path) -> None:
 
 
 def check_marian_type(marian_config) -> None:
+    """Checked before anything else is read: a T5 or BART folder is named by its type, whatever lies beside."""
     if marian_config.model_type != "marian":
         raise EngineError(f"model type {marian_config.model_type!r} is not Marian: only Marian models are "
                           "imported")
@@ -314,7 +315,10 @@ def read_marian(name: str) -> MarianImport:
         marian = MarianMTModel.from_pretrained(source).eval()
     except OSError as error:
         raise EngineError(f"cannot read its weights ({first_line(error)})") from None
-    except RuntimeError:  # transformers' own report of the sizes, on stderr above, names them
+    except RuntimeError as error:
+        if "ignore_mismatched_sizes" not in str(error):
+            raise
+        # transformers' own report, printed above this line, names the tensors and their sizes
         raise EngineError("its weights do not have the sizes its config.json gives "
                           "(vocab_size, d_model, layers)") from None
     encoder, decoder = marian.get_encoder().embed_tokens.weight, marian.get_decoder().embed_tokens.weight
