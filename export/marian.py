@@ -269,7 +269,7 @@ def check_marian_files(folder: Path) -> None:
 
 
 def check_marian_type(marian_config) -> None:
-    """Checked before anything else is read: a T5 or BART folder is named by its type, whatever lies beside."""
+    """Checked before anything else is read: a T5 or BART folder is named by its type, whatever lies near."""
     if marian_config.model_type != "marian":
         raise EngineError(f"model type {marian_config.model_type!r} is not Marian: only Marian models are "
                           "imported")
