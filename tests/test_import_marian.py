@@ -397,7 +397,7 @@ def test_a_folder_under_home_is_read_with_its_tilde(shared_model, capsys, tmp_pa
 
     shutil.copytree(shared_model[0], tmp_path / "opus-mt-de-en")
     monkeypatch.setenv("HOME", str(tmp_path))
-    code, out, err = run_evaluate(capsys, "--hf-model", "~/opus-mt-de-en", "--translate", GERMAN[0])
+    code, _, err = run_evaluate(capsys, "--hf-model", "~/opus-mt-de-en", "--translate", GERMAN[0])
     assert code == 0, err
 
 
