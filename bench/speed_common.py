@@ -34,7 +34,7 @@ class BenchConfig:
     max_len: int = 30
     train_warmup: int = 3
     train_iters: int = 10
-    decode_steps: int = 40
+    decode_steps: int = 16  # tokens a decoding runs, about a Multi30k reference's (speed.py --decode-tokens)
     beam_size: int = 4
     decode_warmup: int = 1
     decode_iters: int = 3
