@@ -51,7 +51,7 @@ from evaluation.inputs import (
     read_sentences,
     resolve_device,
 )
-from evaluation.loading import choose_checkpoint, imported_run, load
+from evaluation.loading import choose_checkpoint, corpus_error_line, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
 from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
 from evaluation.translate import translate_hypotheses
@@ -174,7 +174,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(files, "--analysis-out", metavar="DIR", only={SCORE, EXPLAIN},
         help="folder of the --head-importance and --alignment-methods files (default: "
              "<run>/analysis/<checkpoint name>)")
-    add(files, "--overwrite", action="store_true", help="replace existing output files")
+    add(files, "--overwrite", action="store_true",
+        help="replace existing output files (--export-hf: the whole model folder; none of its files stay)")
     add(files, "--quiet", action="store_true", help="no progress bar")
 
     heads = parser.add_argument_group("head analysis, while scoring with the PyTorch engine (see above)")
@@ -458,7 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         result, scored = scoring
         if args.hf_model is not None:
             result["hf_model"] = args.hf_model
-    except (CheckpointError, CorpusError, OutputExistsError, AnalysisError, EngineError, InputError) as error:
+    except CorpusError as error:
+        print(f"error: {corpus_error_line(error, args)}", file=sys.stderr)
+        return 1
+    except (CheckpointError, OutputExistsError, AnalysisError, EngineError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # stdout's reader left (| head): not an error of ours; see the end of the file

@@ -37,6 +37,7 @@ from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from training.callbacks import EpochLength, InterruptCheckpoint, SaveTokenizers
 from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
+from training.memory import HostMemory
 from training.module import NonFiniteLossError, TranslationModule, validation_bleu_tokenizer
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
@@ -131,6 +132,8 @@ class TrainCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         trainer = super().instantiate_trainer(**{"precision": self.precision_choice.precision, **kwargs})
+        # Last, so that its release and reading at a validation's end follow the attention logger's work.
+        trainer.callbacks.append(HostMemory())
         install_sigterm_handling(trainer)
         return trainer
 

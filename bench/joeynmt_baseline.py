@@ -48,12 +48,8 @@ translations (``cross_check``). The last line printed is one JSON object (``RESU
 
 import argparse
 import json
-import os
-import platform
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -63,7 +59,9 @@ import yaml
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-REPO = Path(__file__).resolve().parent.parent
+from bench import peers
+from bench.peers import REPO
+
 VENV = REPO / "bench" / ".joeynmt-venv"
 JOEYNMT = "joeynmt==2.3.0"
 EXTRA_PACKAGES = ("importlib_metadata",)  # JoeyNMT 2.3.0 imports it without declaring it
@@ -128,20 +126,14 @@ RECIPES = {
 KNOBS = tuple(f.name for f in fields(Recipe))
 RESULT_PREFIX = "joeynmt result: "
 TRAINING_STARTED = "EPOCH 1"  # JoeyNMT's log line when its first epoch starts: the budget counts from here
-CORPUS_FILES = ("train.de", "train.en", "val.de", "val.en", "test2016.de", "test2016.en")
 SPLITS = ("test2016", "val")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "corpora" / "multi30k",
-                   help="the Multi30k folder (train/val/test2016 .de and .en)")  # fmt: skip
+    peers.add_run_args(p, "JoeyNMT", VENV, Path("runs/joeynmt"))
     p.add_argument("--recipe", choices=tuple(RECIPES), default="documented",
                    help="JoeyNMT's documented GPU recipe, or the one built for a CPU hour (docs/joeynmt.md)")
-    p.add_argument("--minutes", type=float, default=60.0, help="training wall-clock budget (default 60)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for training and decoding")
-    p.add_argument("--out", type=Path, default=Path("runs/joeynmt"), help="the run's folder")
-    p.add_argument("--venv", type=Path, default=VENV, help="JoeyNMT's virtual environment (made if missing)")
     p.add_argument("--merges", type=int, default=8000, help="joint BPE merges (subword-nmt)")
     knobs = p.add_argument_group("tuning knobs (default: the recipe's)")
     knobs.add_argument("--layers", type=int, help="encoder and decoder layers each")
@@ -161,14 +153,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="checkpoint to decode")
     p.add_argument("--cross-check", action="store_true",
                    help="also score the checkpoint with JoeyNMT's own test mode, beside this project's BLEU")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
-    p.add_argument("--venv-only", action="store_true", help="make JoeyNMT's environment if missing, and stop")
     args = p.parse_args(argv)
-    for name in ("minutes", "threads", "merges", "layers", "d_ff", "batch_tokens", "validation_freq", "lr",
-                 "updates_per_minute", "sentences"):  # fmt: skip
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            p.error(f"--{name.replace('_', '-')} must be positive, got {value}")
+    peers.check_positive(p, args, "minutes", "threads", "merges", "layers", "d_ff", "batch_tokens",
+                         "validation_freq", "lr", "updates_per_minute", "sentences")  # fmt: skip
     for name in ("warmup", "clip_grad_norm"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must not be negative, got {getattr(args, name)}")
@@ -327,57 +314,22 @@ def setting_changes(settings: Recipe, minutes: float) -> list[str]:
     return lines
 
 
-# -- the result line -----------------------------------------------------------------------------------------
+# -- the result line, the environment and the watchdog (bench/peers.py, with JoeyNMT's names) ---------------
 
 
 def result_line(result: dict) -> str:
-    return RESULT_PREFIX + json.dumps(result, ensure_ascii=False)
+    return peers.result_line(RESULT_PREFIX, result)
 
 
 def parse_result(text: str) -> dict:
-    """The result of a run's output: the last line that starts with ``RESULT_PREFIX``, as a dict.
-
-    Raises:
-        ValueError: no such line, or one whose JSON does not parse (its line number is named).
-    """
-    lines = text.splitlines()
-    for number in range(len(lines), 0, -1):
-        line = lines[number - 1]
-        if line.startswith(RESULT_PREFIX):
-            try:
-                return json.loads(line[len(RESULT_PREFIX) :])
-            except json.JSONDecodeError as e:
-                raise ValueError(f"line {number}: the JoeyNMT result is not JSON ({e.msg})") from None
-    raise ValueError(f"no line starting with {RESULT_PREFIX!r} (did the run finish?)")
-
-
-# -- the environment -----------------------------------------------------------------------------------------
-
-
-def venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
+    """The last ``RESULT_PREFIX`` line of a run's output, as a dict (``peers.parse_result``)."""
+    return peers.parse_result(text, RESULT_PREFIX, "JoeyNMT")
 
 
 def ensure_venv(venv: Path) -> Path:
-    """JoeyNMT's virtual environment, created and filled if missing; returns its Python.
-
-    ``--system-site-packages`` reuses the system's torch (pip sees it satisfied); JoeyNMT's pins (protobuf,
-    tensorboard) install into the venv and shadow the system's versions only there.
-    """
-    python = venv_python(venv)
-    if python.exists() and _imports_joeynmt(python):
-        return python
-    print(f"creating JoeyNMT's virtual environment in {venv} ({JOEYNMT})", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", JOEYNMT, *EXTRA_PACKAGES], check=True)
-    if not _imports_joeynmt(python):
-        sys.exit(f"error: {python} cannot import joeynmt after installing {JOEYNMT}")
-    return python
-
-
-def _imports_joeynmt(python: Path) -> bool:
-    check = "import joeynmt.training, joeynmt.prediction"
-    return subprocess.run([str(python), "-c", check], check=False, capture_output=True).returncode == 0
+    """JoeyNMT's virtual environment, created and filled if missing (``peers.ensure_venv``); its Python."""
+    return peers.ensure_venv(venv, [JOEYNMT, *EXTRA_PACKAGES], "import joeynmt.training, joeynmt.prediction",
+                             "JoeyNMT")  # fmt: skip
 
 
 def joeynmt_command(python: Path) -> list[str]:
@@ -385,75 +337,16 @@ def joeynmt_command(python: Path) -> list[str]:
     return [str(python), str(REPO / "bench" / "joeynmt_venv.py"), "joeynmt"]
 
 
-def thread_env(threads: int) -> dict:
-    """The environment of JoeyNMT's processes: ``threads`` CPU threads, no GPU."""
-    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-            "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
-
-
-# -- training under a watchdog -------------------------------------------------------------------------------
-
-
-def _default_sigint() -> None:
-    """In the child before it runs: SIGINT's default action back, so that Python turns it into
-    ``KeyboardInterrupt``. A shell starts background jobs (``cmd &``) with SIGINT ignored, the child would
-    inherit that, and Python leaves an ignored SIGINT ignored: the watchdog's interrupt would do nothing."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def train_with_budget(
     command: list[str], env: dict, log: Path, budget_s: float, grace_s: float = 600
 ) -> dict:
-    """Run JoeyNMT's training, interrupting it (SIGINT, as Ctrl-C) ``budget_s`` after its first epoch starts.
+    """JoeyNMT's training, interrupted (SIGINT, as Ctrl-C) ``budget_s`` after its first epoch starts.
 
     JoeyNMT catches the interrupt in its training loop and saves the current weights as ``latest.ckpt``
-    before it returns; one that has not ended ``grace_s`` later is killed. Output goes to ``log``. Returns the
-    measured times.
-
-    Raises:
-        RuntimeError: training failed, naming the log.
+    before it returns (``peers.train_with_budget``).
     """
-    start = time.perf_counter()
-    started = threading.Event()
-    with open(log, "w", encoding="utf-8") as out:
-        # preexec_fn is safe here: no other thread runs yet (the reader starts below)
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                preexec_fn=_default_sigint)  # noqa: PLW1509
-
-        def copy_output() -> None:
-            for line in proc.stdout:
-                out.write(line)
-                out.flush()
-                if TRAINING_STARTED in line:
-                    started.set()
-
-        reader = threading.Thread(target=copy_output, daemon=True)
-        reader.start()
-        while not started.is_set() and proc.poll() is None:
-            started.wait(1.0)
-        training_start = time.perf_counter()
-        interrupted = False
-        if started.is_set():
-            try:
-                proc.wait(timeout=budget_s)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGINT)
-                interrupted = True
-        training_end = time.perf_counter()
-        try:
-            proc.wait(timeout=grace_s)  # saving the checkpoint after the interrupt
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(timeout=10)
-    if proc.returncode != 0 or not started.is_set():
-        raise RuntimeError(f"JoeyNMT training failed (exit {proc.returncode}); see {log}")
-    return {
-        "prepare_seconds": training_start - start,
-        "train_seconds": training_end - training_start,
-        "stopped_by_budget": interrupted,
-        "total_seconds": time.perf_counter() - start,
-    }
+    return peers.train_with_budget(command, env, log, budget_s, grace_s, started=TRAINING_STARTED,
+                                   name="JoeyNMT")  # fmt: skip
 
 
 def training_progress(log_text: str) -> dict:
@@ -569,28 +462,11 @@ def cross_check(python: Path, config: Path, checkpoint: Path, src: Path, ref: Pa
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
-    if args.venv_only:
-        print(f"JoeyNMT's environment: {ensure_venv(args.venv)}", flush=True)
+    started = peers.start_run(args, "JoeyNMT", ensure_venv, write_config, recipe_changes(args))
+    if started is None:
         return None
-    missing = [name for name in CORPUS_FILES if not (args.data / name).is_file()]
-    if missing:
-        print(f"skipped: no Multi30k in {args.data} (missing {', '.join(missing)}); pass --data", flush=True)
-        return None
-    out = args.out.resolve()
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        sys.exit(f"error: {out} is not empty (an earlier run?); pass --overwrite or choose another --out")
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    python = ensure_venv(args.venv)
-    env = thread_env(args.threads)
-    config = write_config(args, out)
+    out, python, env, config = started
     print(f"recipe: {args.recipe}", flush=True)
-    for change in recipe_changes(args):
-        print(f"recipe change: {change}", flush=True)
-
     vocab = subprocess.run([str(python), str(REPO / "bench" / "joeynmt_venv.py"), "vocab", str(config)],
                            env=env, check=True, capture_output=True, text=True)  # fmt: skip
     print(f"joint BPE and vocabulary: {vocab.stdout.strip()}", flush=True)
@@ -605,41 +481,16 @@ def main(argv: list[str] | None = None) -> dict | None:
     src, ref = split_files(args, out)
     hyps = out / f"{args.split}.hyp.en"
     decode_seconds = translate(python, config, checkpoint, src, hyps, env)
+    scores = peers.score_split(hyps, ref, args.split)
 
-    from analysis.metrics import bleu_tokenizer, score_translations
-
-    hypotheses = hyps.read_text(encoding="utf-8").splitlines()
-    references = ref.read_text(encoding="utf-8").splitlines()
-    if len(hypotheses) != len(references):
-        raise RuntimeError(f"{hyps}: {len(hypotheses)} translations of {len(references)} sentences")
-    scores = score_translations(hypotheses, references, tokenize=bleu_tokenizer("en"))
-    result = {
-        "model": "JoeyNMT Transformer, " + RECIPE,
-        "recipe": args.recipe,
-        "settings": asdict(args.settings),
-        "recipe_changes": recipe_changes(args),
-        "test_split": args.split,
-        "bleu": scores.bleu,
-        "chrf": scores.chrf,
-        "sentences": scores.num_sentences,
-        "signature": scores.signature,
-        "beam_size": 5,
-        "checkpoint": checkpoint.name,
-        "train_minutes": times["train_seconds"] / 60,
-        "prepare_minutes": times["prepare_seconds"] / 60,
-        "decode_minutes": decode_seconds / 60,
-        "stopped_by_budget": times["stopped_by_budget"],
-        **progress,
-        "threads": args.threads,
-        "machine": f"{platform.processor() or platform.machine()}",
-    }
+    run = {"model": "JoeyNMT Transformer, " + RECIPE, "recipe": args.recipe,
+           "settings": asdict(args.settings), "recipe_changes": recipe_changes(args),
+           "checkpoint": checkpoint.name}  # fmt: skip
     if args.settings.schedule == "warmupexponentialdecay":
-        result["expected_updates"] = expected_updates(args.settings, args.minutes)
+        progress["expected_updates"] = expected_updates(args.settings, args.minutes)
     if args.cross_check:
-        result["cross_check"] = cross_check(python, config, checkpoint, src, ref, hyps, env)
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(result_line(result), flush=True)
-    return result
+        progress["cross_check"] = cross_check(python, config, checkpoint, src, ref, hyps, env)
+    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress, scores)
 
 
 if __name__ == "__main__":

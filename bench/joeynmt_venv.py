@@ -43,10 +43,6 @@ import torch
 if __package__ in (None, ""):  # run as `python bench/joeynmt_venv.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# this project's special ids -> JoeyNMT's (unk 0, pad 1, bos 2, eos 3); ordinary ids stay as they are
-OURS_TO_JOEY = {0: 1, 1: 2, 2: 3, 3: 0}
-
-
 # -- vocab ---------------------------------------------------------------------------------------------------
 
 
@@ -176,21 +172,15 @@ def joey_model(sizes: dict, vocab_size: int):
     return model
 
 
-def to_joey_ids(ids: torch.Tensor) -> torch.Tensor:
-    out = ids.clone()
-    for ours, joey in OURS_TO_JOEY.items():
-        out[ids == ours] = joey
-    return out
-
-
-def joey_batch(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
+def joey_batch(batch):
     """A JoeyNMT ``Batch`` of the same sentences: its ``trg`` is BOS + sentence + EOS, padded (B, T + 1)."""
     from joeynmt.batch import Batch
 
-    src_j = to_joey_ids(src)
-    trg = to_joey_ids(torch.cat([tgt_in[:, :1], tgt_out], dim=1))  # (B, T + 1)
+    from bench.speed_common import peer_target, to_peer_ids
+
+    src_j, trg = to_peer_ids(batch.src), peer_target(batch)
     return Batch(src=src_j, src_length=(src_j != 1).sum(1), src_prompt_mask=None, trg=trg,
-                 trg_prompt_mask=None, indices=torch.arange(src.size(0)), device=torch.device("cpu"),
+                 trg_prompt_mask=None, indices=torch.arange(src_j.size(0)), device=torch.device("cpu"),
                  pad_index=1, eos_index=3)  # fmt: skip
 
 
@@ -214,32 +204,23 @@ def joey_greedy(model, batch, steps: int):
 
 def time_training(config: dict, saved_batches: list[dict]) -> dict:
     """Training target tokens/s of JoeyNMT's model and of ours on the same batches, steps alternating."""
-    from bench.speed_common import Batch, BenchConfig, our_model
+    from bench.speed_common import Batch, BenchConfig, alternate_training, our_model
     from bench.speed_training import train_step
 
     cfg = BenchConfig(**config)
     batches = [Batch(**b) for b in saved_batches]
-    joey_batches = [joey_batch(b.src, b.tgt_in, b.tgt_out) for b in batches]
+    joey_batches = [joey_batch(b) for b in batches]
     models = {
         "ours": our_model(cfg, torch.device("cpu")).train(),
         "joeynmt": joey_model(config, cfg.vocab_size).train(),
     }
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in models.items()}
-    steps = {name: [] for name in models}
-    for i, (batch, jb) in enumerate(zip(batches, joey_batches, strict=True)):
-        for name, m in models.items():
-            start = time.perf_counter()
-            if name == "ours":
-                train_step(m, optimizers[name], batch)
-            else:
-                joey_train_step(m, optimizers[name], jb)
-            if i >= cfg.train_warmup:
-                steps[name].append(batch.target_tokens / (time.perf_counter() - start))
+    rates = alternate_training({
+        "ours": lambda i: train_step(models["ours"], optimizers["ours"], batches[i]),
+        "joeynmt": lambda i: joey_train_step(models["joeynmt"], optimizers["joeynmt"], joey_batches[i]),
+    }, batches, cfg.train_warmup)  # fmt: skip
     return {
-        name: {
-            "params": sum(p.numel() for p in m.parameters()),
-            "target_tokens_per_s": statistics.median(steps[name]),
-        }
+        name: {"params": sum(p.numel() for p in m.parameters()), "target_tokens_per_s": rates[name]}
         for name, m in models.items()
     }
 
@@ -256,7 +237,7 @@ def time_greedy(config: dict, saved_batch: dict) -> dict:
     ours = our_model(cfg, torch.device("cpu")).eval()
     suppress_eos(ours)
     joey = joey_model(config, cfg.vocab_size).eval()
-    decode_batch = joey_batch(batch.src, batch.tgt_in, batch.tgt_out)
+    decode_batch = joey_batch(batch)
     runs = {
         "ours": lambda: greedy_search(ours, batch.src, cfg.decode_steps, use_cache=True),
         "ours_uncached": lambda: greedy_search(ours, batch.src, cfg.decode_steps, use_cache=False),
@@ -295,16 +276,15 @@ def time_speed(saved: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench.speed_common import add_speed_command, run_speed_command
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("vocab", help="learn the joint BPE codes and write the joint vocabulary of a config")
     v.add_argument("config", type=Path)
     j = sub.add_parser("joeynmt", help="JoeyNMT's command line (python -m joeynmt), on today's torch")
     j.add_argument("args", nargs=argparse.REMAINDER)
-    s = sub.add_parser("speed", help="time JoeyNMT's and this project's model on saved batches")
-    s.add_argument("batches", type=Path)
-    s.add_argument("out", type=Path)
-    s.add_argument("--threads", type=int, default=None)
+    add_speed_command(sub, "JoeyNMT")
     r = sub.add_parser("references", help="write references as JoeyNMT's test mode scores them")
     r.add_argument("config", type=Path)
     r.add_argument("references", type=Path)
@@ -317,10 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "joeynmt":
         run_joeynmt(args.args)
     else:
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        result = time_speed(torch.load(args.batches, weights_only=True))
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        run_speed_command(args, time_speed)
 
 
 if __name__ == "__main__":

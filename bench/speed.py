@@ -20,7 +20,8 @@ The figures, each from the module that measures it (``bench/speed_common.py`` ho
 4. ``model.Transformer``'s training step packed (computing on the tokens only) against padded;
 5. ``model.Transformer`` against JoeyNMT's Transformer, where its environment exists
    (``bench/speed_joeynmt.py``): training on the random batches and on ``train.py``'s own, and greedy
-   decoding of ours with and without its cache beside JoeyNMT's.
+   decoding of ours with and without its cache beside JoeyNMT's; and against eole's, training on the random
+   batches only (``bench/speed_eole.py``).
 
 ``--repeats K`` runs the whole measurement K times and ends with the median and the range of every ratio.
 
@@ -44,6 +45,7 @@ if __package__ in (None, ""):  # run as `python bench/speed.py`: make the reposi
 
 from bench.speed_common import QUICK, BenchConfig, bench_matmul, describe_machine, make_batches, padding_share
 from bench.speed_decoding import bench_decoding, decode_length, decoding_lines
+from bench.speed_eole import EOLE_VENV, bench_eole, eole_lines
 from bench.speed_joeynmt import JOEYNMT_VENV, bench_joeynmt, joeynmt_lines
 from bench.speed_training import (
     AUTOCAST_DTYPES,
@@ -67,13 +69,14 @@ def run(
     precision: str = "32-true",
     recipe: RecipeData | None = None,
     joeynmt_venv: Path | None = JOEYNMT_VENV,
+    eole_venv: Path | None = EOLE_VENV,
 ) -> dict:
     """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``;
     training in ``precision``.
 
     With ``recipe`` (``recipe_data`` of the Multi30k folder), training is also measured on ``train.py``'s own
-    batches; with ``joeynmt_venv``, JoeyNMT's Transformer too (skipped, with the reason, where the venv is
-    missing), on those batches as well.
+    batches; with ``joeynmt_venv`` and ``eole_venv``, JoeyNMT's and eole's Transformers too (each skipped,
+    with the reason, where its venv is missing), JoeyNMT's on those batches as well.
     """
     dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
     train_peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device, dtype)
@@ -95,6 +98,8 @@ def run(
         comparisons["training_recipe_batches"] = bench_recipe_training(cfg, device, recipe)
     if joeynmt_venv is not None:
         comparisons["joeynmt"] = bench_joeynmt(cfg, device, joeynmt_venv, recipe)
+    if eole_venv is not None:
+        comparisons["eole"] = bench_eole(cfg, device, eole_venv)
     return {
         "machine": describe_machine(device),
         "config": asdict(cfg),
@@ -131,6 +136,7 @@ def report(results: dict) -> str:
         *decoding_lines(results),
         *recipe_lines(results),
         *joeynmt_lines(results),
+        *eole_lines(results),
     ]
     return "\n".join(lines)
 
@@ -140,6 +146,7 @@ RATIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training / tutorial, train.py batches", ("training_recipe_batches", "ratio")),
     ("training / JoeyNMT, random batches", ("joeynmt", "training_ratio")),
     ("training / JoeyNMT, train.py batches", ("joeynmt", "recipe", "training_ratio")),
+    ("training / eole, random batches", ("eole", "training_ratio")),
     ("packed / padded, random batches", ("packing", "ratio")),
     ("greedy: KV cache / prefix re-run", ("decoding", "cache_ratio")),
     ("greedy: ours with cache / JoeyNMT", ("joeynmt", "greedy_ratio")),
@@ -218,6 +225,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--joeynmt-venv", type=Path, default=JOEYNMT_VENV,
         help="JoeyNMT's virtual environment (bench/joeynmt_baseline.py makes it); skipped without it",
     )  # fmt: skip
+    parser.add_argument(
+        "--eole-venv", type=Path, default=EOLE_VENV,
+        help="eole's virtual environment (bench/eole_baseline.py makes it); skipped without it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.data is not None and not (args.data / "train.de").is_file():
         parser.error(f"--data {args.data}: no Multi30k there (train.de missing)")
@@ -260,7 +271,9 @@ def main(argv: list[str] | None = None) -> dict:
     precision = step_precision_name(args.precision, device)
     runs = []
     for k in range(args.repeats):
-        runs.append(run(cfg, device, args.decode_batch_sizes, precision, recipe, args.joeynmt_venv))
+        runs.append(
+            run(cfg, device, args.decode_batch_sizes, precision, recipe, args.joeynmt_venv, args.eole_venv)
+        )
         if args.repeats > 1:
             print(f"-- run {k + 1} of {args.repeats} --")
         print(report(runs[-1]), end="\n\n" if args.repeats > 1 else "\n", flush=True)

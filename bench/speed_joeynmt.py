@@ -5,13 +5,12 @@ JoeyNMT's own virtual environment (``bench/joeynmt_venv.py speed``) on the batch
 steps alternating.
 """
 
-import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
-from bench.speed_common import BenchConfig, make_batches
+from bench.speed_common import BenchConfig, time_in_venv
 from bench.speed_training import RecipeData
 
 JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
@@ -26,32 +25,16 @@ def bench_joeynmt(
 
     Returns ``{"skipped": reason}`` without the venv or on a GPU (the comparison is for CPUs).
     """
-    import subprocess
-    import tempfile
-
-    python = venv / "bin" / "python"
-    if device.type != "cpu":
-        return {"skipped": "JoeyNMT's part runs on the CPU only"}
-    if not python.exists():
-        return {"skipped": f"no JoeyNMT environment in {venv} (python bench/joeynmt_baseline.py makes it)"}
-    count = cfg.train_warmup + cfg.train_iters
-    saved = {"config": asdict(cfg), "batches": [asdict(b) for b in make_batches(cfg, count, device)]}
+    extra = None
     if recipe is not None:
-        saved["recipe"] = {
+        count = cfg.train_warmup + cfg.train_iters
+        extra = {"recipe": {
             "config": asdict(replace(cfg, vocab_size=recipe.vocab_size)),
             "batches": [asdict(b) for b in recipe.batches[:count]],
-        }
-    with tempfile.TemporaryDirectory() as folder:
-        batches, out = Path(folder) / "batches.pt", Path(folder) / "joeynmt.json"
-        torch.save(saved, batches)
-        script = Path(__file__).resolve().parent / "joeynmt_venv.py"
-        threads = str(torch.get_num_threads())
-        command = [str(python), str(script), "speed", str(batches), str(out), "--threads", threads]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"skipped": f"JoeyNMT's part failed: {last}"}
-        result = json.loads(out.read_text())
+        }}  # fmt: skip
+    result = time_in_venv(cfg, device, venv, "joeynmt_venv.py", "JoeyNMT", "joeynmt_baseline.py", extra)
+    if "skipped" in result:
+        return result
     ours, joey = result["ours"], result["joeynmt"]
     result["training_ratio"] = ours["target_tokens_per_s"] / joey["target_tokens_per_s"]
     result["greedy_ratio"] = ours["greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]

@@ -23,7 +23,8 @@ MARKER = "sentencepiece_model"  # the key that makes a tokenizer JSON this class
 _METASPACE = "▁"
 
 
-def _processor(model: bytes):
+def load_processor(model: bytes):
+    """A ``SentencePieceProcessor`` of serialized model bytes; a one-line ``ValueError`` if they are not."""
     try:
         import sentencepiece
     except ImportError:
@@ -50,7 +51,7 @@ class SentencePieceTokenizer:
         if len(tokens) <= SPECIALS.unk_id:
             raise ValueError(f"a vocabulary needs the {SPECIALS.unk_id + 1} special ids, got {len(tokens)}")
         self.model, self._tokens = bytes(model), list(tokens)
-        self._processor = _processor(self.model)
+        self._processor = load_processor(self.model)
         self._ids: dict[str, int] = {}
         for i, token in enumerate(self._tokens[SPECIALS.unk_id + 1:], start=SPECIALS.unk_id + 1):
             self._ids.setdefault(token, i)

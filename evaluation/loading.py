@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from evaluation.inputs import InputError
 from training.checkpoints import (
@@ -84,6 +85,21 @@ def check_test_split(run: LoadedRun, test_split: str | None) -> None:
             f"--test-split {test_split}: the run's {dataset} data has a single test set; --test-split "
             "is for multi30k, parallel and tsv corpora"
         )
+
+
+def corpus_error_line(error: CorpusError, args) -> str:
+    """The line evaluate.py prints for ``error``, naming evaluate.py's own option where a missing file of the
+    run's data has one: a test set that is not there is --test-split's (the data module's message names
+    train.py's --data.test_split), and a run's data that moved is found again with --data-path."""
+    if args.checkpoint is None or not error.reason.startswith("no such file"):
+        return str(error)
+    if args.test_split is not None and Path(error.path).name.startswith(f"{args.test_split}."):
+        return (f"--test-split {args.test_split}: {error.path}: no such file in the run's data folder (leave "
+                "--test-split out for the run's own test set)")
+    given = (args.tsv, args.gold_alignments, *(args.gold_sentences or ()))  # the user's own files
+    if args.data_path is None and error.path not in given:
+        return f"{error}; if the run's data moved, give its folder with --data-path FOLDER"
+    return str(error)
 
 
 def imported_run(

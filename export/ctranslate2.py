@@ -83,8 +83,9 @@ def check_exportable(model: Transformer) -> None:
     c = model.config
     if not getattr(c, "scale_embedding", True) or getattr(c, "logits_bias", False):
         raise EngineError(
-            "an imported model (scale_embedding false or a logits bias) cannot be exported to CTranslate2: "
-            "only this project's embedding scale and bias-free output are mapped"
+            "this model was imported from a Marian model (logits_bias or scale_embedding false): CTranslate2 "
+            "(--export-ctranslate2, --engine ctranslate2) is not supported for it, as only this project's "
+            "embedding scale and bias-free output are mapped; CTranslate2's own converter reads the original"
         )
     positional = getattr(c, "positional", "sinusoidal")
     if positional not in EXPORTABLE_POSITIONAL:
@@ -249,6 +250,7 @@ def export(
         raise EngineError(f"{out} exists; choose another name or pass --overwrite")
     if out.exists() and not out.is_dir():
         raise EngineError(f"{out} exists and is not a folder")
+    check_exportable(model)  # before the vocabularies: an imported model's specials are elsewhere
     c = model.config
     spec = build_spec(model, vocabulary(src_tokenizer, "source", c), vocabulary(tgt_tokenizer, "target", c))
     spec.optimize(quantization=None if quantization == "float32" else quantization)

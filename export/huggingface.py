@@ -47,13 +47,13 @@ Shape legend: D model dim, V vocabulary size, F feed-forward dim.
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from data.folders import staged_folder
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer
 from export.ctranslate2 import EngineError
@@ -310,12 +310,16 @@ def export(
 ) -> Path:
     """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config, and the
     translation pipeline) for ``model``; returns its path. Written to a temporary folder first, so a failed
-    export leaves nothing half-written; an existing ``out_dir`` is replaced only with ``overwrite``."""
+    export leaves nothing half-written; an existing ``out_dir`` is replaced as a whole (none of its old files
+    stay) only with ``overwrite``, and only if it is empty or a model folder (it has a ``config.json``)."""
     out = Path(out_dir)
     if out.exists() and not overwrite:
         raise EngineError(f"{out} exists; choose another name or pass --overwrite")
     if out.exists() and not out.is_dir():
         raise EngineError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
+        raise EngineError(f"{out} is not a model folder (no config.json): --overwrite replaces a whole "
+                          "folder, so it only replaces a model folder; choose another name")
     import_transformers()
     from transformers import MarianMTModel
 
@@ -327,14 +331,10 @@ def export(
     assert not unexpected and set(missing) <= positions, (missing, unexpected)
     marian.generation_config = generation_config(model)
     marian.config.custom_pipelines = CUSTOM_PIPELINES
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
+    with staged_folder(out) as staging:  # an old folder's files (source.spm, vocab.json, ...) do not stay
         marian.save_pretrained(staging)
         hf_tokenizer(vocabulary, model.config.max_len).save_pretrained(staging)
-        shutil.copyfile(PIPELINE_FILE, Path(staging) / PIPELINE_FILE.name)
-        out.mkdir(exist_ok=True)
-        for written in Path(staging).iterdir():
-            os.replace(written, out / written.name)
+        shutil.copyfile(PIPELINE_FILE, staging / PIPELINE_FILE.name)
     return out
 
 

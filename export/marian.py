@@ -28,13 +28,17 @@ What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
   where this project uses GNMT's penalty: beams agree where pad is already -inf in the logits and at
   ``length_penalty`` 0; on OPUS-MT models (pad's probability tiny) they differ at most in rare near ties.
 
-What does not map, refused in one line: encoder and decoder with different head counts or feed-forward sizes
-(``TransformerConfig`` has one of each), an activation other than those above, and model types other than
-Marian.
+What does not map, or cannot be read, is refused in one line naming ``--hf-model``: model types other than
+Marian (checked first), a path that names no folder, a local folder whose Marian files (``source.spm``,
+``target.spm``, ``vocab.json`` with ``<unk>``) are missing or unreadable or that is an export of this
+project's (``tokenizer.json``), weights that do not fit ``config.json``, encoder and decoder with different
+head counts or feed-forward sizes (``TransformerConfig`` has one of each), and an activation other than those
+above.
 
 Shape legend: D model dim, V vocabulary size.
 """
 
+import json
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -42,7 +46,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from data.sentencepiece_tokenizer import SentencePieceTokenizer
+from data.sentencepiece_tokenizer import SentencePieceTokenizer, load_processor
 from data.special import SPECIALS
 from export.ctranslate2 import EngineError
 from export.huggingface import halves_order, import_transformers
@@ -50,6 +54,10 @@ from model import Transformer, TransformerConfig
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
 NEW = -1  # in ``to_hf``: an id of this project's with no Marian counterpart (the new padding)
+# A Hub model name: "name" or "owner/name" (huggingface_hub's rule, without its length limit).
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+MARIAN_FILES = {"source.spm": "Marian's source SentencePiece model",
+                "target.spm": "Marian's target SentencePiece model", "vocab.json": "Marian's vocabulary"}
 _OPUS_NAME = re.compile(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})(?:$|[^a-z])", re.IGNORECASE)
 
 
@@ -113,8 +121,6 @@ def transformer_config(marian_config, vocab_sizes: tuple[int, int], *, shared: b
     decoder embedding (read from the weights: with ``tie_word_embeddings`` false, transformers 5 keeps even
     ``share_encoder_decoder_embeddings`` tables apart)."""
     c = marian_config
-    if c.model_type != "marian":
-        raise EngineError(f"model type {c.model_type!r} is not Marian: only Marian models are imported")
     for ours, encoder, decoder in (("num_heads", "encoder_attention_heads", "decoder_attention_heads"),
                                    ("d_ff", "encoder_ffn_dim", "decoder_ffn_dim")):
         if getattr(c, encoder) != getattr(c, decoder):
@@ -226,29 +232,95 @@ def first_line(error: Exception) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def local_folder(name: str) -> Path | None:
+    """The folder ``--hf-model`` names, or None for a Hub name; a path that names no folder is refused here
+    rather than looked up on the Hub (``owner/name`` could be either: it is a path only if it exists)."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise EngineError("is a file, not a model folder")
+    if name.startswith(("/", "./", "../", "~", ".\\")) or "\\" in name or not _HUB_NAME.fullmatch(name):
+        raise EngineError("no such folder")
+    return None
+
+
+def check_marian_files(folder: Path) -> None:
+    """A local Marian folder holds what ``MarianTokenizer`` reads, each file readable; else one line naming
+    the file (an export of this project's, which has a ``tokenizer.json`` instead, is named as such)."""
+    if (folder / "tokenizer.json").is_file() and not (folder / "source.spm").is_file():
+        raise EngineError("this folder is an export of a model trained here (its tokenizer is "
+                          "tokenizer.json, not Marian's source.spm/target.spm); evaluate the original "
+                          "checkpoint")
+    for file, what in MARIAN_FILES.items():
+        if not (folder / file).is_file():
+            raise EngineError(f"no {file} ({what}) in the folder")
+    for file in ("source.spm", "target.spm"):
+        try:
+            load_processor((folder / file).read_bytes())
+        except ValueError:
+            raise EngineError(f"{file} is not a SentencePiece model") from None
+    try:
+        vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise EngineError(f"vocab.json is not JSON ({error})") from None
+    if not isinstance(vocab, dict) or SPECIALS.unk not in vocab:
+        raise EngineError(f"vocab.json has no {SPECIALS.unk} entry, which Marian's tokenizer needs")
+
+
+def check_marian_type(marian_config) -> None:
+    """Checked before anything else is read: a T5 or BART folder is named by its type, whatever lies near."""
+    if marian_config.model_type != "marian":
+        raise EngineError(f"model type {marian_config.model_type!r} is not Marian: only Marian models are "
+                          "imported")
+
+
 def load_marian(name: str) -> MarianImport:
     """Read a Marian model and its tokenizer (a local folder, or a Hub name with a network) for this
-    project; the one-line ``EngineError`` says what does not map or could not be read."""
+    project; the one-line ``EngineError`` (``--hf-model NAME: ...``) says what does not map or could not be
+    read."""
+    try:
+        return read_marian(name)
+    except EngineError as error:
+        raise EngineError(f"--hf-model {name}: {error}") from None
+
+
+def read_marian(name: str) -> MarianImport:
+    """``load_marian``'s work; its ``EngineError``s do not name the option."""
     import_transformers()
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
+    folder = local_folder(name)
+    source = name if folder is None else str(folder)  # ~ expanded
     try:
-        marian_config = AutoConfig.from_pretrained(name)
+        marian_config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as error:
-        raise EngineError(f"--hf-model {name}: cannot read its config ({first_line(error)})") from None
+        raise EngineError(f"cannot read its config ({first_line(error)})") from None
+    check_marian_type(marian_config)
+    if folder is not None:
+        check_marian_files(folder)
     try:
-        hf_tokenizer = AutoTokenizer.from_pretrained(name)
-    except (OSError, ValueError, ImportError) as error:
-        raise EngineError(f"--hf-model {name}: cannot read its tokenizer ({first_line(error)})") from None
+        hf_tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError, ImportError, RuntimeError, KeyError, TypeError) as error:
+        raise EngineError(f"cannot read its tokenizer ({first_line(error)})") from None
     c = marian_config
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     unk = hf_tokenizer.unk_token_id
     ids = {"pad": c.pad_token_id, "start": start, "eos": c.eos_token_id, "unk": unk}
     if any(value is None for value in ids.values()) or len({ids["start"], ids["eos"], ids["unk"]}) < 3:
-        raise EngineError(f"--hf-model {name}: special ids {ids} do not keep start, EOS and unknown apart")
+        raise EngineError(f"special ids {ids} do not keep start, EOS and unknown apart")
     src_map = id_map(c.vocab_size, **ids)
     tgt_map = id_map(c.decoder_vocab_size, **ids)
-    marian = MarianMTModel.from_pretrained(name).eval()
+    try:
+        marian = MarianMTModel.from_pretrained(source).eval()
+    except OSError as error:
+        raise EngineError(f"cannot read its weights ({first_line(error)})") from None
+    except RuntimeError as error:
+        if "ignore_mismatched_sizes" not in str(error):
+            raise
+        # transformers' own report, printed above this line, names the tensors and their sizes
+        raise EngineError("its weights do not have the sizes its config.json gives "
+                          "(vocab_size, d_model, layers)") from None
     encoder, decoder = marian.get_encoder().embed_tokens.weight, marian.get_decoder().embed_tokens.weight
     shared = encoder.shape == decoder.shape and bool(torch.equal(encoder, decoder))
     tied = marian.lm_head.weight.shape == decoder.shape and bool(torch.equal(marian.lm_head.weight, decoder))

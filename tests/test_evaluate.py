@@ -397,7 +397,8 @@ def test_a_test_set_with_a_sentence_longer_than_max_len_names_its_file_and_line(
     code, out, err = run_evaluate(
         capsys, run / "checkpoints" / "last.ckpt", "--test-split", "bogus", "--quiet"
     )
-    assert (code, out) == (1, "") and err.startswith(f"error: {data / 'bogus.tsv'}: no such file")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: --test-split bogus: {data / 'bogus.tsv'}: no such file")
 
 
 def export_model(max_len):

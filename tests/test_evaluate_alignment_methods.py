@@ -73,7 +73,8 @@ def test_data_without_gold_alignments_is_a_one_line_error(tiny_run, tmp_path, ca
     code, _, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--tsv", tsv,
                                 "--alignment-methods", "--analysis-out", tmp_path / "a")
     assert code == 1
-    expected = "error: --alignment-methods needs data with gold word alignments (toy, copy, reverse)"
+    expected = ("error: --alignment-methods needs data with gold word alignments (toy, copy, reverse); for "
+                "other pairs, give a gold set: --gold-alignments LINKS --gold-sentences FILE")
     assert err.strip() == expected
 
 

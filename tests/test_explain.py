@@ -147,7 +147,8 @@ def test_gradient_x_input_matches_autograd(traced):
     attributions = gradient_x_input_rows(trace.log_probs, inputs, sentences, targets, words)  # (N, S, D)
     for n, (b, t) in enumerate(zip(sentences.tolist(), targets.tolist())):
         e = trace.embeddings[b].detach().clone().requires_grad_()
-        (grad,) = torch.autograd.grad(trace.log_probs(e.unsqueeze(0), torch.tensor([b]), torch.tensor([t]))[0], e)
+        row = trace.log_probs(e.unsqueeze(0), torch.tensor([b]), torch.tensor([t]))  # (1,)
+        (grad,) = torch.autograd.grad(row[0], e)
         expected = grad * e.detach() * trace.words[b, :, None]
         assert torch.allclose(attributions[n], expected, atol=1e-6)
     assert attributions[:4, -1].abs().sum() == 0  # EOS is not attributed

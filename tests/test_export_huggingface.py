@@ -175,6 +175,33 @@ def test_the_shipped_pipeline_passes_generate_options_and_gives_a_random_models_
     assert [t["translation_text"] for t in translate(TEXTS, max_new_tokens=9, max_length=None)] == ours
 
 
+def test_the_shipped_pipeline_takes_what_4x_took(tmp_path, tokenizer):
+    """No texts, no translations; src_lang and tgt_lang are taken and ignored (one language pair);
+    return_tensors gives the token ids; a text longer than the model's positions is cut to them, with a
+    warning, or refused in one line with truncation=False."""
+    model = random_model(tokenizer, activation="silu")
+    folder = export(model, tokenizer, tokenizer, tmp_path / "hf")
+    translate = transformers.pipeline("translation", model=str(folder),
+                                      trust_remote_code=True)
+    options = {"max_new_tokens": 9, "max_length": None}
+    assert translate([]) == []
+    text = translate(TEXTS[0], **options)
+    assert translate(TEXTS[0], src_lang="de", tgt_lang="en", **options) == text
+    (ids,) = translate(TEXTS[0], return_tensors=True, **options)
+    assert list(ids) == ["translation_token_ids"]
+    assert translate.tokenizer.decode(ids["translation_token_ids"], skip_special_tokens=True) == \
+        text[0]["translation_text"]
+    assert translate(TEXTS[0], return_tensors=True, return_text=True, **options) == text
+    long = " ".join(TEXTS * 20)  # more tokens than max_len 64
+    assert len(tokenizer.encode(long)) > 64
+    with pytest.warns(UserWarning, match=r"a text of \d+ tokens is cut to the model's 64"):
+        cut = translate(long, **options)
+    first = tokenizer.decode(tokenizer.encode(long)[:63])  # 63 tokens and EOS
+    assert cut == translate(first, **options)
+    with pytest.raises(ValueError, match=r"^the text is \d+ tokens long; the model reads at most 64$"):
+        translate(long, truncation=False)
+
+
 def translate_ids(run, sources):
     from evaluation.translate import translate
 
@@ -240,11 +267,44 @@ def test_evaluate_refuses_other_modes_options_and_an_existing_folder(trained_exp
     assert code == 1 and f"{folder} exists" in err
 
 
+def test_an_export_is_not_imported_back(trained_export, capsys):
+    """--hf-model reads Marian's own tokenizer files; an export has a tokenizer.json: the original checkpoint
+    is the model to evaluate."""
+    pytest.importorskip("sentencepiece")
+    _, folder, _ = trained_export
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--translate", "x")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        f"error: --hf-model {folder}: this folder is an export of a model trained here (its tokenizer is "
+        "tokenizer.json, not Marian's source.spm/target.spm); evaluate the original checkpoint")
+
+
 def test_evaluate_names_what_does_not_map(tmp_path, capsys):
     run = train_tiny(tmp_path, "--trainer.max_epochs", "1", "--attention.every_n_epochs", "0")
     code, _, err = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--export-hf", tmp_path / "hf")
     assert code == 1
     assert err.strip().splitlines()[-1].startswith("error: norm_first=True (pre-LN) cannot be exported")
+
+
+def test_overwrite_replaces_the_folder_and_only_a_model_folder(tmp_path, tokenizer):
+    """A Marian folder's source.spm, target.spm and vocab.json would make AutoTokenizer load the old
+    vocabulary: --overwrite leaves none of the old files; a folder that is not a model's is never replaced."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for name in ("config.json", "source.spm", "target.spm", "vocab.json", "notes.txt"):
+        (folder / name).write_text("old", encoding="utf-8")
+    export(random_model(tokenizer), tokenizer, tokenizer, folder, overwrite=True)
+    written = {p.name for p in folder.iterdir()}
+    assert not written & {"source.spm", "target.spm", "vocab.json", "notes.txt"}
+    assert {"config.json", "tokenizer.json", "model.safetensors"} <= written
+    assert [p.name for p in tmp_path.iterdir()] == ["hf"]  # no staging folder left beside it
+    assert load(folder)[1](TEXTS[0]).input_ids == tokenizer.encode(TEXTS[0]) + [EOS]
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep", encoding="utf-8")
+    with pytest.raises(EngineError, match=r"is not a model folder \(no config.json\): --overwrite replaces"):
+        export(random_model(tokenizer), tokenizer, tokenizer, other, overwrite=True)
+    assert (other / "notes.txt").read_text(encoding="utf-8") == "keep"
 
 
 def test_features_are_renumbered_into_halves():

@@ -222,13 +222,15 @@ def test_greedy_and_beam_tokens_are_generates(saved, beam_size):
 
 def test_what_does_not_map_is_refused_in_one_line(tmp_path):
     save_marian(tmp_path / "heads", decoder_attention_heads=2)
-    with pytest.raises(EngineError, match=r"^encoder_attention_heads=4 and decoder_attention_heads=2 differ"):
+    with pytest.raises(EngineError, match=r"^--hf-model \S+: encoder_attention_heads=4 and "
+                                          r"decoder_attention_heads=2 differ"):
         load_marian(str(tmp_path / "heads"))
     save_marian(tmp_path / "tanh", activation_function="tanh")
-    with pytest.raises(EngineError, match=r"^activation_function='tanh' cannot be imported"):
+    with pytest.raises(EngineError, match=r"^--hf-model \S+: activation_function='tanh' cannot be imported"):
         load_marian(str(tmp_path / "tanh"))
-    with pytest.raises(EngineError, match="cannot read its config"):
-        load_marian(str(tmp_path / "nothing here"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EngineError, match=r"^--hf-model \S+: cannot read its config"):
+        load_marian(str(tmp_path / "empty"))
 
 
 def test_an_imported_model_is_not_exported_again(saved, tmp_path):
@@ -238,7 +240,7 @@ def test_an_imported_model_is_not_exported_again(saved, tmp_path):
     from export.huggingface import export
 
     imported = saved[3]
-    with pytest.raises(EngineError, match="^an imported model"):
+    with pytest.raises(EngineError, match="^this model was imported from a Marian model .*: CTranslate2 "):
         check_exportable(imported.model())
     with pytest.raises(EngineError, match="imported from a Marian model"):
         export(imported.model(), imported.src_tokenizer, imported.tgt_tokenizer, tmp_path / "again")
@@ -281,6 +283,16 @@ def test_evaluate_scores_and_ranks_the_heads_of_an_imported_model(shared_model, 
     assert len(result["pruned_heads"]) == 2
 
 
+def test_explanation_methods_on_pairs_without_gold_point_to_a_gold_set(shared_model, capsys):
+    folder, _, _, tsv = shared_model
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", tsv, "--alignment-methods",
+                                "attention")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        "error: --alignment-methods needs data with gold word alignments (toy, copy, reverse); for other "
+        "pairs, give a gold set: --gold-alignments LINKS --gold-sentences FILE")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--translate", "x", "CKPT"], "give a checkpoint or --hf-model, not both"),
     ([], "--hf-model has no data of its own: give --tsv FILE"),
@@ -298,3 +310,99 @@ def test_evaluate_needs_a_checkpoint_or_an_imported_model(capsys):
     with pytest.raises(SystemExit):
         run_evaluate(capsys, "--translate", "x")
     assert "required: checkpoint (or --hf-model)" in capsys.readouterr().err
+
+
+def unlink(name):
+    return lambda folder: (folder / name).unlink()
+
+
+def without_unk(folder):
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    del vocab["<unk>"]
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+
+
+def bigger_vocabulary(folder):
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config.update(vocab_size=99, decoder_vocab_size=99)
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+BROKEN = {  # what is done to a Marian folder, and the message that names it
+    "no source.spm": (unlink("source.spm"),
+                      "no source.spm (Marian's source SentencePiece model) in the folder"),
+    "no vocab.json": (unlink("vocab.json"), "no vocab.json (Marian's vocabulary) in the folder"),
+    "garbage source.spm": (lambda folder: (folder / "source.spm").write_bytes(b"not a model"),
+                           "source.spm is not a SentencePiece model"),
+    "no <unk>": (without_unk, "vocab.json has no <unk> entry, which Marian's tokenizer needs"),
+    "config not the weights'": (bigger_vocabulary,
+                                "its weights do not have the sizes its config.json gives"),
+    "no weights": (unlink("model.safetensors"),
+                   "cannot read its weights (Error no file named model.safetensors"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_a_broken_marian_folder_is_refused_in_one_line_naming_the_option(shared_model, capsys, tmp_path,
+                                                                          broken):
+    import shutil
+
+    folder = tmp_path / "opus-mt-de-en"
+    shutil.copytree(shared_model[0], folder)
+    damage, message = BROKEN[broken]
+    damage(folder)
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", shared_model[3], "--quiet")
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith(f"error: --hf-model {folder}: {message}")
+
+
+def tiny_t5(folder):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=16, num_layers=1,
+                                        num_heads=2)).save_pretrained(folder)
+
+
+def tiny_bart_with_marians_tokenizer(folder):
+    """A BART model beside a Marian tokenizer's files: the model type decides, not the files."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    BartForConditionalGeneration(BartConfig(
+        vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, max_position_embeddings=32,
+    )).save_pretrained(folder)
+    save_marian(folder.parent / "marian")
+    for name in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((folder.parent / "marian" / name).read_bytes())
+
+
+@pytest.mark.parametrize(("save", "model_type"),
+                         [(tiny_t5, "t5"), (tiny_bart_with_marians_tokenizer, "bart")])
+def test_a_model_that_is_not_marian_is_refused_by_its_type(tmp_path, capsys, save, model_type):
+    save(tmp_path / "model")
+    code, _, err = run_evaluate(capsys, "--hf-model", tmp_path / "model", "--translate", "x")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (f"error: --hf-model {tmp_path / 'model'}: model type "
+                                            f"{model_type!r} is not Marian: only Marian models are imported")
+
+
+@pytest.mark.parametrize("path", ["/no/such/model", "./no-such-model", "../no/such", "runs/no/such/model"])
+def test_a_path_that_names_no_folder_is_not_looked_up_on_the_hub(capsys, path):
+    code, _, err = run_evaluate(capsys, "--hf-model", path, "--translate", "x")
+    assert code == 1 and err.strip().splitlines()[-1] == f"error: --hf-model {path}: no such folder"
+
+
+def test_a_folder_under_home_is_read_with_its_tilde(shared_model, capsys, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(shared_model[0], tmp_path / "opus-mt-de-en")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = run_evaluate(capsys, "--hf-model", "~/opus-mt-de-en", "--translate", GERMAN[0])
+    assert code == 0, err
+
+
+def test_a_file_is_not_a_model_folder(shared_model, capsys):
+    tsv = shared_model[3]
+    code, _, err = run_evaluate(capsys, "--hf-model", tsv, "--translate", "x")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: --hf-model {tsv}: is a file, not a model folder"

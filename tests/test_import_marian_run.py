@@ -125,3 +125,68 @@ def test_make_run_never_writes_into_a_folder_that_holds_files(made, capsys):
     code, _, err = run_evaluate(capsys, "--hf-model", "some/model", "--tsv", "x.tsv", "--make-run",
                                 logdir / name)
     assert code == 1 and f"--make-run {logdir / name} is not empty" in err
+
+
+def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, capsys, tmp_path,
+                                                                         monkeypatch):
+    """Ctrl-C while the run is written (here: as its checkpoint is saved) leaves no half-made folder at DIR
+    to block the next try, nor a staging folder beside it; the files the run names are at DIR."""
+    from lightning.pytorch import Trainer
+
+    logdir = made[0]
+    model, tsv = logdir.parent / "opus-mt-de-en", logdir.parent / "de_en.tsv"
+    out = tmp_path / "logs" / "again"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "save_checkpoint", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+    assert list(out.parent.iterdir()) == []
+    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+    assert code == 0, err
+    assert [p.name for p in out.parent.iterdir()] == ["again"]
+    loaded = load_run(out / "checkpoints" / "last.ckpt")
+    assert loaded.datamodule.hparams["path"] == str((out / "data").resolve())
+    assert str(out.resolve()) in (out / "hparams.yaml").read_text(encoding="utf-8")
+    assert ".again." not in (out / "hparams.yaml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("args", [["--export-ctranslate2", "ct2"], ["--engine", "ctranslate2"]])
+def test_ctranslate2_refuses_a_run_made_from_an_imported_model_and_says_why(made, capsys, tmp_path, args):
+    pytest.importorskip("ctranslate2")
+    logdir, name, _, _ = made
+    args = [str(tmp_path / a) if a == "ct2" else a for a in args]
+    code, _, err = run_evaluate(capsys, logdir / name, *args, "--quiet")
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith(
+        "error: this model was imported from a Marian model (logits_bias or scale_embedding false): "
+        "CTranslate2 (--export-ctranslate2, --engine ctranslate2) is not supported for it")
+    assert not (tmp_path / "ct2").exists()
+
+
+def test_a_moved_run_and_a_missing_test_set_name_evaluate_pys_own_options(made, capsys, tmp_path):
+    """A made run records its data folder: moved, its data is found again with --data-path, which the
+    refusal names; a --test-split that is not in the data folder is named as evaluate.py's option, not as
+    train.py's --data.test_split."""
+    logdir = made[0]
+    model, tsv = logdir.parent / "opus-mt-de-en", logdir.parent / "de_en.tsv"
+    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", tmp_path / "made",
+                                "--quiet")
+    assert code == 0, err
+    code, _, err = run_evaluate(capsys, logdir / made[1], "--test-split", "nosuch", "--quiet")
+    assert code == 1
+    data = logdir / made[1] / "data"
+    assert err.strip().splitlines()[-1] == (
+        f"error: --test-split nosuch: {data.resolve() / 'nosuch.tsv'}: no such file in the run's data folder "
+        "(leave --test-split out for the run's own test set)")
+    moved = (tmp_path / "made").rename(tmp_path / "moved")
+    code, _, err = run_evaluate(capsys, moved, "--quiet")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        f"error: {(tmp_path / 'made' / 'data' / 'train.tsv').resolve()}: no such file; if the run's data "
+        "moved, give its folder with --data-path FOLDER")
+    code, _, err = run_evaluate(capsys, moved, "--data-path", moved / "data", "--quiet")
+    assert code == 0, err

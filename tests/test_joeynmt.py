@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.joeynmt_baseline import VENV, venv_python
+from bench.joeynmt_baseline import VENV
+from bench.peers import venv_python
 
 HAS_VENV = venv_python(VENV).exists()
 

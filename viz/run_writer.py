@@ -27,6 +27,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from data.datamodule import TranslationDataModule
+from data.folders import staged_folder
 from data.gold import GoldSet, format_links
 from data.pairs import Pair
 from training.checkpoints import LoadedRun
@@ -35,6 +36,7 @@ from viz.logger import AttentionLogger
 
 PROBES = 4  # probe sentences shown in the tab, as a training run's default
 EXPLAINED = 50  # gold pairs whose explanations are scored, as a training run's default
+FILE_SETTINGS = ("path", "gold_sentences", "gold_alignments")  # the data module's, that name files in the run
 MAX_BYTES = 20_000_000  # the tab's data of the probes: one step only, so more than a training run's 1 MB
 
 
@@ -70,6 +72,9 @@ def write_run(
     ``gold`` (in the model's direction; ``pairs`` are then its pairs): the run's gold set, the probes its
     first pairs and the explanation methods scored on the words of its first ``explanation_sentences``.
 
+    The run is written into a hidden folder beside ``folder`` that takes its name at the end: an error or an
+    interrupt (Ctrl-C) leaves nothing at ``folder``, and a second try is not blocked.
+
     Raises:
         ValueError: no pairs, or ``folder`` is not new (``check_run_folder``).
     """
@@ -77,9 +82,19 @@ def write_run(
         raise ValueError("no sentence pairs to validate on")
     folder = Path(folder)
     check_run_folder(folder)
-    device = device or torch.device("cpu")
-    data = folder / "data"
-    data.mkdir(parents=True)
+    with staged_folder(folder) as staging:  # an interrupted run leaves nothing at ``folder``
+        _validate_into(run, pairs, staging, folder, gold=gold, probes=probes,
+                       explanation_sentences=explanation_sentences, device=device or torch.device("cpu"),
+                       quiet=quiet)
+    return folder / CHECKPOINT_FOLDER / "last.ckpt"
+
+
+def _validate_into(run: LoadedRun, pairs: list[Pair], staging: Path, folder: Path, *, gold: GoldSet | None,
+                   probes: int, explanation_sentences: int, device: torch.device, quiet: bool) -> None:
+    """``write_run``'s work, written into ``staging``; the files the run records are named at ``folder``,
+    where ``staging`` will be."""
+    data = staging / "data"
+    data.mkdir()
     lines = "".join(f"{pair.source}\t{pair.target}\n" for pair in pairs)
     for split in ("train", "val", "test"):
         (data / f"{split}.tsv").write_text(lines, encoding="utf-8")
@@ -89,7 +104,7 @@ def write_run(
         num_workers=0, **(write_gold(gold, data) if gold is not None else {}),
     )
     datamodule.use_tokenizers(given.src_tokenizer, given.tgt_tokenizer)
-    logger = TensorBoardLogger(save_dir=str(folder.parent), name="", version=folder.name,
+    logger = TensorBoardLogger(save_dir=str(staging.parent), name="", version=staging.name,
                                default_hp_metric=False)
     # The probes are the first pairs, however long: the caller chose them (training prefers short ones).
     callback = AttentionLogger(num_sentences=probes, num_images=min(2, probes), stats_sentences=len(pairs),
@@ -105,6 +120,13 @@ def write_run(
         warnings.filterwarnings("ignore", message=r".*sync_dist=True.*")
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
         trainer.validate(run.module, datamodule=datamodule, verbose=not quiet)
-    checkpoint = folder / CHECKPOINT_FOLDER / "last.ckpt"
-    trainer.save_checkpoint(checkpoint, weights_only=False)  # the data module's tokenizers with the weights
-    return checkpoint
+    # The data's files as they will be named once the staging folder is renamed, in the checkpoint and in
+    # hparams.yaml (Lightning writes that file once, at the validation's start: it is written again).
+    moved = {name: str(folder.resolve() / Path(value).relative_to(staging.resolve()))
+             for name, value in datamodule.hparams.items() if name in FILE_SETTINGS and value is not None}
+    datamodule.hparams.update(moved)
+    logger.hparams.update(moved)
+    (staging / logger.NAME_HPARAMS_FILE).unlink(missing_ok=True)
+    logger.save()
+    # the data module's tokenizers with the weights
+    trainer.save_checkpoint(staging / CHECKPOINT_FOLDER / "last.ckpt", weights_only=False)

@@ -10,9 +10,9 @@ import torch
 from torch import Tensor
 
 # (N, S, D) source token embeddings (of sentences of the batch, repeated or interpolated), (N,) int64 the
-# sentence of the traced batch each belongs to and (N,) int64 a target position of it → (N,) the teacher-forced
-# log-probability of that sentence's target token there. One position a row: a row's backward pass then holds
-# one vocabulary-sized row of logits, not T of them.
+# sentence of the traced batch each belongs to and (N,) int64 a target position of it → (N,) the
+# teacher-forced log-probability of that sentence's target token there. One position a row: a row's backward
+# pass then holds one vocabulary-sized row of logits, not T of them.
 LogProbs = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 

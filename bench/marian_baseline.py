@@ -1,0 +1,176 @@
+"""Marian's Transformer recipe on Multi30k de→en, sized like this project's recipe, trained on the CPU for a
+fixed wall-clock budget, decoded with Marian's beam search and scored with this project's sacreBLEU.
+
+    python bench/marian_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
+    python bench/marian_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
+
+Marian (C++) comes as the ``pymarian`` wheel (1.12.42: 604 MB, Marian built with CUDA, linked statically, and
+with CPU support; it needs no torch). Its ``pymarian`` command is Marian's trainer, ``--cpu-threads N``
+trains on the CPU. It gets a virtual environment of its own (``--venv``, default ``bench/.marian-venv``).
+
+The config is marian-examples' ``transformer/run-me.sh`` (its Transformer for WMT17 en→de) with the changes
+of ``RECIPE_CHANGES`` and no others; ``docs/peers.md`` says why. It is written as a Marian YAML config
+(``marian -c``), which Marian reads with the same option names as its command line.
+
+Training stops when the budget is spent: Marian has no time limit (``--after`` counts epochs, updates or
+labels), so the watchdog of ``bench/peers.py`` sends SIGTERM, on which Marian saves its model and exits
+(``--sigterm save-and-exit``, its default). Decoding: ``bench/marian_venv.py translate`` (``pymarian``'s
+``Translator``, beam 5) of the saved model on test2016; Marian's SentencePiece detokenizes, and
+``analysis.metrics`` scores as ``evaluate.py`` does. The last line printed is one JSON object
+(``RESULT_PREFIX``), also in ``<out>/result.json``.
+"""
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import peers
+from bench.peers import REPO
+
+VENV = REPO / "bench" / ".marian-venv"
+PYMARIAN = "pymarian==1.12.42"
+RECIPE = "marian-examples transformer/run-me.sh (Marian 1.12, pymarian 1.12.42)"
+RECIPE_CHANGES = (
+    "data: Multi30k train (de→en), raw text; no validation set (recipe: validation every 5000, early stop)",
+    (
+        "joint SentencePiece BPE of {vocab_size} learnt by Marian on Multi30k train (recipe: Moses "
+        "tokenization, truecasing and subword-nmt BPE, vocabulary 36000)"
+    ),
+    "model: {layers}+{layers} layers, width 256, 4 heads, feed-forward 512 (recipe: 6+6, 512, 8, 2048)",
+    "dropout 0.15 (recipe: 0.1)",
+    "batches of {batch_tokens} target tokens (recipe: as many as fit 10 GB of GPU memory, --mini-batch-fit)",
+    (
+        "learning rate: peak {lr:g} after {warmup} warm-up updates, then 1/sqrt(step) (recipe: the same peak "
+        "and decay after 16000 warm-up updates)"
+    ),
+    "gradient norm clipped at 1.0 (recipe: 5)",
+    "CPU, {threads} thread(s) (--cpu-threads; recipe: GPUs)",
+    "training stops after {minutes:g} min (the watchdog's SIGTERM: Marian saves the model and exits)",
+)
+RESULT_PREFIX = "marian result: "
+TRAINING_STARTED = "Training started"  # Marian's log line when its first epoch starts
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    peers.add_run_args(p, "Marian", VENV, Path("runs/marian"))
+    p.add_argument("--vocab-size", type=int, default=8000, help="joint SentencePiece BPE vocabulary")
+    p.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
+    p.add_argument("--batch-tokens", type=int, default=1024, help="training batch in target tokens")
+    p.add_argument("--warmup", type=int, default=300, help="warm-up updates")
+    p.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (the recipe's)")
+    args = p.parse_args(argv)
+    positive = ("minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup", "lr")
+    peers.check_positive(p, args, *positive)
+    return args
+
+
+# -- the config ----------------------------------------------------------------------------------------------
+
+
+def write_config(args: argparse.Namespace, out: Path) -> Path:
+    """Write ``<out>/config.yml`` for the run described by ``args``; returns its path."""
+    path = out / "config.yml"
+    path.write_text(yaml.safe_dump(marian_config(args, out), sort_keys=False), encoding="utf-8")
+    (out / "model").mkdir(exist_ok=True)
+    return path
+
+
+def marian_config(args: argparse.Namespace, out: Path) -> dict:
+    """The options of marian-examples' ``transformer/run-me.sh`` with the changes of ``RECIPE_CHANGES``.
+
+    Paths are absolute: the model ``<out>/model/model.npz``, the SentencePiece vocabulary ``<out>/vocab.spm``
+    (Marian learns it when training starts, if missing), the training log ``<out>/model/train.log``.
+    """
+    data, out = Path(args.data).resolve(), Path(out).resolve()
+    vocab = str(out / "vocab.spm")
+    return {
+        "model": str(out / "model" / "model.npz"), "type": "transformer",
+        "train-sets": [str(data / "train.de"), str(data / "train.en")],
+        "max-length": 100,
+        "vocabs": [vocab, vocab], "dim-vocabs": [args.vocab_size, args.vocab_size],
+        "sentencepiece-options": "--model_type=bpe --character_coverage=1.0",
+        "mini-batch-words": args.batch_tokens, "maxi-batch": 1000,
+        "cost-type": "ce-mean-words",
+        "save-freq": "5000u", "disp-freq": "20u",
+        "log": str(out / "model" / "train.log"),
+        "enc-depth": args.layers, "dec-depth": args.layers, "dim-emb": 256,
+        "transformer-heads": 4, "transformer-dim-ffn": 512,
+        "transformer-postprocess-emb": "d", "transformer-postprocess": "dan",
+        "transformer-dropout": 0.15, "label-smoothing": 0.1,
+        "learn-rate": args.lr, "lr-warmup": args.warmup, "lr-decay-inv-sqrt": [args.warmup],
+        "lr-report": True,
+        "optimizer-params": [0.9, 0.98, 1e-09], "clip-norm": 1.0,
+        "tied-embeddings-all": True,
+        "cpu-threads": args.threads, "seed": 1111,
+        "exponential-smoothing": 1e-4,  # the recipe's flag, Marian's value for it
+        "sigterm": "save-and-exit",
+    }  # fmt: skip
+
+
+def recipe_changes(args: argparse.Namespace) -> list[str]:
+    """``RECIPE_CHANGES`` filled in with this run's settings."""
+    return [c.format(**vars(args)) for c in RECIPE_CHANGES]
+
+
+def training_progress(log_text: str) -> dict:
+    """Updates, epochs and the last reported cost of Marian's training log."""
+    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+)", log_text)
+    if not reports:
+        return {"epochs": 0, "updates": 0}
+    epoch, update, cost = reports[-1]
+    return {"epochs": int(epoch), "updates": int(update), "last_train_cost": float(cost)}
+
+
+# -- the run -------------------------------------------------------------------------------------------------
+
+
+def ensure_venv(venv: Path) -> Path:
+    """Marian's virtual environment, created and filled if missing (``peers.ensure_venv``); its Python."""
+    return peers.ensure_venv(venv, [PYMARIAN], "import pymarian; pymarian.Trainer", "Marian")
+
+
+def translate(python: Path, out: Path, sources: Path, hyps: Path, env: dict, threads: int) -> float:
+    """Marian's beam search of ``sources`` (``bench/marian_venv.py translate``); seconds."""
+    log = hyps.with_name(hyps.name + ".log")
+    model, vocab = out / "model" / "model.npz", out / "vocab.spm"
+    command = [str(python), str(REPO / "bench" / "marian_venv.py"), "translate", str(model), str(vocab),
+               str(sources), str(hyps), "--threads", str(threads)]  # fmt: skip
+    start = time.perf_counter()
+    with open(log, "w") as f:
+        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"Marian decoding failed (exit {done.returncode}); see {log}")
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    args = parse_args(argv)
+    started = peers.start_run(args, "Marian", ensure_venv, write_config, recipe_changes(args))
+    if started is None:
+        return None
+    out, python, env, config = started
+    marian = python.with_name("pymarian")  # the trainer's command line
+    times = peers.train_with_budget([str(marian), "-c", str(config)], env, out / "train.out",
+                                    args.minutes * 60, started=TRAINING_STARTED, name="Marian",
+                                    stop_signal=signal.SIGTERM)  # fmt: skip
+    progress = training_progress((out / "model" / "train.log").read_text(encoding="utf-8"))
+
+    hyps = out / "test2016.hyp.en"
+    decode_seconds = translate(python, out, args.data / "test2016.de", hyps, env, args.threads)
+    run = {"model": "Marian Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
+           "checkpoint": "model.npz, saved on SIGTERM (exponentially smoothed weights)"}  # fmt: skip
+    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
+
+
+if __name__ == "__main__":
+    main()
