@@ -23,9 +23,10 @@ than tensors; JoeyNMT loads only the files its own run wrote). A third fix is fo
 ``references`` writes a split's references as JoeyNMT's ``test`` mode scores them: each line pre-processed
 (Moses tokenization here) and post-processed (Moses detokenization) by the config's target tokenizer.
 
-``speed`` times JoeyNMT's Transformer on the batches ``bench/speed.py`` saved, with this project's
-``model.Transformer`` at the same sizes, their steps alternating as in ``bench/speed.py`` (the venv sees the
-system's packages, so this project's model imports here too).
+``speed`` times JoeyNMT's Transformer on the batches ``bench/speed.py`` saved (random ones and, where
+saved, ``train.py``'s own), with this project's ``model.Transformer`` at the same sizes, their steps
+alternating as in ``bench/speed.py``; and greedy decoding of ours with and without its cache beside JoeyNMT's
+(the venv sees the system's packages, so this project's model imports here too).
 
 Shape legend: B batch, S source length, T target length, V vocabulary size.
 """
@@ -201,39 +202,46 @@ def joey_greedy(model, batch, steps: int):
     return output
 
 
-def time_speed(saved: dict) -> dict:
-    """Training target tokens/s and greedy sentences/s of JoeyNMT's model and of ours on the same batches."""
+def time_training(config: dict, saved_batches: list[dict]) -> dict:
+    """Training target tokens/s of JoeyNMT's model and of ours on the same batches, steps alternating."""
     from bench.speed_common import Batch, BenchConfig, alternate_training, our_model
     from bench.speed_training import train_step
-    from model.decoding import greedy_search
-    from tests.weight_surgery import suppress_eos
 
-    cfg = BenchConfig(**saved["config"])
-    batches = [Batch(**b) for b in saved["batches"]]
+    cfg = BenchConfig(**config)
+    batches = [Batch(**b) for b in saved_batches]
     joey_batches = [joey_batch(b) for b in batches]
-    device = torch.device("cpu")
     models = {
-        "ours": our_model(cfg, device).train(),
-        "joeynmt": joey_model(saved["config"], cfg.vocab_size).train(),
+        "ours": our_model(cfg, torch.device("cpu")).train(),
+        "joeynmt": joey_model(config, cfg.vocab_size).train(),
     }
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in models.items()}
     rates = alternate_training({
         "ours": lambda i: train_step(models["ours"], optimizers["ours"], batches[i]),
         "joeynmt": lambda i: joey_train_step(models["joeynmt"], optimizers["joeynmt"], joey_batches[i]),
     }, batches, cfg.train_warmup)  # fmt: skip
-    result = {
+    return {
         name: {"params": sum(p.numel() for p in m.parameters()), "target_tokens_per_s": rates[name]}
         for name, m in models.items()
     }
 
-    src = batches[0].src
-    for m in models.values():
-        m.eval()
-    suppress_eos(models["ours"])
-    decode_batch = joey_batch(batches[0])
+
+def time_greedy(config: dict, saved_batch: dict) -> dict:
+    """Greedy sentences/s of ours with and without the key/value cache and of JoeyNMT's search (which re-runs
+    the prefix), ``decode_steps`` tokens each (EOS blocked) for the batch's sources, the three alternating."""
+    from bench.speed_common import Batch, BenchConfig, our_model
+    from model.decoding import greedy_search
+    from tests.weight_surgery import suppress_eos
+
+    cfg = BenchConfig(**config)
+    batch = Batch(**saved_batch)
+    ours = our_model(cfg, torch.device("cpu")).eval()
+    suppress_eos(ours)
+    joey = joey_model(config, cfg.vocab_size).eval()
+    decode_batch = joey_batch(batch)
     runs = {
-        "ours": lambda: greedy_search(models["ours"], src, cfg.decode_steps, use_cache=True),
-        "joeynmt": lambda: joey_greedy(models["joeynmt"], decode_batch, cfg.decode_steps),
+        "ours": lambda: greedy_search(ours, batch.src, cfg.decode_steps, use_cache=True),
+        "ours_uncached": lambda: greedy_search(ours, batch.src, cfg.decode_steps, use_cache=False),
+        "joeynmt": lambda: joey_greedy(joey, decode_batch, cfg.decode_steps),
     }
     times = {name: [] for name in runs}
     with torch.no_grad():
@@ -243,12 +251,23 @@ def time_speed(saved: dict) -> dict:
                 out = fn()
                 if i >= cfg.decode_warmup:
                     times[name].append(time.perf_counter() - start)
-                if tuple(out.shape) != (src.size(0), cfg.decode_steps):
+                if tuple(out.shape) != (batch.src.size(0), cfg.decode_steps):
                     raise RuntimeError(
                         f"{name} greedy decoding made {tuple(out.shape)}, not {cfg.decode_steps} steps"
                     )
-    for name, t in times.items():
-        result[name]["greedy_sentences_per_s"] = src.size(0) / statistics.median(t)
+    return {name: batch.src.size(0) / statistics.median(t) for name, t in times.items()}
+
+
+def time_speed(saved: dict) -> dict:
+    """Training target tokens/s and greedy sentences/s of JoeyNMT's model and of ours: training on the saved
+    random batches and, where saved, on ``train.py``'s own (``recipe``); greedy on the first random batch."""
+    result = time_training(saved["config"], saved["batches"])
+    greedy = time_greedy(saved["config"], saved["batches"][0])
+    result["ours"]["greedy_sentences_per_s"] = greedy["ours"]
+    result["ours"]["uncached_greedy_sentences_per_s"] = greedy["ours_uncached"]
+    result["joeynmt"]["greedy_sentences_per_s"] = greedy["joeynmt"]
+    if "recipe" in saved:
+        result["recipe"] = time_training(saved["recipe"]["config"], saved["recipe"]["batches"])
     result["threads"] = torch.get_num_threads()
     return result
 

@@ -5,17 +5,25 @@
     python bench/speed.py --threads 4 --device cpu --json speed.json
     python bench/speed.py --decode-batch-sizes 16 64 256   # also greedy decoding at these batch sizes
     python bench/speed.py --device cuda     # in the precision train.py would choose there (bf16/fp16 mixed)
+    python bench/speed.py --threads 2 --data ../shared/corpora/multi30k --repeats 3   # the README's figures
+    python bench/speed.py --decode-tokens 40   # decodings of 40 tokens (default: a Multi30k reference's mean)
 
 The figures, each from the module that measures it (``bench/speed_common.py`` holds what they share):
 1. training tokens/s of ``model.Transformer`` vs the seq2seq model of PyTorch's tutorial "Language Translation
    with nn.Transformer and torchtext" (``bench/tutorial_model.py``), same batches, same optimiser; with
    ``--data``, also on train.py's own Multi30k batches (``bench/speed_training.py``);
 2. greedy decoding sentences/s with the key/value cache vs re-running the decoder over the whole prefix, with
-   the FLOPs each does, and beam search relative to greedy (``bench/speed_decoding.py``);
+   the FLOPs each does, and beam search relative to greedy (``bench/speed_decoding.py``), every decoding
+   ``--decode-tokens`` long: by default as long as greedy decoding of a Multi30k test reference of mean length
+   (with ``--data``), else 16 tokens;
 3. model FLOP/s in training as a fraction of the machine's measured matmul FLOP/s (in the training dtype);
 4. ``model.Transformer``'s training step packed (computing on the tokens only) against padded;
 5. ``model.Transformer`` against JoeyNMT's Transformer, where its environment exists
-   (``bench/speed_joeynmt.py``), and against eole's, training only (``bench/speed_eole.py``).
+   (``bench/speed_joeynmt.py``): training on the random batches and on ``train.py``'s own, and greedy
+   decoding of ours with and without its cache beside JoeyNMT's; and against eole's, training on the random
+   batches only (``bench/speed_eole.py``).
+
+``--repeats K`` runs the whole measurement K times and ends with the median and the range of every ratio.
 
 Training runs in ``--precision``: by default on a GPU the one ``train.py`` would choose there (autocast,
 with a gradient scaler for fp16, as Lightning's mixed precision does), and fp32 on a CPU, where the figures
@@ -24,9 +32,10 @@ in the README were measured. This file holds the command line, the order of the 
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -35,15 +44,17 @@ if __package__ in (None, ""):  # run as `python bench/speed.py`: make the reposi
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.speed_common import QUICK, BenchConfig, bench_matmul, describe_machine, make_batches, padding_share
-from bench.speed_decoding import bench_decoding, decoding_lines
+from bench.speed_decoding import bench_decoding, decode_length, decoding_lines
 from bench.speed_eole import EOLE_VENV, bench_eole, eole_lines
 from bench.speed_joeynmt import JOEYNMT_VENV, bench_joeynmt, joeynmt_lines
 from bench.speed_training import (
     AUTOCAST_DTYPES,
     PRECISIONS,
+    RecipeData,
     bench_packing,
     bench_recipe_training,
     bench_training,
+    recipe_data,
     recipe_lines,
     training_lines,
     training_precision,
@@ -56,16 +67,16 @@ def run(
     device: torch.device,
     decode_batch_sizes: Sequence[int] = (),
     precision: str = "32-true",
-    data_path: Path | None = None,
+    recipe: RecipeData | None = None,
     joeynmt_venv: Path | None = JOEYNMT_VENV,
     eole_venv: Path | None = EOLE_VENV,
 ) -> dict:
     """Every figure of the benchmark, as a dict; greedy decoding also at each of ``decode_batch_sizes``;
     training in ``precision``.
 
-    With ``data_path`` (the Multi30k folder), training is also measured on ``train.py``'s own batches; with
-    ``joeynmt_venv`` and ``eole_venv``, JoeyNMT's and eole's Transformers too (each skipped, with the reason,
-    where its venv is missing).
+    With ``recipe`` (``recipe_data`` of the Multi30k folder), training is also measured on ``train.py``'s own
+    batches; with ``joeynmt_venv`` and ``eole_venv``, JoeyNMT's and eole's Transformers too (each skipped,
+    with the reason, where its venv is missing), JoeyNMT's on those batches as well.
     """
     dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
     train_peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device, dtype)
@@ -83,10 +94,10 @@ def run(
         for size in decode_batch_sizes
     ]
     comparisons = {}
-    if data_path is not None:
-        comparisons["training_recipe_batches"] = bench_recipe_training(cfg, device, data_path)
+    if recipe is not None:
+        comparisons["training_recipe_batches"] = bench_recipe_training(cfg, device, recipe)
     if joeynmt_venv is not None:
-        comparisons["joeynmt"] = bench_joeynmt(cfg, device, joeynmt_venv)
+        comparisons["joeynmt"] = bench_joeynmt(cfg, device, joeynmt_venv, recipe)
     if eole_venv is not None:
         comparisons["eole"] = bench_eole(cfg, device, eole_venv)
     return {
@@ -129,6 +140,54 @@ def report(results: dict) -> str:
     ]
     return "\n".join(lines)
 
+# Every ratio the report prints, as (label, path of keys into one run's results).
+RATIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("training / tutorial, random batches", ("training", "ratio")),
+    ("training / tutorial, train.py batches", ("training_recipe_batches", "ratio")),
+    ("training / JoeyNMT, random batches", ("joeynmt", "training_ratio")),
+    ("training / JoeyNMT, train.py batches", ("joeynmt", "recipe", "training_ratio")),
+    ("training / eole, random batches", ("eole", "training_ratio")),
+    ("packed / padded, random batches", ("packing", "ratio")),
+    ("greedy: KV cache / prefix re-run", ("decoding", "cache_ratio")),
+    ("greedy: ours with cache / JoeyNMT", ("joeynmt", "greedy_ratio")),
+    ("greedy: ours without cache / JoeyNMT", ("joeynmt", "uncached_greedy_ratio")),
+    ("beam / greedy", ("decoding", "beam_over_greedy")),
+)
+
+
+def ratio_spread(runs: Sequence[dict]) -> list[dict]:
+    """The median, minimum and maximum of each of ``RATIOS`` over ``runs`` (each a ``run`` result), for the
+    ratios that every run measured; in ``RATIOS``' order."""
+
+    def find(results: dict, path: tuple[str, ...]) -> float | None:
+        for key in path:
+            if not isinstance(results, dict) or key not in results:
+                return None
+            results = results[key]
+        return results
+
+    spread = []
+    for label, path in RATIOS:
+        values = [find(r, path) for r in runs]
+        if not runs or any(v is None for v in values):
+            continue
+        spread.append(
+            {"ratio": label, "median": statistics.median(values), "min": min(values), "max": max(values),
+             "values": values}
+        )  # fmt: skip
+    return spread
+
+
+def spread_lines(spread: Sequence[dict], repeats: int) -> list[str]:
+    """The report's closing table: each ratio's median and range over the repeats."""
+    lines = [
+        f"every ratio over {repeats} runs of the whole measurement",
+        f"{'':40}{'median':>8}{'min-max':>15}",
+    ]
+    for r in spread:
+        lines.append(f"{r['ratio']:40}{r['median']:>7.2f}x{r['min']:>9.2f}-{r['max']:.2f}x")
+    return lines
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None), checked; errors exit with a usage line."""
@@ -154,6 +213,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the Multi30k folder: also measure training on train.py's own batches (configs/multi30k.yaml)",
     )  # fmt: skip
     parser.add_argument(
+        "--decode-tokens", type=int, default=None, metavar="N",
+        help="tokens each decoding runs (EOS blocked); default: a Multi30k test reference's mean length "
+        "with --data, else 16",
+    )  # fmt: skip
+    parser.add_argument(
+        "--repeats", type=int, default=1, metavar="K",
+        help="run the whole measurement K times and report each ratio's median and range",
+    )  # fmt: skip
+    parser.add_argument(
         "--joeynmt-venv", type=Path, default=JOEYNMT_VENV,
         help="JoeyNMT's virtual environment (bench/joeynmt_baseline.py makes it); skipped without it",
     )  # fmt: skip
@@ -166,6 +234,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--data {args.data}: no Multi30k there (train.de missing)")
     if any(size < 1 for size in args.decode_batch_sizes):
         parser.error(f"--decode-batch-sizes must be at least 1, got {args.decode_batch_sizes}")
+    if args.decode_tokens is not None and args.decode_tokens < 1:
+        parser.error(f"--decode-tokens must be at least 1, got {args.decode_tokens}")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -184,16 +256,32 @@ def step_precision_name(precision: str | None, device: torch.device) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark as the command line asks and print its report; returns its figures (with
+    ``--repeats`` above 1, every run's under ``runs`` and the ratios' spread under ``ratios``)."""
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = QUICK if args.quick else BenchConfig()
-    results = run(
-        cfg, device, args.decode_batch_sizes, step_precision_name(args.precision, device), args.data,
-        args.joeynmt_venv, args.eole_venv,
-    )
-    print(report(results))
+    recipe = None
+    if args.data is not None:  # built once: every repeat times the same batches
+        recipe = recipe_data(args.data, cfg.train_warmup + cfg.train_iters, device)
+    lengths = None if recipe is None else recipe.reference_lengths
+    cfg = replace(cfg, decode_steps=decode_length(args.decode_tokens, lengths, cfg.decode_steps))
+    precision = step_precision_name(args.precision, device)
+    runs = []
+    for k in range(args.repeats):
+        runs.append(
+            run(cfg, device, args.decode_batch_sizes, precision, recipe, args.joeynmt_venv, args.eole_venv)
+        )
+        if args.repeats > 1:
+            print(f"-- run {k + 1} of {args.repeats} --")
+        print(report(runs[-1]), end="\n\n" if args.repeats > 1 else "\n", flush=True)
+    results = runs[0]
+    if args.repeats > 1:
+        spread = ratio_spread(runs)
+        print("\n".join(spread_lines(spread, args.repeats)))
+        results = {"machine": runs[0]["machine"], "config": runs[0]["config"], "runs": runs, "ratios": spread}
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return results

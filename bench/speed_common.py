@@ -39,7 +39,7 @@ class BenchConfig:
     max_len: int = 30
     train_warmup: int = 3
     train_iters: int = 10
-    decode_steps: int = 40
+    decode_steps: int = 16  # tokens a decoding runs, about a Multi30k reference's (speed.py --decode-tokens)
     beam_size: int = 4
     decode_warmup: int = 1
     decode_iters: int = 3
@@ -174,10 +174,11 @@ def bench_matmul(size: int, repeats: int, device: torch.device, dtype: torch.dty
 
 
 def time_in_venv(
-    cfg: BenchConfig, device: torch.device, venv: Path, script: str, name: str, maker: str
+    cfg: BenchConfig, device: torch.device, venv: Path, script: str, name: str, maker: str,
+    extra: dict | None = None,
 ) -> dict:
     """The figures ``bench/<script> speed`` measures in a peer's virtual environment ``venv`` on the
-    benchmark's training batches (saved here, loaded there), as a dict.
+    benchmark's training batches (saved here, loaded there, with ``extra``'s entries beside them), as a dict.
 
     Returns ``{"skipped": reason}`` without the venv, on a GPU (the comparisons are for CPUs), or when the
     script fails (its last line of errors); ``maker`` names the script that makes the venv.
@@ -195,7 +196,7 @@ def time_in_venv(
     batches = make_batches(cfg, cfg.train_warmup + cfg.train_iters, device)
     with tempfile.TemporaryDirectory() as folder:
         saved, out = Path(folder) / "batches.pt", Path(folder) / "result.json"
-        torch.save({"config": asdict(cfg), "batches": [asdict(b) for b in batches]}, saved)
+        torch.save({"config": asdict(cfg), "batches": [asdict(b) for b in batches], **(extra or {})}, saved)
         threads = str(torch.get_num_threads())
         command = [str(python), str(Path(__file__).resolve().parent / script), "speed", str(saved), str(out),
                    "--threads", threads]  # fmt: skip

@@ -7,6 +7,7 @@ Shape legend: B batch, S source length, L generated length.
 
 import statistics
 import textwrap
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
@@ -15,6 +16,24 @@ from analysis.flops import matmul_flops
 from bench.speed_common import EOS, BenchConfig, make_batches, our_model, timed
 from model.decoding import greedy_search
 from tests.weight_surgery import suppress_eos
+
+
+def decode_length(requested: int | None, reference_lengths: Sequence[int] | None, default: int) -> int:
+    """How many tokens each benchmarked decoding runs: ``requested`` where given; else what greedy decoding of
+    a reference of mean length runs (its tokens and EOS, rounded); else ``default``.
+
+    Raises:
+        ValueError: ``requested`` below 1, or an empty list of reference lengths.
+    """
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"decode tokens must be at least 1, got {requested}")
+        return requested
+    if reference_lengths is None:
+        return default
+    if not reference_lengths:
+        raise ValueError("no reference lengths to take the mean of")
+    return round(statistics.fmean(reference_lengths) + 1)  # + 1: the step that emits EOS
 
 
 def bench_decoding(

@@ -1,47 +1,86 @@
-"""``model.Transformer`` against JoeyNMT's Transformer at the benchmark's sizes: training target tokens/s and
-greedy sentences/s, timed in JoeyNMT's own virtual environment (``bench/joeynmt_venv.py speed``) on the
-batches saved here, the two models' steps alternating.
+"""``model.Transformer`` against JoeyNMT's Transformer at the benchmark's sizes: training target tokens/s on
+the random batches and, where given, on ``train.py``'s own Multi30k batches, and greedy sentences/s of this
+project's model with and without its key/value cache beside JoeyNMT's (which re-runs the prefix), timed in
+JoeyNMT's own virtual environment (``bench/joeynmt_venv.py speed``) on the batches saved here, the models'
+steps alternating.
 """
 
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
 from bench.speed_common import BenchConfig, time_in_venv
+from bench.speed_training import RecipeData
 
 JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
 
 
-def bench_joeynmt(cfg: BenchConfig, device: torch.device, venv: Path) -> dict:
+def bench_joeynmt(
+    cfg: BenchConfig, device: torch.device, venv: Path, recipe: RecipeData | None = None
+) -> dict:
     """JoeyNMT's Transformer and ``model.Transformer`` at ``cfg``'s sizes on ``bench_training``'s batches,
-    timed in JoeyNMT's virtual environment (``bench/joeynmt_venv.py speed``), their steps alternating.
+    and on ``recipe``'s batches where given (at the recipe's vocabulary size), timed in JoeyNMT's virtual
+    environment (``bench/joeynmt_venv.py speed``), their steps alternating.
 
     Returns ``{"skipped": reason}`` without the venv or on a GPU (the comparison is for CPUs).
     """
-    result = time_in_venv(cfg, device, venv, "joeynmt_venv.py", "JoeyNMT", "joeynmt_baseline.py")
+    extra = None
+    if recipe is not None:
+        count = cfg.train_warmup + cfg.train_iters
+        extra = {"recipe": {
+            "config": asdict(replace(cfg, vocab_size=recipe.vocab_size)),
+            "batches": [asdict(b) for b in recipe.batches[:count]],
+        }}  # fmt: skip
+    result = time_in_venv(cfg, device, venv, "joeynmt_venv.py", "JoeyNMT", "joeynmt_baseline.py", extra)
     if "skipped" in result:
         return result
     ours, joey = result["ours"], result["joeynmt"]
     result["training_ratio"] = ours["target_tokens_per_s"] / joey["target_tokens_per_s"]
     result["greedy_ratio"] = ours["greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]
+    result["uncached_greedy_ratio"] = ours["uncached_greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]
+    if "recipe" in result:
+        r = result["recipe"]
+        r["training_ratio"] = r["ours"]["target_tokens_per_s"] / r["joeynmt"]["target_tokens_per_s"]
     return result
 
 
 def joeynmt_lines(results: dict) -> list[str]:
-    """The report's JoeyNMT table (a skip reason when it was not measured)."""
+    """The report's JoeyNMT tables, training and greedy decoding (a skip reason when not measured)."""
     c = results["config"]
     joey = results.get("joeynmt", {"skipped": "not measured"})
-    lines = ["", "JoeyNMT 2.3.0 Transformer (pre-LN) at the same sizes, random batches, in its own venv"]
+    lines = ["", "JoeyNMT 2.3.0 Transformer (pre-LN) at the same sizes, in its own venv, steps alternating"]
     if "skipped" in joey:
         return [*lines, f"  skipped: {joey['skipped']}"]
-    lines.append(f"{'':26}{'tgt tok/s':>11}{'greedy sent/s':>15}{'params':>12}")
-    for name, label in (("ours", "model.Transformer"), ("joeynmt", "JoeyNMT Transformer")):
-        r = joey[name]
+    ours, other = joey["ours"], joey["joeynmt"]
+    lines += [
+        (
+            f"{'training, target tokens/s':26}{'ours':>11}{'JoeyNMT':>10}{'ratio':>8}   "
+            f"(params {ours['params']:,} and {other['params']:,})"
+        ),
+        (
+            f"{'random batches':26}{ours['target_tokens_per_s']:>11.0f}{other['target_tokens_per_s']:>10.0f}"
+            f"{joey['training_ratio']:>7.2f}x"
+        ),
+    ]
+    recipe = joey.get("recipe")
+    if recipe is None:
+        lines.append(f"{'train.py batches':26}skipped: no --data given")
+    else:
         lines.append(
-            f"{label:26}{r['target_tokens_per_s']:>11.0f}{r['greedy_sentences_per_s']:>15.1f}{r['params']:>12,}"
+            f"{'train.py batches':26}{recipe['ours']['target_tokens_per_s']:>11.0f}"
+            f"{recipe['joeynmt']['target_tokens_per_s']:>10.0f}{recipe['training_ratio']:>7.2f}x"
         )
-    lines.append(
-        f"{'ours / JoeyNMT':26}{joey['training_ratio']:>10.2f}x{joey['greedy_ratio']:>14.2f}x   "
-        f"(ours: KV cache; JoeyNMT re-runs the prefix; {c['decode_steps']} tokens, batch {c['batch_size']})"
-    )
+    lines += [
+        (
+            f"greedy decoding, {c['decode_steps']} tokens, batch {c['batch_size']}: sentences/s, "
+            "and the multiple of JoeyNMT's"
+        ),
+        f"{'ours, KV cache':26}{ours['greedy_sentences_per_s']:>11.1f}{joey['greedy_ratio']:>10.2f}x",
+        (
+            f"{'ours, prefix re-run':26}{ours['uncached_greedy_sentences_per_s']:>11.1f}"
+            f"{joey['uncached_greedy_ratio']:>10.2f}x"
+        ),
+        f"{'JoeyNMT, prefix re-run':26}{other['greedy_sentences_per_s']:>11.1f}{1:>10.2f}x",
+    ]
     return lines

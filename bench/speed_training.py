@@ -204,9 +204,19 @@ def bench_packing(cfg: BenchConfig, device: torch.device, precision: str = "32-t
     }
 
 
-def recipe_batches(data_path: Path, count: int, device: torch.device) -> tuple[list[Batch], int]:
-    """``count`` shuffled training batches of the Multi30k recipe, as ``train.py`` makes them, and the
-    recipe's vocabulary size.
+@dataclass(frozen=True)
+class RecipeData:
+    """What the benchmark takes from the Multi30k recipe: ``train.py``'s own training batches (warm-up first,
+    then the timed ones), the recipe's vocabulary size, and the test references' lengths in target tokens."""
+
+    batches: list[Batch]
+    vocab_size: int
+    reference_lengths: list[int]  # tokens of each test reference, without BOS or EOS
+
+
+def recipe_data(data_path: Path, count: int, device: torch.device) -> RecipeData:
+    """``count`` shuffled training batches of the Multi30k recipe, as ``train.py`` makes them, its vocabulary
+    size and its test references' lengths.
 
     The data module is built from ``configs/multi30k.yaml``'s ``data`` section (joint BPE, punctuation split,
     length-bucketed batches of ``max_tokens``), with ``data_path`` as the corpus folder.
@@ -218,18 +228,22 @@ def recipe_batches(data_path: Path, count: int, device: torch.device) -> tuple[l
     settings = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))["data"]
     dm = TranslationDataModule(**{**settings, "path": str(data_path), "num_workers": 0})
     dm.setup("fit")
+    if dm.src_vocab_size != dm.tgt_vocab_size:  # the benchmark's models take one size for both
+        raise ValueError(f"the recipe's vocabularies differ: {dm.src_vocab_size} and {dm.tgt_vocab_size}")
     batches = []
     for batch in dm.dataloader("train", shuffle=True):
         batches.append(Batch(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)))
         if len(batches) == count:
             break
-    return batches, dm.tgt_vocab_size
+    references = [pair.target for pair in dm.pairs("test")]
+    lengths = [len(ids) for ids in dm.tgt_tokenizer.encode_batch(references)]
+    return RecipeData(batches, dm.tgt_vocab_size, lengths)
 
 
-def bench_recipe_training(cfg: BenchConfig, device: torch.device, data_path: Path) -> dict:
+def bench_recipe_training(cfg: BenchConfig, device: torch.device, recipe: RecipeData) -> dict:
     """``bench_training`` at the same sizes on ``train.py``'s own Multi30k batches instead of random ones."""
-    batches, vocab_size = recipe_batches(data_path, cfg.train_warmup + cfg.train_iters, device)
-    cfg = replace(cfg, vocab_size=vocab_size)
+    cfg = replace(cfg, vocab_size=recipe.vocab_size)
+    batches = recipe.batches[: cfg.train_warmup + cfg.train_iters]
     result = bench_training(cfg, device, batches=batches)
     result["padding_share"] = padding_share(batches[cfg.train_warmup :])
     result["batches"] = len(batches) - cfg.train_warmup

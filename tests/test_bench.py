@@ -526,28 +526,117 @@ def test_speed_data_option_needs_the_corpus(tmp_path, capsys):
 
 @pytest.mark.skipif(not (CORPORA / "multi30k").is_dir(), reason=f"Multi30k not found in {CORPORA}")
 def test_speed_measures_the_ratio_on_the_recipe_batches(tmp_path):
-    from bench.speed_training import bench_recipe_training, recipe_batches
+    from bench.speed_decoding import decode_length
+    from bench.speed_training import bench_recipe_training, recipe_data
 
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        batches, vocab_size = recipe_batches(CORPORA / "multi30k", 3, torch.device("cpu"))
-        assert vocab_size == 8000 and len(batches) == 3
+        recipe = recipe_data(CORPORA / "multi30k", 3, torch.device("cpu"))
+        batches = recipe.batches
+        assert recipe.vocab_size == 8000 and len(batches) == 3
+        assert len(recipe.reference_lengths) == 1000  # test2016, the recipe's test split
+        assert 10 <= decode_length(None, recipe.reference_lengths, 16) <= 20  # a short caption's tokens
         import yaml
 
-        recipe = yaml.safe_load((JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml").read_text())["data"]
+        settings = yaml.safe_load((JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml").read_text())["data"]
         for b in batches:  # the recipe's token budget: sentences times the longest padded sequence
-            assert b.src.numel() <= recipe["max_tokens"] and b.tgt_out.numel() <= recipe["max_tokens"]
+            assert b.src.numel() <= settings["max_tokens"] and b.tgt_out.numel() <= settings["max_tokens"]
             shifted = b.tgt_in[:, 1:] != PAD_ID  # train.py's shift: tgt_in is BOS + tgt_out's tokens
             assert torch.equal(b.tgt_in[:, 1:][shifted], b.tgt_out[:, :-1][shifted])
         result = bench_recipe_training(replace(QUICK, train_warmup=1, train_iters=1), torch.device("cpu"),
-                                       CORPORA / "multi30k")
+                                       recipe)
     finally:
         torch.set_num_threads(threads)
     assert result["batches"] == 1 and 0 <= result["padding_share"] < 0.5
     assert result["ratio"] == pytest.approx(
         result["ours"]["target_tokens_per_s"] / result["tutorial"]["target_tokens_per_s"]
     )
+
+
+def test_speed_decode_length_is_the_one_asked_for_else_a_mean_reference_and_its_eos_else_the_default():
+    from bench.speed_decoding import decode_length
+
+    assert decode_length(40, [3, 4], 16) == 40
+    assert decode_length(None, [14, 15, 16], 16) == 16  # mean 15 tokens, then EOS
+    assert decode_length(None, [14, 15], 16) == 16  # 14.5 + 1 rounds to the even 16
+    assert decode_length(None, [10, 11, 11], 16) == 12  # 10.67 + 1
+    assert decode_length(None, None, 16) == 16
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        decode_length(0, None, 16)
+    with pytest.raises(ValueError, match="no reference lengths"):
+        decode_length(None, [], 16)
+
+
+def test_speed_repeats_report_each_ratios_median_and_range_over_the_runs_that_all_measured_it():
+    from bench.speed import ratio_spread, spread_lines
+
+    def run(training: float, cache: float, joey: dict | None) -> dict:
+        results = {"training": {"ratio": training}, "decoding": {"cache_ratio": cache}}
+        return results if joey is None else {**results, "joeynmt": joey}
+
+    runs = [
+        run(1.5, 3.0, {"training_ratio": 1.2, "recipe": {"training_ratio": 1.1}}),
+        run(1.1, 4.0, {"training_ratio": 1.0, "recipe": {"training_ratio": 1.3}}),
+        run(1.3, 2.0, {"training_ratio": 1.4}),  # measured no train.py batches
+    ]
+    spread = ratio_spread(runs)
+    assert [r["ratio"] for r in spread] == [
+        "training / tutorial, random batches", "training / JoeyNMT, random batches",
+        "greedy: KV cache / prefix re-run",
+    ]  # fmt: skip
+    assert spread[0] == {"ratio": "training / tutorial, random batches", "median": 1.3, "min": 1.1,
+                         "max": 1.5, "values": [1.5, 1.1, 1.3]}  # fmt: skip
+    assert (spread[1]["median"], spread[1]["min"], spread[1]["max"]) == (1.2, 1.0, 1.4)
+    assert (spread[2]["median"], spread[2]["min"], spread[2]["max"]) == (3.0, 2.0, 4.0)
+    assert ratio_spread(runs[:2])[2] == {"ratio": "training / JoeyNMT, train.py batches",
+                                         "median": pytest.approx(1.2), "min": 1.1, "max": 1.3,
+                                         "values": [1.1, 1.3]}  # fmt: skip
+    assert ratio_spread([]) == []
+    lines = spread_lines(spread, 3)
+    assert lines[0] == "every ratio over 3 runs of the whole measurement"
+    assert lines[2] == f"{'training / tutorial, random batches':40}{'1.30x':>8}{'1.10-1.50x':>15}"
+
+
+def test_speed_options_for_decode_length_and_repeats_are_checked(capsys):
+    from bench.speed import parse_args
+
+    assert parse_args(["--decode-tokens", "40", "--repeats", "3"]).decode_tokens == 40
+    assert parse_args([]).repeats == 1 and parse_args([]).decode_tokens is None
+    for argv, message in (
+        (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+        (["--decode-tokens", "0"], "--decode-tokens must be at least 1, got 0"),
+    ):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert message in capsys.readouterr().err
+
+
+def test_speed_joeynmt_rows_put_ours_with_and_without_the_cache_beside_joeynmt():
+    from bench.speed_joeynmt import joeynmt_lines
+
+    joey = {
+        "ours": {"params": 10, "target_tokens_per_s": 1200.0, "greedy_sentences_per_s": 300.0,
+                 "uncached_greedy_sentences_per_s": 60.0},
+        "joeynmt": {"params": 10, "target_tokens_per_s": 1000.0, "greedy_sentences_per_s": 50.0},
+        "training_ratio": 1.2, "greedy_ratio": 6.0, "uncached_greedy_ratio": 1.2,
+        "recipe": {"ours": {"target_tokens_per_s": 1100.0}, "joeynmt": {"target_tokens_per_s": 1000.0},
+                   "training_ratio": 1.1},
+    }  # fmt: skip
+    lines = joeynmt_lines({"config": {"decode_steps": 16, "batch_size": 64}, "joeynmt": joey})
+    assert lines[3] == f"{'random batches':26}{1200:>11}{1000:>10}{'1.20x':>8}"
+    assert lines[4] == f"{'train.py batches':26}{1100:>11}{1000:>10}{'1.10x':>8}"
+    assert lines[5].startswith("greedy decoding, 16 tokens, batch 64")
+    assert lines[6:] == [
+        f"{'ours, KV cache':26}{'300.0':>11}{'6.00x':>11}",
+        f"{'ours, prefix re-run':26}{'60.0':>11}{'1.20x':>11}",
+        f"{'JoeyNMT, prefix re-run':26}{'50.0':>11}{'1.00x':>11}",
+    ]
+    del joey["recipe"]
+    assert joeynmt_lines({"config": {"decode_steps": 16, "batch_size": 64}, "joeynmt": joey})[4] == (
+        f"{'train.py batches':26}skipped: no --data given"
+    )
+
 
 
 JOEYNMT_SH = Path(__file__).resolve().parents[1] / "bench" / "joeynmt.sh"
@@ -1065,7 +1154,8 @@ def test_corpus_growth_recombines_pairs_and_reports_the_growth(tmp_path):
         left, right = source.split(" ein hund ")[0].split()[-1], source.split()[-1]
         assert target == f"a dog train {left} a dog train {right}"
     assert (tmp_path / "c" / "test.tsv").read_text().count("\n") == 3
-    stages = {s: {"seconds": 1.0, "resident_mb": 100.0} for s in ("read", "tokenizer", "encode", "first batch")}
+    names = ("read", "tokenizer", "encode", "first batch")
+    stages = {s: {"seconds": 1.0, "resident_mb": 100.0} for s in names}
     lines = report([{"pairs": 1_000_000, "stages": stages, "seconds": 4.0, "peak_mb": 2048.0},
                     {"pairs": 2_000_000, "stages": stages, "seconds": 8.0, "peak_mb": 3072.0}])
     assert lines[2].startswith("| 1,000,000 | 1.0 (100) |")

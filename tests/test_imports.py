@@ -102,4 +102,5 @@ def test_the_layer_rule_sees_a_breach(tmp_path, monkeypatch):
 
 def test_only_the_benchmark_tests_import_bench():
     importing = [p.name for p in sorted((REPO / "tests").glob("*.py")) if "bench" in imported_modules(p)]
-    assert importing == ["test_bench.py", "test_joeynmt.py"]  # test_joeynmt.py: the JoeyNMT baseline's
+    # test_joeynmt.py: the JoeyNMT baseline's; test_memory.py: bench/memory.py reads a run's memory log
+    assert importing == ["test_bench.py", "test_joeynmt.py", "test_memory.py"]
