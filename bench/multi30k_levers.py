@@ -4,6 +4,7 @@
     python bench/multi30k_levers.py --levers tokens1024 dropout0.1 --max-tokens 2048  # from 2048 tokens
     python bench/multi30k_levers.py --levers ema --threads 2 --test    # alone on both cores, then the tests
     python bench/multi30k_levers.py --levers steps ema --dry-run       # the commands, without running them
+    python bench/multi30k_levers.py --levers seed1 seed2 --test        # the recipe twice, for its mean
 
 A lever is ``configs/multi30k.yaml`` with one change (``LEVERS``). The levers named together train at the same
 time, each process on ``--threads`` torch threads (default 1) for ``--minutes`` (default 60), as
@@ -52,6 +53,8 @@ LEVERS: dict[str, tuple[str, ...]] = {
     "dropout0.1": ("--model.dropout=0.1",),  # less regularisation for a model underfit after the hour (lost)
     "vocab10k": ("--data.vocab_size=10000",),
     "vocab6k": ("--data.vocab_size=6000",),
+    # The recipe with other seeds (it has 1234): the spread between identical runs, and the headline's mean.
+    **{f"seed{k}": (f"--seed_everything={k}",) for k in (1, 2, 3)},
 }
 
 
