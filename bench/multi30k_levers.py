@@ -5,6 +5,7 @@
     python bench/multi30k_levers.py --levers ema --threads 2 --test    # alone on both cores, then the tests
     python bench/multi30k_levers.py --levers steps ema --dry-run       # the commands, without running them
     python bench/multi30k_levers.py --levers seed1 seed2 --test        # the recipe twice, for its mean
+    python bench/multi30k_levers.py --levers seed3 --beside marian --test  # ... beside Marian's hour
 
 A lever is ``configs/multi30k.yaml`` with one change (``LEVERS``). The levers named together train at the same
 time, each process on ``--threads`` torch threads (default 1) for ``--minutes`` (default 60), as
@@ -14,6 +15,11 @@ the recipe's own training also 0.6 and 1.4; for ``steps``, the last 3, 5 or 10 c
 ``ema``, also the raw weights beside their average). ``--test`` then applies each run's best variant on the
 validation set, once, to test2016, test2017 and mscoco2017. Scores go to ``<out>/scores.jsonl`` (one JSON line
 per evaluation) and a table closes the run; ``--score-only`` scores the runs already in ``--out`` again.
+
+``--beside PEER`` trains a peer's baseline (``PEERS``: eole's or Marian's recipe sized to the hour,
+docs/peers.md) at the same time, on ``--threads`` threads for the same ``--minutes``, in ``<out>/<peer>``; its
+environment is made first if missing, before any clock starts. The peer decodes test2016 itself (beam 5) and
+scores it as ``evaluate.py`` does; its row joins the table.
 Which levers were tried, with their figures, is in docs/results.md.
 """
 
@@ -57,6 +63,9 @@ LEVERS: dict[str, tuple[str, ...]] = {
     **{f"seed{k}": (f"--seed_everything={k}",) for k in (1, 2, 3)},
 }
 
+# Peers that can train beside the levers: their baseline scripts (bench/peers.py), run with the same budget.
+PEERS = {"eole": "bench/eole_baseline.py", "marian": "bench/marian_baseline.py"}
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -95,6 +104,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-tokens", type=int, help="the recipe's batch size to start from (default: the config's)"
     )
+    p.add_argument("--beside", choices=sorted(PEERS), help="a peer's hour at the same time (docs/peers.md)")
     p.add_argument("--out", type=Path, default=Path("results_levers"), help="where runs and scores go")
     p.add_argument("--test", action="store_true", help="then score each run's best variant on the test sets")
     p.add_argument("--score-only", action="store_true", help="score the runs already in --out, no training")
@@ -122,6 +132,20 @@ def train_command(
         "--trainer.max_time", max_time, "--trainer.logger.init_args.save_dir", str(out / lever / "runs"),
         "--trainer.enable_progress_bar=false", *start, *LEVERS[lever],
     ]  # fmt: skip
+
+
+def peer_command(peer: str, data: Path, minutes: int, threads: int, out: Path) -> list[str]:
+    """The baseline of ``peer`` for the same budget and threads, writing to ``<out>/<peer>``."""
+    return [
+        sys.executable, PEERS[peer], "--data", str(data), "--minutes", str(minutes),
+        "--threads", str(threads), "--out", str(out / peer),
+    ]  # fmt: skip
+
+
+def peer_row(peer: str, out: Path) -> dict:
+    """The peer's test2016 result (``<out>/<peer>/result.json``) as a row of the table."""
+    result = json.loads((out / peer / "result.json").read_text(encoding="utf-8"))
+    return {"lever": peer, "variant": "its recipe, beam 5", "split": result["test_split"], **result}
 
 
 def evaluate_command(checkpoint: Path, variant: Variant, split: str) -> list[str]:
@@ -180,6 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
 
     trainings = {}
+    peer = None
+    if args.beside and not args.score_only:
+        command = peer_command(args.beside, data, args.minutes, args.threads, args.out)
+        print(" ".join(command), flush=True)
+        if not args.dry_run:  # its environment first, outside the hour
+            subprocess.run([*command[:2], "--venv-only"], check=True, cwd=REPO)
+            (args.out / args.beside).mkdir(parents=True)
+            log = open(args.out / f"{args.beside}.log", "w")  # noqa: SIM115 (closed when the run ends)
+            peer = (subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log), log)
     for lever in [] if args.score_only else args.levers:
         command = train_command(lever, data, args.minutes, args.out, args.max_tokens)
         print(" ".join(command), flush=True)
@@ -192,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"error: training lever {lever} failed (exit {process.returncode}): {log.name}")
         log.close()
 
-    # Scoring: each lever's variants in turn, one process at a time on all of the threads the runs had.
+    # Scoring: each lever's variants in turn, one process at a time on all of the threads the runs had (the
+    # peer, if any, decodes on its own threads meanwhile).
     env["OMP_NUM_THREADS"] = str(args.threads * len(args.levers))
     scores = []
     for lever in args.levers:
@@ -215,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
                 scores += [result] if result is not None else []
     if args.dry_run:
         return 0
+    if peer is not None:
+        process, log = peer
+        if process.wait() != 0:
+            raise SystemExit(f"error: {args.beside}'s run failed (exit {process.returncode}): {log.name}")
+        log.close()
+    if args.beside and (args.out / args.beside / "result.json").is_file():
+        scores.append(peer_row(args.beside, args.out))
     with open(args.out / "scores.jsonl", "w") as f:
         f.writelines(json.dumps(row) + "\n" for row in scores)
     print(f"\n{'lever':<12} {'variant':<22} {'split':<11} {'BLEU':>5} {'chrF':>5}")

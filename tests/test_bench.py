@@ -714,6 +714,30 @@ def test_levers_dry_run_prints_both_trainings_and_every_evaluation_in_order(tmp_
     assert again == [line for line in lines if " train.py " not in line]
 
 
+def test_levers_beside_a_peer_start_its_baseline_with_the_same_budget_and_read_its_result(tmp_path, capsys):
+    from bench.marian_baseline import parse_args as marian_args
+    from bench.multi30k_levers import REPO, main, peer_row
+
+    out = tmp_path / "out"
+    argv = ["--levers", "seed3", "--beside", "marian", "--dry-run", "--out", str(out), "--minutes", "45"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    peer = [line for line in lines if "marian_baseline.py" in line]
+    assert len(peer) == 1 and lines.index(peer[0]) < min(i for i, l in enumerate(lines) if " train.py " in l)
+    given = marian_args(peer[0].split("marian_baseline.py ")[1].split())
+    assert (given.minutes, given.threads, given.out) == (45, 1, out / "marian")
+    assert given.data == REPO.parent / "shared" / "corpora" / "multi30k"
+    assert "--seed_everything=3" in next(line for line in lines if " train.py " in line)
+    assert not out.exists()
+
+    (out / "marian").mkdir(parents=True)
+    result = {"test_split": "test2016", "bleu": 12.5, "chrf": 40.25, "updates": 321}
+    (out / "marian" / "result.json").write_text(json.dumps(result))
+    row = peer_row("marian", out)
+    assert (row["lever"], row["split"], row["bleu"], row["chrf"], row["updates"]) == (
+        "marian", "test2016", 12.5, 40.25, 321)  # fmt: skip
+
+
 def test_levers_skip_without_the_corpus_and_refuse_bad_options(tmp_path, capsys):
     from bench.multi30k_levers import main
 
@@ -762,6 +786,9 @@ def test_every_lever_makes_a_config_that_train_py_accepts_and_changes_what_it_na
         added = lever_config["trainer"]["callbacks"] or []
         changed[lever].update({c["class_path"].split(".")[-1]: c.get("init_args", {}) for c in added})
     assert changed["recipe"] == {}
+    for k in (1, 2, 3):  # the recipe itself, another seed
+        assert changed[f"seed{k}"] == {}
+        assert config("--data.max_tokens=2048", *LEVERS[f"seed{k}"])["seed_everything"] == k
     assert changed["tokens1024"] == {"data.max_tokens": 1024}
     assert changed["dropout0.1"] == {"model.dropout": 0.1}
     assert changed["vocab10k"] == {"data.vocab_size": 10000}
