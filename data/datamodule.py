@@ -95,10 +95,12 @@ class TranslationDataModule(L.LightningDataModule):
             attribution columns; val and test are held out of it) or ``scan``
             (the SCAN folder with ``<scan_split>_split/tasks_{train,test}_<scan_split>.txt[.gz]``).
         path: the corpus folder; required for multi30k, parallel, tsv and scan; for tatoeba the file.
-        source_lang: multi30k, parallel: the file extension of the source language (either direction works).
-            tatoeba: ``en`` reads English as the source, anything else the translation column (name the
-            language as sacreBLEU knows it, ``zh`` or ``ja``: BLEU's tokenizer follows ``target_lang``).
-        target_lang: multi30k, parallel: the file extension of the target language; tatoeba: as above.
+        source_lang: multi30k, parallel: the file extension of the source language (either direction works;
+            default ``de``). tatoeba: ``en`` reads English as the source, anything else the translation
+            column (a code BLEU's tokenizer knows, as ``zh``, ``cmn`` or ``ja``: it follows ``target_lang``);
+            by default the language of the file's name (``cmn.txt``: ``cmn``), into English.
+        target_lang: multi30k, parallel: the file extension of the target language (default ``en``);
+            tatoeba: as above (English unless ``source_lang`` is).
         val_split: multi30k, parallel, tsv: the name of the validation files (``dev`` for KFTT's
             ``dev.ja.gz``); ``None``: ``val``.
         test_split: which file is the test split; ``None``: the dataset's own (``test2016`` for multi30k,
@@ -160,8 +162,8 @@ class TranslationDataModule(L.LightningDataModule):
         *,
         dataset: DatasetName = "toy",
         path: str | None = None,
-        source_lang: str = "de",
-        target_lang: str = "en",
+        source_lang: str | None = None,
+        target_lang: str | None = None,
         test_split: str | None = None,
         val_split: str | None = None,
         scan_split: str = "simple",
@@ -212,6 +214,7 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {gold_direction!r}")
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
+        source_lang, target_lang = _languages(dataset, path, source_lang, target_lang)
         self.save_hyperparameters()
         self.dataset = dataset
         self.path = path
@@ -664,6 +667,34 @@ def _maybe_gzipped(path: Path) -> Path:
     """``path``, or ``path.gz`` where only that exists."""
     gzipped = path.with_name(path.name + ".gz")
     return gzipped if not path.exists() and gzipped.exists() else path
+
+
+def _languages(
+    dataset: str, path: str | None, source_lang: str | None, target_lang: str | None
+) -> tuple[str, str]:
+    """The pair's languages as given; those not given: for a Tatoeba file, English and the language of the
+    file's name (``cmn.txt``: ``cmn``, Tatoeba's code), into English unless ``source_lang`` is English; for
+    the other datasets ``de`` and ``en``, Multi30k's."""
+    if dataset != "tatoeba":
+        return source_lang or "de", target_lang or "en"
+    if source_lang is not None and target_lang is not None:
+        return source_lang, target_lang
+    given = source_lang or target_lang
+    if given is not None and given.lower() not in _ENGLISH:
+        other = "en"  # the file pairs English with the language given
+    else:
+        name = Path(path or "").name
+        other = name.split(".")[0].lower()
+        if not (other.isascii() and other.isalpha() and 2 <= len(other) <= 3):
+            raise ValueError(
+                f"dataset 'tatoeba': name the language of {path} with source_lang or target_lang (its file "
+                f"name {name!r} is not a language code such as cmn or jpn)"
+            )
+    if source_lang is not None:
+        return source_lang, other
+    if target_lang is not None:
+        return other, target_lang
+    return other, "en"
 
 
 def _tatoeba_splits(pairs: list[Pair], held_out: int, seed: int) -> dict[str, list[int]]:

@@ -131,6 +131,26 @@ def test_the_hold_out_is_seeded_and_the_same_for_both_directions(tmp_path):
     assert {p.target for p in other_seed.pairs("test")} != {p.target for p in zh_en.pairs("test")}
 
 
+def test_tatoeba_languages_not_given_come_from_the_file_name_and_english(tmp_path):
+    path = tatoeba_file(tmp_path / "cmn.txt")
+
+    def languages(**given):
+        data = tatoeba_data(path, **{"source_lang": None, "target_lang": None} | given)
+        return data.source_lang, data.target_lang, data.hparams.source_lang, data.hparams.target_lang
+
+    assert languages() == ("cmn", "en", "cmn", "en")  # as downloaded: into English
+    assert languages(source_lang="en") == ("en", "cmn", "en", "cmn")
+    assert languages(target_lang="en") == ("cmn", "en", "cmn", "en")
+    assert languages(target_lang="zh") == ("en", "zh", "en", "zh")
+    assert languages(source_lang="ja") == ("ja", "en", "ja", "en")
+    english_source = tatoeba_data(path, source_lang="en", target_lang=None)
+    assert {p.source for p in english_source.pairs("train")} <= {english for english, _ in PAIRS}
+    renamed = tatoeba_file(tmp_path / "pairs.txt")
+    with pytest.raises(ValueError, match=r"name the language of .*pairs.txt with source_lang or target_lang"):
+        tatoeba_data(renamed, source_lang=None, target_lang=None)
+    assert tatoeba_data(renamed, source_lang="zh", target_lang=None).target_lang == "en"
+
+
 def test_tatoeba_options_that_cannot_work_are_refused(tmp_path):
     path = tatoeba_file(tmp_path / "cmn.txt")
     with pytest.raises(ValueError, match="exactly one of source_lang and target_lang must be en"):
