@@ -120,8 +120,9 @@ class TranslationDataModule(L.LightningDataModule):
             characters, without spaces, with measure words and an unaligned aspect particle (``data.toy``).
             ``han`` needs a subword tokenizer, ``bpe`` unless named, whose ``pre_tokenize`` picks ``cjk`` for
             the target; it makes ``target_lang`` ``zh`` (so that BLEU is tokenized as Chinese).
-        held_out_pairs: tatoeba: about this many pairs each for val and for test, drawn with ``seed``. Pairs
-            that share a sentence, on either side, stay in one split, so no test sentence is seen in training.
+        held_out_pairs: tatoeba only: about this many pairs each for val and for test (default 1000), drawn
+            with ``seed``. Pairs that share a sentence, on either side, stay in one split, so no test sentence
+            is seen in training.
         seed: seeds the toy generator, the SCAN and Tatoeba hold-outs and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
             and ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy_script=han``.
@@ -174,7 +175,7 @@ class TranslationDataModule(L.LightningDataModule):
         toy_max_train_words: int = 12,
         toy_phenomena: bool = False,
         toy_script: Script = "latin",
-        held_out_pairs: int = 1000,
+        held_out_pairs: int | None = None,
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
         vocab_size: int = 8000,
@@ -210,6 +211,9 @@ class TranslationDataModule(L.LightningDataModule):
             )
         if gold_alignments is not None and gold_sentences is None:
             raise ValueError("gold_alignments needs gold_sentences, the sentences its links index")
+        if gold_alignments is None and (gold_zero_based or gold_direction != "auto"):
+            option = "gold_zero_based" if gold_zero_based else f"gold_direction={gold_direction}"
+            raise ValueError(f"{option} reads the links of gold_alignments, which is not given")
         if gold_direction not in DIRECTIONS:
             raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {gold_direction!r}")
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
@@ -249,6 +253,9 @@ class TranslationDataModule(L.LightningDataModule):
                 )
             if test_split is not None:
                 raise ValueError("test_split names a file; dataset 'tatoeba' holds its test pairs out")
+        if held_out_pairs is not None and dataset != "tatoeba":
+            raise ValueError(f"held_out_pairs holds pairs out of a Tatoeba file; dataset {dataset!r} has none")
+        held_out_pairs = 1000 if held_out_pairs is None else held_out_pairs
         if held_out_pairs < 1:
             raise ValueError(f"held_out_pairs must be >= 1, got {held_out_pairs}")
         self.held_out_pairs = held_out_pairs

@@ -415,6 +415,12 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
             {"split_punctuation": True},
             "split_punctuation needs tokenizer bpe or unigram; dataset 'toy' has word-level tokens",
         ),
+        ({"held_out_pairs": 500}, "held_out_pairs holds pairs out of a Tatoeba file; dataset 'toy' has none"),
+        ({"gold_zero_based": True}, "gold_zero_based reads the links of gold_alignments, which is not given"),
+        (
+            {"gold_sentences": "gold.txt", "gold_direction": "reversed"},
+            "gold_direction=reversed reads the links of gold_alignments, which is not given",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):

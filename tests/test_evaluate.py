@@ -659,6 +659,17 @@ def test_settings_the_code_does_not_know_are_named_in_a_warning(tiny_run, tmp_pa
     ]
 
 
+def test_a_checkpoint_saved_when_every_run_recorded_held_out_pairs_still_evaluates(tiny_run, tmp_path, capsys):
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert checkpoint["datamodule_hyper_parameters"]["held_out_pairs"] is None  # not Tatoeba: none held out
+    checkpoint["datamodule_hyper_parameters"]["held_out_pairs"] = 1000  # what older versions saved
+    older = tmp_path / "older.ckpt"
+    torch.save(checkpoint, older)
+    code, out, err = run_evaluate(capsys, older, "--quiet")
+    assert (code, err) == (0, "")
+    assert out == run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--quiet")[1]
+
+
 def test_a_run_folder_evaluates_its_newest_weights(tiny_run, capsys):
     code, out, err = run_evaluate(capsys, tiny_run, "--quiet")
     assert code == 0 and last_json(out)["checkpoint"] == str(tiny_run / "checkpoints" / "last.ckpt")

@@ -190,6 +190,8 @@ def load_run(
     data_args = _init_arguments(
         TranslationDataModule, checkpoint["datamodule_hyper_parameters"], path, "data settings"
     )
+    if data_args.get("dataset") != "tatoeba":  # saved as 1000 by every run before it was Tatoeba's alone
+        data_args.pop("held_out_pairs", None)
     if data_path is not None:
         data_args["path"] = data_path
     if test_split is not None:
