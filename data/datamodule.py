@@ -254,7 +254,9 @@ class TranslationDataModule(L.LightningDataModule):
             if test_split is not None:
                 raise ValueError("test_split names a file; dataset 'tatoeba' holds its test pairs out")
         if held_out_pairs is not None and dataset != "tatoeba":
-            raise ValueError(f"held_out_pairs holds pairs out of a Tatoeba file; dataset {dataset!r} has none")
+            raise ValueError(
+                f"held_out_pairs holds pairs out of a Tatoeba file; dataset {dataset!r} has none"
+            )
         held_out_pairs = 1000 if held_out_pairs is None else held_out_pairs
         if held_out_pairs < 1:
             raise ValueError(f"held_out_pairs must be >= 1, got {held_out_pairs}")

@@ -659,7 +659,7 @@ def test_settings_the_code_does_not_know_are_named_in_a_warning(tiny_run, tmp_pa
     ]
 
 
-def test_a_checkpoint_saved_when_every_run_recorded_held_out_pairs_still_evaluates(tiny_run, tmp_path, capsys):
+def test_a_checkpoint_from_when_every_run_saved_held_out_pairs_still_evaluates(tiny_run, tmp_path, capsys):
     checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert checkpoint["datamodule_hyper_parameters"]["held_out_pairs"] is None  # not Tatoeba: none held out
     checkpoint["datamodule_hyper_parameters"]["held_out_pairs"] = 1000  # what older versions saved
