@@ -126,7 +126,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="write the model as a CTranslate2 model folder (pip install ctranslate2)")
     add(task, "--export-hf", metavar="DIR", only={EXPORT_HF},
         help="write the model as a transformers MarianMTModel folder with its tokenizer (pip install -e "
-             ".[hf]; post-LN models with sinusoidal positions)")
+             ".[hf]; post-LN models with sinusoidal positions); its generate() decodes with --beam-size "
+             "beams (length penalty 0) up to --max-len tokens")
     add(task, "--make-run", metavar="DIR", only={MAKE_RUN},
         help="with --hf-model and --tsv (or a gold set, --gold-alignments): write a run folder that the "
              "ATTENTION tab opens (tensorboard --logdir of its parent): one validation on those pairs, "
@@ -303,6 +304,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
                      "runs on the CPU")
+    if chosen == EXPORT_HF and args.batch_size != parser.get_default("batch_size"):
+        parser.error("--batch-size cannot be used with --export-hf: generate() batches what it is given")
+    if chosen == EXPORT_HF and args.length_penalty not in (0.0, parser.get_default("length_penalty")):
+        parser.error("--length-penalty is GNMT's; transformers' generate() divides by length ** penalty "
+                     "instead, so the export decodes beams with length_penalty 0, where both rules agree")
     if chosen == EXPORT_HF and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with --export-hf: the export is written from "
                      "the CPU")
@@ -452,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         if chosen == EXPORT_HF:
             dm = run.datamodule
             written = export_hf(run.module.model.cpu(), dm.src_tokenizer, dm.tgt_tokenizer, args.export_hf,
-                                overwrite=args.overwrite)
+                                overwrite=args.overwrite, num_beams=args.beam_size, max_len=args.max_len)
             print(f"wrote a transformers model to {written}", file=sys.stderr)
             return 0
         scoring = run_engine_evaluation(args, run) if chosen == ENGINE else run_scoring(args, run, device)

@@ -283,20 +283,26 @@ def hf_tokenizer(vocabulary: ExportVocabulary, max_len: int):
     )
 
 
-def generation_config(model: Transformer):
-    """How ``generate()`` and the pipeline decode by default: greedily, as evaluate.py does, from BOS, up to
-    the model's ``max_len`` tokens."""
+def generation_config(model: Transformer, num_beams: int = 1, max_len: int | None = None):
+    """How ``generate()`` and the pipeline decode by default: from BOS, up to ``max_len`` tokens (default: the
+    model's ``max_len``), greedily or with ``num_beams`` beams as ``Transformer.generate`` with
+    ``length_penalty=0`` (transformers divides by length ** penalty, not by GNMT's penalty: the two rules
+    agree at 0 only)."""
     from transformers import GenerationConfig
 
     c = model.config
+    if max_len is not None and not 1 <= max_len <= c.max_len:
+        raise EngineError(f"--max-len must be from 1 to the model's {c.max_len} positions, got {max_len}")
+    beams = {"length_penalty": 0.0, "early_stopping": False} if num_beams > 1 else {}
     return GenerationConfig(
         decoder_start_token_id=c.bos_id,
         bos_token_id=c.bos_id,
         eos_token_id=c.eos_id,
         pad_token_id=c.pad_id,
         forced_eos_token_id=None,
-        max_length=c.max_len + 1,  # the start token and at most max_len generated ones
-        num_beams=1,
+        max_length=(max_len or c.max_len) + 1,  # the start token and at most max_len generated ones
+        num_beams=num_beams,
+        **beams,
     )
 
 
@@ -307,11 +313,15 @@ def export(
     out_dir: str | os.PathLike[str],
     *,
     overwrite: bool = False,
+    num_beams: int = 1,
+    max_len: int | None = None,
 ) -> Path:
     """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config, and the
-    translation pipeline) for ``model``; returns its path. Written to a temporary folder first, so a failed
-    export leaves nothing half-written; an existing ``out_dir`` is replaced as a whole (none of its old files
-    stay) only with ``overwrite``, and only if it is empty or a model folder (it has a ``config.json``)."""
+    translation pipeline) for ``model``; returns its path. ``generate()`` then decodes as
+    ``generation_config`` says for ``num_beams`` and ``max_len``. Written to a temporary folder first, so a
+    failed export leaves nothing half-written; an existing ``out_dir`` is replaced as a whole (none of its old
+    files stay) only with ``overwrite``, and only if it is empty or a model folder (it has a ``config.json``).
+    """
     out = Path(out_dir)
     if out.exists() and not overwrite:
         raise EngineError(f"{out} exists; choose another name or pass --overwrite")
@@ -329,7 +339,7 @@ def export(
     missing, unexpected = marian.load_state_dict(marian_state_dict(model, vocabulary), strict=False)
     positions = {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}
     assert not unexpected and set(missing) <= positions, (missing, unexpected)
-    marian.generation_config = generation_config(model)
+    marian.generation_config = generation_config(model, num_beams, max_len)
     marian.config.custom_pipelines = CUSTOM_PIPELINES
     with staged_folder(out) as staging:  # an old folder's files (source.spm, vocab.json, ...) do not stay
         marian.save_pretrained(staging)

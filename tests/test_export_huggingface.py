@@ -267,6 +267,33 @@ def test_evaluate_refuses_other_modes_options_and_an_existing_folder(trained_exp
     assert code == 1 and f"{folder} exists" in err
 
 
+def test_the_exports_generate_decodes_with_the_beam_and_limit_asked_for(trained_export, capsys, tmp_path):
+    run, _, checkpoint = trained_export
+    folder = tmp_path / "beam4"
+    options = ("--beam-size", "4", "--max-len", "7")
+    assert run_evaluate(capsys, checkpoint, "--export-hf", folder, *options)[0] == 0
+    marian, hf_tokenizer = load(folder)
+    saved = marian.generation_config
+    assert (saved.num_beams, saved.max_length, saved.length_penalty) == (4, 8, 0.0)
+    model, dm = run.module.model, run.datamodule
+    ids = exported_ids(dm.src_tokenizer, dm.tgt_tokenizer)
+    for text in [p.source for p in dm.pairs("test")[:6]]:
+        batch = source_batch(hf_tokenizer, [text])
+        ours = model.generate(batch.input_ids, beam_size=4, length_penalty=0.0, max_len=7)
+        ours = model.generated_ids(ours)
+        assert hf_tokens(marian.generate(**batch)) == [[ids[i] for i in ours[0]]], text
+
+    for options, message in (
+        (("--length-penalty", "1.0"), "--length-penalty is GNMT's; transformers' generate() divides"),
+        (("--batch-size", "8"), "--batch-size cannot be used with --export-hf"),
+    ):
+        with pytest.raises(SystemExit):
+            run_evaluate(capsys, checkpoint, "--export-hf", tmp_path / "refused", *options)
+        assert message in capsys.readouterr().err
+    code, _, err = run_evaluate(capsys, checkpoint, "--export-hf", tmp_path / "long", "--max-len", "100000")
+    assert code == 1 and "--max-len must be from 1 to the model's" in err and not (tmp_path / "long").exists()
+
+
 def test_an_export_is_not_imported_back(trained_export, capsys):
     """--hf-model reads Marian's own tokenizer files; an export has a tokenizer.json: the original checkpoint
     is the model to evaluate."""
