@@ -304,6 +304,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if chosen in (ENGINE, EXPORT) and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with {chosen.value}: the CTranslate2 path "
                      "runs on the CPU")
+    for name in ("beam_size", "length_penalty", "max_len") if chosen == EXPLAIN else ():
+        if getattr(args, name) != parser.get_default(name):
+            parser.error(f"--{name.replace('_', '-')} decodes; {explain} explains the reference translations "
+                         "(teacher-forced), so it decodes nothing")
     if chosen == EXPORT_HF and args.batch_size != parser.get_default("batch_size"):
         parser.error("--batch-size cannot be used with --export-hf: generate() batches what it is given")
     if chosen == EXPORT_HF and args.length_penalty not in (0.0, parser.get_default("length_penalty")):

@@ -120,6 +120,12 @@ def test_a_bad_links_line_is_one_line_naming_file_and_line(gold_run, tmp_path, c
          "--alignment-threshold must be in (0, 1], got 1.5"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--gold-direction", "up"],
          "argument --gold-direction: invalid choice: 'up'"),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--beam-size", "4"],
+         ("--beam-size decodes; --gold-alignments explains the reference translations (teacher-forced), so "
+          "it decodes nothing")),
+        (["--gold-alignments", "g", "--gold-sentences", "s", "--max-len", "20"],
+         "--max-len decodes; --gold-alignments explains"),
+        (["--alignment-methods", "--length-penalty", "1.0"], "--length-penalty decodes; --alignment-methods"),
     ],
 )
 def test_gold_option_errors(tmp_path, capsys, options, message):
