@@ -3,7 +3,8 @@ a human gold set's own words (``evaluation.gold_alignment``), each extraction's 
 precision, recall and AER, as numbers (an ``AlignmentMethodsReport``) that ``viz.reports`` draws.
 
 Files written to the analysis folder (``--analysis-out``, default ``<run>/analysis/<checkpoint>``), named
-after the links file (``ja-en.gold``: ``gold_ja-en``):
+after the links file (``ja-en.gold``: ``gold_ja-en``; a split scored on its words, the Han-script toy's:
+``alignment_methods_<split>``, as ``--alignment-methods`` names the files of other data):
     gold_<name>.json                      every method, extraction, layer and head; the options and timings
     gold_<name>_sentence<k>_lens.json     the logit lens of gold pair k
 and, by viz.reports:
@@ -83,7 +84,8 @@ def run_gold_alignment(
     items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len, where)
     if not any(item.sure for item in items):  # every AER would be 1.0, whatever the model does
         raise AnalysisError(f"{where}: the {len(items)} pairs scored have no sure gold link to score against")
-    stem = directory / f"gold_{name}"
+    # Named as the data's --alignment-methods files are (``alignment_methods_val``), a gold set's after it.
+    stem = directory / (f"gold_{name}" if data is None else f"alignment_methods_{name}")
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
     check_new(json_path, args.overwrite)
     directory.mkdir(parents=True, exist_ok=True)
