@@ -249,18 +249,22 @@ def main(argv: list[str] | None = None) -> int:
                 scores += [result] if result is not None else []
     if args.dry_run:
         return 0
+    failed = None  # the peer's failure, said after the levers' scores are written
     if peer is not None:
         process, log = peer
         if process.wait() != 0:
-            raise SystemExit(f"error: {args.beside}'s run failed (exit {process.returncode}): {log.name}")
+            failed = f"error: {args.beside}'s run failed (exit {process.returncode}): {log.name}"
         log.close()
-    if args.beside and (args.out / args.beside / "result.json").is_file():
+    if args.beside and failed is None and (args.out / args.beside / "result.json").is_file():
         scores.append(peer_row(args.beside, args.out))
     with open(args.out / "scores.jsonl", "w") as f:
         f.writelines(json.dumps(row) + "\n" for row in scores)
     print(f"\n{'lever':<12} {'variant':<22} {'split':<11} {'BLEU':>5} {'chrF':>5}")
     for r in scores:
         print(f"{r['lever']:<12} {r['variant']:<22} {r['split']:<11} {r['bleu']:5.1f} {r['chrf']:5.1f}")
+    if failed is not None:
+        print(failed, file=sys.stderr)
+        return 1
     return 0
 
 
