@@ -147,7 +147,8 @@ class TranslationDataModule(L.LightningDataModule):
             process on a CUDA GPU (``choose_num_workers``). Page-locked (pinned) memory is used only
             with CUDA.
         tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
-            restore those instead of training new ones.
+            restore those instead of training new ones (trained as ``tokenizer``, ``pre_tokenize``,
+            ``split_punctuation`` and ``shared_vocab`` say, or refused: ``load_tokenizers``).
         gold_sentences: a gold alignment set's sentences, one ``source ||| target`` pair a line: training
             pairs that repeat one of them either way round (compared without spaces and case) are dropped, so
             that the set stays unseen (the count is reported).
@@ -524,11 +525,34 @@ class TranslationDataModule(L.LightningDataModule):
         tgt.save(Path(directory) / TOKENIZER_FILES["tgt"])
 
     def load_tokenizers(self, directory: str | os.PathLike[str]) -> None:
-        """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining)."""
-        self._set_tokenizers(
-            Tokenizer.load(Path(directory) / TOKENIZER_FILES["src"]),
-            Tokenizer.load(Path(directory) / TOKENIZER_FILES["tgt"]),
-        )
+        """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining).
+
+        Raises:
+            ValueError: they were trained otherwise than the settings that shape training say (``tokenizer``
+                when given, ``pre_tokenize`` when given, ``split_punctuation``, ``shared_vocab``): the
+                setting, the file and what it holds are named, since the run would record settings it never
+                used.
+        """
+        paths = [Path(directory) / TOKENIZER_FILES[side] for side in ("src", "tgt")]
+        src, tgt = (Tokenizer.load(path) for path in paths)
+        if self.shared_vocab and src.to_json() != tgt.to_json():
+            raise ValueError(f"shared_vocab is true but {paths[0]} and {paths[1]} are two vocabularies")
+        for path, restored in zip(paths, (src, tgt), strict=True):
+            pre_tokenize, split_punctuation = restored.pre_tokenization
+            asked = {
+                "tokenizer": (self.hparams.tokenizer, restored.kind),
+                "pre_tokenize": (self.pre_tokenize, pre_tokenize),
+                "split_punctuation": (self.split_punctuation, split_punctuation),
+            }
+            if restored.kind == "word":  # splits at spaces only, whatever the other two say
+                asked = {"tokenizer": asked["tokenizer"]}
+            for setting, (wanted, held) in asked.items():
+                if wanted is not None and wanted != held:
+                    raise ValueError(
+                        f"{setting}={wanted} but {path} was trained with {setting}={held}: leave "
+                        f"{setting} as the tokenizers were trained, or drop tokenizer_dir to train new ones"
+                    )
+        self._set_tokenizers(src, tgt)
 
     def setup(self, stage: str | None = None) -> None:
         """Make every process of a distributed run use rank 0's tokenizers; everything else is lazy.

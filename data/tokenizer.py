@@ -28,6 +28,7 @@ some pieces, and so numbers them, differently from run to run. Word-level and BP
 are reproducible.
 """
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -152,6 +153,14 @@ class Tokenizer:
             if isinstance(model, models.BPE)
             else "unigram"
         )
+
+    @property
+    def pre_tokenization(self) -> tuple[PreTokenize, bool]:
+        """How :meth:`train` split text before learning pieces: ``(pre_tokenize, split_punctuation)``, read
+        from the pre-tokenizer (a word-level tokenizer's is ``("whitespace", False)``)."""
+        pre = json.loads(self._tok.to_str())["pre_tokenizer"] or {}
+        steps = {step["type"] for step in pre.get("pretokenizers", [pre])}
+        return ("cjk" if "Split" in steps else "whitespace"), "Punctuation" in steps
 
     @property
     def vocab_size(self) -> int:

@@ -171,6 +171,33 @@ def test_state_dict_restores_the_tokenizers_without_retraining(monkeypatch, tmp_
         assert restored.src_tokenizer.decode(batch.src[0].tolist()) == source
 
 
+def test_restored_tokenizers_trained_otherwise_than_the_settings_say_are_refused(tmp_path):
+    folder = tsv_folder(tmp_path / "corpus", ["ein Hund.\ta dog.", "zwei Katzen!\ttwo cats!"] * 20)
+    subwords = {"dataset": "tsv", "path": folder, "vocab_size": 60, "max_tokens": 256}
+    plain = TranslationDataModule(**subwords)
+    plain.save_tokenizers(tmp_path / "plain")
+    assert plain.src_tokenizer.pre_tokenization == ("whitespace", False)
+    split = TranslationDataModule(**subwords, split_punctuation=True, shared_vocab=True)
+    split.save_tokenizers(tmp_path / "split")
+    assert split.tgt_tokenizer.pre_tokenization == ("whitespace", True)
+
+    same = TranslationDataModule(**subwords, split_punctuation=True, tokenizer_dir=str(tmp_path / "split"))
+    assert same.src_tokenizer.to_json() == split.src_tokenizer.to_json()  # as trained: restored
+    refused = [
+        ({"split_punctuation": True}, "plain",
+         "split_punctuation=True but .*src_tokenizer.json was trained with split_punctuation=False"),
+        ({"pre_tokenize": "cjk"}, "plain",
+         "pre_tokenize=cjk but .* was trained with pre_tokenize=whitespace"),
+        ({"tokenizer": "unigram"}, "plain", "tokenizer=unigram but .* was trained with tokenizer=bpe"),
+        ({"shared_vocab": True, "split_punctuation": False}, "plain",
+         "shared_vocab is true but .* two vocabularies"),
+    ]  # fmt: skip
+    for settings, trained, message in refused:
+        data = TranslationDataModule(**subwords | settings, tokenizer_dir=str(tmp_path / trained))
+        with pytest.raises(ValueError, match=message):
+            _ = data.src_tokenizer  # restored when first asked for
+
+
 def test_restored_tokenizers_keep_source_and_target_apart(tmp_path):
     trained = small()
     assert trained.src_tokenizer.to_json() != trained.tgt_tokenizer.to_json()
