@@ -1,5 +1,5 @@
-"""Readers for parallel corpora on disk: two line-aligned files, TSV, ``source ||| target`` lines, the
-Tatoeba sentence pairs of ManyThings.org (``cmn.txt``, ``jpn.txt``, ...), and SCAN.
+"""Readers for parallel corpora on disk: two line-aligned files, TSV, ``source ||| target`` lines and SCAN
+(ManyThings.org's Tatoeba files: ``data.tatoeba``).
 
 Every reader returns a list of :class:`~data.pairs.Pair` with whitespace normalised (ends stripped, runs of
 whitespace collapsed to one space, Windows and old Mac line endings accepted). Bad input raises one
@@ -37,7 +37,8 @@ class CorpusError(ValueError):
         super().__init__(f"{self.path}:{line}: {reason}" if line is not None else f"{self.path}: {reason}")
 
 
-def _normalise(text: str) -> str:
+def normalise_spaces(text: str) -> str:
+    """``text`` with its ends stripped and every run of whitespace one space."""
     return " ".join(text.split())
 
 
@@ -111,7 +112,7 @@ def _check_word_lengths(path: PathLike, lines: list[str]) -> None:
 
 def _sentences(path: PathLike) -> list[str]:
     """The normalised lines of a one-sentence-per-line file; a blank line is an error."""
-    sentences = [_normalise(line) for line in read_lines(path)]
+    sentences = [normalise_spaces(line) for line in read_lines(path)]
     for number, sentence in enumerate(sentences, start=1):
         if not sentence:
             raise CorpusError(path, number, "empty line; every line must hold one sentence")
@@ -146,7 +147,7 @@ def read_bitext(path: PathLike) -> list[Pair]:
     pairs = []
     for number, line in enumerate(read_lines(path), start=1):
         source, bar, target = line.partition("|||")
-        source, target = _normalise(source), _normalise(target)
+        source, target = normalise_spaces(source), normalise_spaces(target)
         if not bar or "|||" in target:
             raise CorpusError(path, number, "expected one 'source ||| target' pair a line")
         if not source or not target:
@@ -174,7 +175,7 @@ def _tsv_pair(path: PathLike, number: int, line: str) -> Pair:
         raise CorpusError(path, number, "TSV line has no tab between source and target")
     if "\t" in target.strip():
         raise CorpusError(path, number, "TSV line has more than one tab; expected source<TAB>target")
-    source, target = _normalise(source), _normalise(target)
+    source, target = normalise_spaces(source), normalise_spaces(target)
     if not source or not target:
         raise CorpusError(path, number, f"TSV line has an empty {'source' if not source else 'target'} side")
     # Refused rather than skipped: every message and view names a pair by its line, counted from the first.
@@ -211,34 +212,6 @@ def _looks_like_header(source: str, target: str) -> bool:
     return source.lower() != target.lower() and names_a_column(source) and names_a_column(target)
 
 
-def read_tatoeba(path: PathLike, *, english_source: bool) -> list[Pair]:
-    """Read a ManyThings.org Tatoeba file as downloaded (``cmn.txt`` from ``cmn-eng.zip``; ``.gz`` too).
-
-    Its lines are ``English<TAB>translation<TAB>attribution`` (older downloads lack the attribution); the
-    byte-order mark some start with is dropped, and the attribution (the sentences' authors, for the CC-BY
-    licence) is kept out of the text. ``english_source`` makes English the source and the other language
-    the target; else the other way round, so one file serves both directions.
-
-    Raises:
-        CorpusError: a line has fewer than two or more than three tab-separated columns, or an empty
-            sentence; or the file is unreadable.
-    """
-    pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
-        columns = line.split("\t")
-        if not 2 <= len(columns) <= 3:
-            raise CorpusError(
-                path, number,
-                f"a Tatoeba line has 2 or 3 tab-separated columns (English, translation, attribution), "
-                f"this one {len(columns)}",
-            )
-        english, other = _normalise(columns[0]), _normalise(columns[1])
-        if not english or not other:
-            raise CorpusError(path, number, f"empty {'English' if not english else 'translation'} column")
-        pairs.append(Pair(english, other) if english_source else Pair(other, english))
-    return pairs
-
-
 def read_scan(path: PathLike) -> list[Pair]:
     """Read SCAN lines ``IN: <command> OUT: <actions>`` (Lake & Baroni, 2018); ``.gz`` files are fine.
 
@@ -247,7 +220,7 @@ def read_scan(path: PathLike) -> list[Pair]:
     """
     pairs = []
     for number, line in enumerate(read_lines(path), start=1):
-        line = _normalise(line)
+        line = normalise_spaces(line)
         command, out, actions = line.removeprefix("IN:").partition(" OUT:")
         if not line.startswith("IN:") or not out:
             raise CorpusError(path, number, "SCAN line must look like 'IN: <command> OUT: <actions>'")

@@ -27,7 +27,6 @@ from data.corpora import (
     read_bitext,
     read_parallel,
     read_scan,
-    read_tatoeba,
     read_tsv,
 )
 from data.encoded import EncodedPairs
@@ -35,6 +34,7 @@ from data.gold import DIRECTIONS, Direction, GoldSet, not_repeating, read_gold_f
 from data.pairs import Pair, word_spans
 from data.scripts import PreTokenize, is_chinese, text_handling
 from data.special import SPECIALS
+from data.tatoeba import ENGLISH, read_tatoeba, tatoeba_languages, tatoeba_splits
 from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
 from data.toy import Script, make_toy_splits
 
@@ -49,8 +49,6 @@ DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30
                       "parallel": "test", "tsv": "test", "tatoeba": "test", "scan": "test"}
 _FILE_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba", "scan")
 _SUBWORD_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba")
-# How a language is named when it is English: ManyThings' files pair English with another language.
-_ENGLISH = frozenset({"en", "eng", "english"})
 # OpenCC's conversions into each script (phrase-aware: 头发 / 頭髮, not character by character).
 _OPENCC_CONFIGS = {"simplified": "t2s", "traditional": "s2t"}
 MAX_AUTO_WORKERS = 4
@@ -219,7 +217,9 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {gold_direction!r}")
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
-        source_lang, target_lang = _languages(dataset, path, source_lang, target_lang)
+        if dataset == "tatoeba":
+            source_lang, target_lang = tatoeba_languages(path, source_lang, target_lang)
+        source_lang, target_lang = source_lang or "de", target_lang or "en"  # Multi30k's
         self.save_hyperparameters()
         self.dataset = dataset
         self.path = path
@@ -247,7 +247,7 @@ class TranslationDataModule(L.LightningDataModule):
         if toy_script == "han":  # Chinese, whatever target_lang says: BLEU's tokenizer follows target_lang
             self.target_lang = "zh"
         if dataset == "tatoeba":
-            if (source_lang.lower() in _ENGLISH) == (target_lang.lower() in _ENGLISH):
+            if (source_lang.lower() in ENGLISH) == (target_lang.lower() in ENGLISH):
                 raise ValueError(
                     f"a Tatoeba file pairs English with one other language: exactly one of source_lang and "
                     f"target_lang must be en, got {source_lang!r} and {target_lang!r}"
@@ -390,8 +390,8 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _read_tatoeba(self) -> dict[str, list[Pair]]:
         """The file's pairs, split by :func:`_tatoeba_splits`; remembers each pair's line for messages."""
-        pairs = read_tatoeba(self._file("train"), english_source=self.source_lang.lower() in _ENGLISH)
-        self._lines = _tatoeba_splits(pairs, self.held_out_pairs, self.seed)
+        pairs = read_tatoeba(self._file("train"), english_source=self.source_lang.lower() in ENGLISH)
+        self._lines = tatoeba_splits(pairs, self.held_out_pairs, self.seed)
         if len(self._lines["train"]) == 0:
             raise CorpusError(
                 self._file("train"), None,
@@ -700,67 +700,6 @@ def _maybe_gzipped(path: Path) -> Path:
     """``path``, or ``path.gz`` where only that exists."""
     gzipped = path.with_name(path.name + ".gz")
     return gzipped if not path.exists() and gzipped.exists() else path
-
-
-def _languages(
-    dataset: str, path: str | None, source_lang: str | None, target_lang: str | None
-) -> tuple[str, str]:
-    """The pair's languages as given; those not given: for a Tatoeba file, English and the language of the
-    file's name (``cmn.txt``: ``cmn``, Tatoeba's code), into English unless ``source_lang`` is English; for
-    the other datasets ``de`` and ``en``, Multi30k's."""
-    if dataset != "tatoeba":
-        return source_lang or "de", target_lang or "en"
-    if source_lang is not None and target_lang is not None:
-        return source_lang, target_lang
-    given = source_lang or target_lang
-    if given is not None and given.lower() not in _ENGLISH:
-        other = "en"  # the file pairs English with the language given
-    else:
-        name = Path(path or "").name
-        other = name.split(".")[0].lower()
-        if not (other.isascii() and other.isalpha() and 2 <= len(other) <= 3):
-            raise ValueError(
-                f"dataset 'tatoeba': name the language of {path} with source_lang or target_lang (its file "
-                f"name {name!r} is not a language code such as cmn or jpn)"
-            )
-    if source_lang is not None:
-        return source_lang, other
-    if target_lang is not None:
-        return other, target_lang
-    return other, "en"
-
-
-def _tatoeba_splits(pairs: list[Pair], held_out: int, seed: int) -> dict[str, list[int]]:
-    """The 1-based lines of each split: seeded groups of pairs, test first, then val, each until it holds at
-    least ``held_out`` pairs; the rest is train. A group is every pair linked to another by a shared sentence
-    on either side (Tatoeba translates a sentence more than once, either way round: "Hi." has two Chinese
-    translations, 我们走吧。 two English ones), so no sentence of val or test is seen in training. Lines stay
-    in file order within a split."""
-    parent = list(range(len(pairs)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[tuple[str, str], int] = {}
-    for i, pair in enumerate(pairs):
-        for key in (("source", pair.source), ("target", pair.target)):
-            if key in first:
-                parent[root(i)] = root(first[key])
-            else:
-                first[key] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(len(pairs)):
-        groups.setdefault(root(i), []).append(i + 1)
-    order = list(groups.values())
-    random.Random(seed).shuffle(order)
-    splits: dict[str, list[int]] = {"test": [], "val": [], "train": []}
-    for group in order:
-        split = next((s for s in ("test", "val") if len(splits[s]) < held_out), "train")
-        splits[split].extend(group)
-    return {split: sorted(lines) for split, lines in splits.items()}
 
 
 def _convert_chinese(splits: dict[str, list[Pair]], script: ChineseScript) -> dict[str, list[Pair]]:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from data.corpora import CorpusError, read_tatoeba
+from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from data.scripts import TextHandling, is_chinese, script_shares, text_handling
+from data.tatoeba import read_tatoeba
 from data.tokenizer import Tokenizer
 
 CORPORA = Path(

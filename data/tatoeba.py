@@ -1,0 +1,104 @@
+"""ManyThings.org's Tatoeba sentence pairs (``cmn.txt`` from ``cmn-eng.zip``, ``jpn.txt``, ``deu.txt``, ...):
+reading a file as downloaded, the languages it pairs, and the seeded hold-out of val and test pairs that keeps
+every sentence of them out of training.
+
+A file is one split of ``English<TAB>translation<TAB>attribution`` lines; many sentences are translated more
+than once, either way round, so the hold-out moves whole groups of pairs linked by a shared sentence.
+"""
+
+import random
+from pathlib import Path
+
+from data.corpora import CorpusError, PathLike, normalise_spaces, read_lines
+from data.pairs import Pair
+
+# How a language is named when it is English: ManyThings' files pair English with another language.
+ENGLISH = frozenset({"en", "eng", "english"})
+
+
+def read_tatoeba(path: PathLike, *, english_source: bool) -> list[Pair]:
+    """Read a ManyThings.org Tatoeba file as downloaded (``cmn.txt`` from ``cmn-eng.zip``; ``.gz`` too).
+
+    Its lines are ``English<TAB>translation<TAB>attribution`` (older downloads lack the attribution); the
+    byte-order mark some start with is dropped, and the attribution (the sentences' authors, for the CC-BY
+    licence) is kept out of the text. ``english_source`` makes English the source and the other language
+    the target; else the other way round, so one file serves both directions.
+
+    Raises:
+        CorpusError: a line has fewer than two or more than three tab-separated columns, or an empty
+            sentence; or the file is unreadable.
+    """
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        columns = line.split("\t")
+        if not 2 <= len(columns) <= 3:
+            raise CorpusError(
+                path, number,
+                f"a Tatoeba line has 2 or 3 tab-separated columns (English, translation, attribution), "
+                f"this one {len(columns)}",
+            )
+        english, other = normalise_spaces(columns[0]), normalise_spaces(columns[1])
+        if not english or not other:
+            raise CorpusError(path, number, f"empty {'English' if not english else 'translation'} column")
+        pairs.append(Pair(english, other) if english_source else Pair(other, english))
+    return pairs
+
+
+def tatoeba_languages(path: str | None, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
+    """The pair's languages as given; those not given: English and the language of the file's name
+    (``cmn.txt``: ``cmn``, Tatoeba's code), into English unless ``source_lang`` is English.
+
+    Raises:
+        ValueError: one is needed from the file's name, and the name is no language code.
+    """
+    if source_lang is not None and target_lang is not None:
+        return source_lang, target_lang
+    given = source_lang or target_lang
+    if given is not None and given.lower() not in ENGLISH:
+        other = "en"  # the file pairs English with the language given
+    else:
+        name = Path(path or "").name
+        other = name.split(".")[0].lower()
+        if not (other.isascii() and other.isalpha() and 2 <= len(other) <= 3):
+            raise ValueError(
+                f"dataset 'tatoeba': name the language of {path} with source_lang or target_lang (its file "
+                f"name {name!r} is not a language code such as cmn or jpn)"
+            )
+    if source_lang is not None:
+        return source_lang, other
+    if target_lang is not None:
+        return other, target_lang
+    return other, "en"
+
+
+def tatoeba_splits(pairs: list[Pair], held_out: int, seed: int) -> dict[str, list[int]]:
+    """The 1-based lines of each split: seeded groups of pairs, test first, then val, each until it holds at
+    least ``held_out`` pairs; the rest is train. A group is every pair linked to another by a shared sentence
+    on either side (Tatoeba translates a sentence more than once, either way round: "Hi." has two Chinese
+    translations, 我们走吧。 two English ones), so no sentence of val or test is seen in training. Lines stay
+    in file order within a split."""
+    parent = list(range(len(pairs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, pair in enumerate(pairs):
+        for key in (("source", pair.source), ("target", pair.target)):
+            if key in first:
+                parent[root(i)] = root(first[key])
+            else:
+                first[key] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(pairs)):
+        groups.setdefault(root(i), []).append(i + 1)
+    order = list(groups.values())
+    random.Random(seed).shuffle(order)
+    splits: dict[str, list[int]] = {"test": [], "val": [], "train": []}
+    for group in order:
+        split = next((s for s in ("test", "val") if len(splits[s]) < held_out), "train")
+        splits[split].extend(group)
+    return {split: sorted(lines) for split, lines in splits.items()}
