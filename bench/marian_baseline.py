@@ -125,12 +125,14 @@ def recipe_changes(args: argparse.Namespace) -> list[str]:
 
 
 def training_progress(log_text: str) -> dict:
-    """Updates, epochs and the last reported cost of Marian's training log."""
-    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+)", log_text)
+    """Updates, epochs, the last reported cost and the target labels (tokens) trained on so far, from Marian's
+    training log (its ``after N`` counts labels)."""
+    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+).*? after ([\d,]+)", log_text)
     if not reports:
         return {"epochs": 0, "updates": 0}
-    epoch, update, cost = reports[-1]
-    return {"epochs": int(epoch), "updates": int(update), "last_train_cost": float(cost)}
+    epoch, update, cost, labels = reports[-1]
+    return {"epochs": int(epoch), "updates": int(update), "last_train_cost": float(cost),
+            "target_tokens": int(labels.replace(",", ""))}  # fmt: skip
 
 
 # -- the run -------------------------------------------------------------------------------------------------

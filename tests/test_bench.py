@@ -1066,7 +1066,8 @@ def test_marian_training_progress_from_its_log():
 [2026-11-26 18:34:19] Ep. 2 : Up. 40 : Sen. 1,280 : Cost 6.10000000 * 4,599 @ 928 after 30,000 : Time 0.29s
 [2026-11-26 18:44:22] Training interrupted (via signal).
 """
-    assert training_progress(log) == {"epochs": 2, "updates": 40, "last_train_cost": 6.1}
+    progress = training_progress(log)
+    assert progress == {"epochs": 2, "updates": 40, "last_train_cost": 6.1, "target_tokens": 30000}
     assert training_progress("") == {"epochs": 0, "updates": 0}
 
 
