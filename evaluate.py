@@ -91,6 +91,7 @@ REFUSED = {
     EXPORT_HF: "{option} cannot be used with --export-hf, which only exports",
     MAKE_RUN: "{option} cannot be used with --make-run, which writes one validation of --tsv's pairs",
 }
+LENGTH_PENALTY = 0.6  # GNMT's alpha when --length-penalty is not given
 COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sentences", "ablation_batch",
           "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
 # be left out)
@@ -160,8 +161,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     add(decoding, "--average-last", type=int, metavar="K",
         help="average the weights of the run's last K checkpoints")
     add(decoding, "--beam-size", type=int, default=1, help="1 decodes greedily (default: 1)")
-    add(decoding, "--length-penalty", type=finite_float, default=0.6,
-        help="GNMT length penalty alpha (default: 0.6)")
+    add(decoding, "--length-penalty", type=finite_float, default=None,
+        help=f"GNMT length penalty alpha (default: {LENGTH_PENALTY})")
     add(decoding, "--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     add(decoding, "--max-len", type=int, default=None,
         help="most tokens to generate per sentence (default: the run's decode_max_len, else twice the source "
@@ -258,7 +259,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--beam-size must be at most {MAX_BEAM_SIZE}, got {args.beam_size}")
     if args.ig_steps > MAX_IG_STEPS:  # Captum's Gauss-Legendre table grows as the steps squared
         parser.error(f"--ig-steps must be at most {MAX_IG_STEPS}, got {args.ig_steps}")
-    if args.length_penalty < 0.0:  # beam search's early stop holds only for alpha >= 0
+    if args.length_penalty is not None and args.length_penalty < 0.0:  # beam search's early stop needs >= 0
         parser.error(f"--length-penalty must be at least 0, got {args.length_penalty}")
     if args.alignment_methods:
         try:
@@ -310,12 +311,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "(teacher-forced), so it decodes nothing")
     if chosen == EXPORT_HF and args.batch_size != parser.get_default("batch_size"):
         parser.error("--batch-size cannot be used with --export-hf: generate() batches what it is given")
-    if chosen == EXPORT_HF and args.length_penalty not in (0.0, parser.get_default("length_penalty")):
+    if chosen == EXPORT_HF and args.length_penalty not in (None, 0.0):
         parser.error("--length-penalty is GNMT's; transformers' generate() divides by length ** penalty "
                      "instead, so the export decodes beams with length_penalty 0, where both rules agree")
     if chosen == EXPORT_HF and args.device not in ("auto", "cpu"):
         parser.error(f"--device {args.device} cannot be used with --export-hf: the export is written from "
                      "the CPU")
+    if args.length_penalty is None:
+        args.length_penalty = LENGTH_PENALTY
     return args
 
 
@@ -441,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run = load(args.checkpoint, average_last=args.average_last, data_path=args.data_path,
                        test_split=args.test_split, device=device)
-        if args.max_len is None:  # the run's own limit, if it set one (SCAN does)
+        if args.max_len is None and chosen != EXPORT_HF:  # the run's own limit, if it set one (SCAN does)
             args.max_len = run.module.hparams.get("decode_max_len")
         if chosen == TRANSLATE:
             run_translate(args, run, sentences)

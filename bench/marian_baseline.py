@@ -127,12 +127,12 @@ def recipe_changes(args: argparse.Namespace) -> list[str]:
 def training_progress(log_text: str) -> dict:
     """Updates, epochs, the last reported cost and the target labels (tokens) trained on so far, from Marian's
     training log (its ``after N`` counts labels)."""
-    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+).*? after ([\d,]+)", log_text)
+    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+)(?:.*? after ([\d,]+))?", log_text)
     if not reports:
         return {"epochs": 0, "updates": 0}
     epoch, update, cost, labels = reports[-1]
-    return {"epochs": int(epoch), "updates": int(update), "last_train_cost": float(cost),
-            "target_tokens": int(labels.replace(",", ""))}  # fmt: skip
+    progress = {"epochs": int(epoch), "updates": int(update), "last_train_cost": float(cost)}
+    return progress | ({"target_tokens": int(labels.replace(",", ""))} if labels else {})
 
 
 # -- the run -------------------------------------------------------------------------------------------------

@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             trainings[lever] = (subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log), log)
     for lever, (process, log) in trainings.items():
         if process.wait() != 0:
+            if peer is not None:  # not left training for the rest of its hour
+                peer[0].terminate()
             raise SystemExit(f"error: training lever {lever} failed (exit {process.returncode}): {log.name}")
         log.close()
 

@@ -174,7 +174,7 @@ class TranslationDataModule(L.LightningDataModule):
         toy_max_train_words: int = 12,
         toy_phenomena: bool = False,
         toy_script: Script = "latin",
-        held_out_pairs: int | None = None,
+        held_out_pairs: int = 1000,
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
         vocab_size: int = 8000,
@@ -219,8 +219,12 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
         if dataset == "tatoeba":
             source_lang, target_lang = tatoeba_languages(path, source_lang, target_lang)
-        source_lang, target_lang = source_lang or "de", target_lang or "en"  # Multi30k's
+        source_lang = "de" if source_lang is None else source_lang  # Multi30k's
+        target_lang = "en" if target_lang is None else target_lang
         self.save_hyperparameters()
+        # As resolved, not as typed (LightningCLI saves those): a checkpoint names its languages even when the
+        # file's name gave them, and loads so whatever the file is called then.
+        self.hparams.update(source_lang=source_lang, target_lang=target_lang)
         self.dataset = dataset
         self.path = path
         self.source_lang, self.target_lang = source_lang, target_lang
@@ -254,11 +258,10 @@ class TranslationDataModule(L.LightningDataModule):
                 )
             if test_split is not None:
                 raise ValueError("test_split names a file; dataset 'tatoeba' holds its test pairs out")
-        if held_out_pairs is not None and dataset != "tatoeba":
+        if held_out_pairs != 1000 and dataset != "tatoeba":  # 1000: the default every saved config holds
             raise ValueError(
                 f"held_out_pairs holds pairs out of a Tatoeba file; dataset {dataset!r} has none"
             )
-        held_out_pairs = 1000 if held_out_pairs is None else held_out_pairs
         if held_out_pairs < 1:
             raise ValueError(f"held_out_pairs must be >= 1, got {held_out_pairs}")
         self.held_out_pairs = held_out_pairs
@@ -535,12 +538,15 @@ class TranslationDataModule(L.LightningDataModule):
         """
         paths = [Path(directory) / TOKENIZER_FILES[side] for side in ("src", "tgt")]
         src, tgt = (Tokenizer.load(path) for path in paths)
-        if self.shared_vocab and src.to_json() != tgt.to_json():
-            raise ValueError(f"shared_vocab is true but {paths[0]} and {paths[1]} are two vocabularies")
+        if self.shared_vocab != (src.to_json() == tgt.to_json()):
+            held = "two vocabularies" if self.shared_vocab else "one vocabulary"
+            raise ValueError(
+                f"shared_vocab is {str(self.shared_vocab).lower()} but {paths[0]} and {paths[1]} hold {held}"
+            )
         for path, restored in zip(paths, (src, tgt), strict=True):
             pre_tokenize, split_punctuation = restored.pre_tokenization
             asked = {
-                "tokenizer": (self.hparams.tokenizer, restored.kind),
+                "tokenizer": (self.tokenizer_kind, restored.kind),  # as given, or the dataset's
                 "pre_tokenize": (self.pre_tokenize, pre_tokenize),
                 "split_punctuation": (self.split_punctuation, split_punctuation),
             }

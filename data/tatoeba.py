@@ -44,26 +44,40 @@ def read_tatoeba(path: PathLike, *, english_source: bool) -> list[Pair]:
     return pairs
 
 
+# ManyThings names its files by ISO 639-3 code; the two-letter code of the same language is what configs, gold
+# files (``zh-en.gold``) and sacreBLEU's tokenizers (``zh``, ``ja``, ``ko``) use.
+TWO_LETTER = {
+    "ara": "ar", "bul": "bg", "ces": "cs", "cmn": "zh", "dan": "da", "deu": "de", "ell": "el", "fin": "fi",
+    "fra": "fr", "heb": "he", "hin": "hi", "hun": "hu", "ind": "id", "ita": "it", "jpn": "ja", "kor": "ko",
+    "nld": "nl", "nob": "nb", "pes": "fa", "pol": "pl", "por": "pt", "ron": "ro", "rus": "ru", "spa": "es",
+    "swe": "sv", "tha": "th", "tur": "tr", "ukr": "uk", "vie": "vi",
+}  # fmt: skip
+
+
 def tatoeba_languages(path: str | None, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
     """The pair's languages as given; those not given: English and the language of the file's name
-    (``cmn.txt``: ``cmn``, Tatoeba's code), into English unless ``source_lang`` is English.
+    (``cmn.txt``: ``zh``; a code without a two-letter one, such as ``yue``, as it is), into English unless
+    ``source_lang`` is English.
 
     Raises:
         ValueError: one is needed from the file's name, and the name is no language code.
     """
     if source_lang is not None and target_lang is not None:
         return source_lang, target_lang
-    given = source_lang or target_lang
+    given = source_lang if source_lang is not None else target_lang
     if given is not None and given.lower() not in ENGLISH:
         other = "en"  # the file pairs English with the language given
     else:
         name = Path(path or "").name
-        other = name.split(".")[0].lower()
-        if not (other.isascii() and other.isalpha() and 2 <= len(other) <= 3):
+        code = name.split(".")[0].lower()
+        if not (code.isascii() and code.isalpha() and 2 <= len(code) <= 3):
+            missing = ("target_lang" if source_lang is not None else "source_lang" if target_lang is not None
+                       else "source_lang or target_lang")  # fmt: skip
             raise ValueError(
-                f"dataset 'tatoeba': name the language of {path} with source_lang or target_lang (its file "
-                f"name {name!r} is not a language code such as cmn or jpn)"
+                f"dataset 'tatoeba': name the language of {path} with {missing} (its file name {name!r} is "
+                "not a language code such as cmn or jpn)"
             )
+        other = TWO_LETTER.get(code, code)
     if source_lang is not None:
         return source_lang, other
     if target_lang is not None:

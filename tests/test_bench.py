@@ -1069,6 +1069,8 @@ def test_marian_training_progress_from_its_log():
     progress = training_progress(log)
     assert progress == {"epochs": 2, "updates": 40, "last_train_cost": 6.1, "target_tokens": 30000}
     assert training_progress("") == {"epochs": 0, "updates": 0}
+    older = "[2026-11-26 18:34:18] Ep. 3 : Up. 60 : Sen. 640 : Cost 5.25000000 : Time 0.29s : 283.45 words/s"
+    assert training_progress(older) == {"epochs": 3, "updates": 60, "last_train_cost": 5.25}
 
 
 @pytest.mark.parametrize("module", ["eole_baseline", "marian_baseline"])

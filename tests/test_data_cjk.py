@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
@@ -139,9 +140,9 @@ def test_tatoeba_languages_not_given_come_from_the_file_name_and_english(tmp_pat
         data = tatoeba_data(path, **{"source_lang": None, "target_lang": None} | given)
         return data.source_lang, data.target_lang, data.hparams.source_lang, data.hparams.target_lang
 
-    assert languages() == ("cmn", "en", "cmn", "en")  # as downloaded: into English
-    assert languages(source_lang="en") == ("en", "cmn", "en", "cmn")
-    assert languages(target_lang="en") == ("cmn", "en", "cmn", "en")
+    assert languages() == ("zh", "en", "zh", "en")  # as downloaded: into English
+    assert languages(source_lang="en") == ("en", "zh", "en", "zh")
+    assert languages(target_lang="en") == ("zh", "en", "zh", "en")
     assert languages(target_lang="zh") == ("en", "zh", "en", "zh")
     assert languages(source_lang="ja") == ("ja", "en", "ja", "en")
     english_source = tatoeba_data(path, source_lang="en", target_lang=None)
@@ -149,7 +150,29 @@ def test_tatoeba_languages_not_given_come_from_the_file_name_and_english(tmp_pat
     renamed = tatoeba_file(tmp_path / "pairs.txt")
     with pytest.raises(ValueError, match=r"name the language of .*pairs.txt with source_lang or target_lang"):
         tatoeba_data(renamed, source_lang=None, target_lang=None)
+    with pytest.raises(ValueError, match=r"name the language of .*pairs.txt with source_lang \("):
+        tatoeba_data(renamed, source_lang=None, target_lang="en")
+    yue = tatoeba_file(tmp_path / "yue.txt")  # no two-letter code: Tatoeba's own
+    assert tatoeba_data(yue, source_lang=None, target_lang=None).source_lang == "yue"
     assert tatoeba_data(renamed, source_lang="zh", target_lang=None).target_lang == "en"
+
+
+def test_a_run_on_a_tatoeba_file_records_the_languages_its_name_gave(tmp_path):
+    """LightningCLI saves the options as typed (none); the checkpoint holds them resolved, so it loads and
+    scores BLEU as Chinese → English even from a file renamed since."""
+    from tests.conftest import train_tiny
+    from training.checkpoints import load_run
+
+    path = tatoeba_file(tmp_path / "cmn.txt", PAIRS * 4)
+    run = train_tiny(tmp_path / "runs", "--data.dataset", "tatoeba", "--data.path", str(path),
+                     "--data.held_out_pairs", "2", "--data.vocab_size", "120", "--trainer.max_epochs", "1",
+                     "--attention.every_n_epochs", "0")  # fmt: skip
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    saved = checkpoint["datamodule_hyper_parameters"]
+    assert (saved["source_lang"], saved["target_lang"]) == ("zh", "en")
+    renamed = path.rename(tmp_path / "tatoeba-pairs.txt")
+    loaded = load_run(run / "checkpoints" / "last.ckpt", data_path=str(renamed))
+    assert (loaded.datamodule.source_lang, loaded.datamodule.target_lang) == ("zh", "en")
 
 
 def test_tatoeba_options_that_cannot_work_are_refused(tmp_path):

@@ -181,7 +181,8 @@ def test_restored_tokenizers_trained_otherwise_than_the_settings_say_are_refused
     split.save_tokenizers(tmp_path / "split")
     assert split.tgt_tokenizer.pre_tokenization == ("whitespace", True)
 
-    same = TranslationDataModule(**subwords, split_punctuation=True, tokenizer_dir=str(tmp_path / "split"))
+    same = TranslationDataModule(**subwords, split_punctuation=True, shared_vocab=True,
+                                 tokenizer_dir=str(tmp_path / "split"))
     assert same.src_tokenizer.to_json() == split.src_tokenizer.to_json()  # as trained: restored
     refused = [
         ({"split_punctuation": True}, "plain",
@@ -190,7 +191,10 @@ def test_restored_tokenizers_trained_otherwise_than_the_settings_say_are_refused
          "pre_tokenize=cjk but .* was trained with pre_tokenize=whitespace"),
         ({"tokenizer": "unigram"}, "plain", "tokenizer=unigram but .* was trained with tokenizer=bpe"),
         ({"shared_vocab": True, "split_punctuation": False}, "plain",
-         "shared_vocab is true but .* two vocabularies"),
+         "shared_vocab is true but .* hold two vocabularies"),
+        ({"shared_vocab": False, "split_punctuation": True}, "split",
+         "shared_vocab is false but .* hold one vocabulary"),
+        ({"dataset": "toy", "path": None}, "plain", "tokenizer=word but .* was trained with tokenizer=bpe"),
     ]  # fmt: skip
     for settings, trained, message in refused:
         data = TranslationDataModule(**subwords | settings, tokenizer_dir=str(tmp_path / trained))

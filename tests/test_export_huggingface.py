@@ -285,6 +285,7 @@ def test_the_exports_generate_decodes_with_the_beam_and_limit_asked_for(trained_
 
     for options, message in (
         (("--length-penalty", "1.0"), "--length-penalty is GNMT's; transformers' generate() divides"),
+        (("--length-penalty", "0.6"), "--length-penalty is GNMT's"),  # the default, given: refused too
         (("--batch-size", "8"), "--batch-size cannot be used with --export-hf"),
     ):
         with pytest.raises(SystemExit):
@@ -292,6 +293,11 @@ def test_the_exports_generate_decodes_with_the_beam_and_limit_asked_for(trained_
         assert message in capsys.readouterr().err
     code, _, err = run_evaluate(capsys, checkpoint, "--export-hf", tmp_path / "long", "--max-len", "100000")
     assert code == 1 and "--max-len must be from 1 to the model's" in err and not (tmp_path / "long").exists()
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    saved["hyper_parameters"]["decode_max_len"] = 100000  # the run's own limit, not given: the model's then
+    torch.save(saved, tmp_path / "long_decoding.ckpt")
+    assert run_evaluate(capsys, tmp_path / "long_decoding.ckpt", "--export-hf", tmp_path / "ok")[0] == 0
+    assert load(tmp_path / "ok")[0].generation_config.max_length == model.config.max_len + 1
 
 
 def test_an_export_is_not_imported_back(trained_export, capsys):

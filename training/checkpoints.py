@@ -190,8 +190,8 @@ def load_run(
     data_args = _init_arguments(
         TranslationDataModule, checkpoint["datamodule_hyper_parameters"], path, "data settings"
     )
-    if data_args.get("dataset") != "tatoeba":  # saved as 1000 by every run before it was Tatoeba's alone
-        data_args.pop("held_out_pairs", None)
+    if data_args.get("gold_alignments") is None:  # older versions accepted (and ignored) these without it
+        data_args.pop("gold_zero_based", None), data_args.pop("gold_direction", None)
     if data_path is not None:
         data_args["path"] = data_path
     if test_split is not None:
