@@ -192,8 +192,6 @@ def test_restored_tokenizers_trained_otherwise_than_the_settings_say_are_refused
         ({"tokenizer": "unigram"}, "plain", "tokenizer=unigram but .* was trained with tokenizer=bpe"),
         ({"shared_vocab": True, "split_punctuation": False}, "plain",
          "shared_vocab is true but .* hold two vocabularies"),
-        ({"shared_vocab": False, "split_punctuation": True}, "split",
-         "shared_vocab is false but .* hold one vocabulary"),
         ({"dataset": "toy", "path": None}, "plain", "tokenizer=word but .* was trained with tokenizer=bpe"),
     ]  # fmt: skip
     for settings, trained, message in refused:
