@@ -125,14 +125,19 @@ def recipe_changes(args: argparse.Namespace) -> list[str]:
 
 
 def training_progress(log_text: str) -> dict:
-    """Updates, epochs, the last reported cost and the target labels (tokens) trained on so far, from Marian's
-    training log (its ``after N`` counts labels)."""
-    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+)(?:.*? after ([\d,]+))?", log_text)
+    """Updates, epochs and the last reported cost of Marian's training log, and the target tokens per second
+    of its training (each display's ``Time Ns : R words/s``: Marian's words are target labels, here
+    SentencePiece pieces), where the log gives them."""
+    reports = re.findall(r"Ep\. (\d+) : Up\. (\d+) : .*?Cost ([\d.]+)", log_text)
     if not reports:
         return {"epochs": 0, "updates": 0}
-    epoch, update, cost, labels = reports[-1]
+    epoch, update, cost = reports[-1]
     progress = {"epochs": int(epoch), "updates": int(update), "last_train_cost": float(cost)}
-    return progress | ({"target_tokens": int(labels.replace(",", ""))} if labels else {})
+    rates = [(float(t), float(r)) for t, r in re.findall(r"Time ([\d.]+)s : ([\d.]+) words/s", log_text)]
+    seconds = sum(t for t, _ in rates)
+    if seconds > 0:
+        progress["target_tokens_per_s"] = round(sum(t * r for t, r in rates) / seconds, 1)
+    return progress
 
 
 # -- the run -------------------------------------------------------------------------------------------------

@@ -1066,11 +1066,15 @@ def test_marian_training_progress_from_its_log():
 [2026-11-26 18:34:19] Ep. 2 : Up. 40 : Sen. 1,280 : Cost 6.10000000 * 4,599 @ 928 after 30,000 : Time 0.29s
 [2026-11-26 18:44:22] Training interrupted (via signal).
 """
-    progress = training_progress(log)
-    assert progress == {"epochs": 2, "updates": 40, "last_train_cost": 6.1, "target_tokens": 30000}
+    assert training_progress(log) == {"epochs": 2, "updates": 40, "last_train_cost": 6.1}
     assert training_progress("") == {"epochs": 0, "updates": 0}
-    older = "[2026-11-26 18:34:18] Ep. 3 : Up. 60 : Sen. 640 : Cost 5.25000000 : Time 0.29s : 283.45 words/s"
-    assert training_progress(older) == {"epochs": 3, "updates": 60, "last_train_cost": 5.25}
+    timed = """\
+[2026-11-26 22:58:30] Ep. 1 : Up. 260 : Sen. 17,022 : Cost 5.13926792 : Time 10.00s : 1000.00 words/s
+[2026-11-26 22:58:48] Ep. 1 : Up. 280 : Sen. 18,412 : Cost 5.12024498 : Time 30.00s : 2000.00 words/s
+"""
+    # (10 s × 1000 + 30 s × 2000) / 40 s: weighted by each display's time, not averaged per line
+    assert training_progress(timed) == {"epochs": 1, "updates": 280, "last_train_cost": 5.12024498,
+                                        "target_tokens_per_s": 1750.0}  # fmt: skip
 
 
 @pytest.mark.parametrize("module", ["eole_baseline", "marian_baseline"])
