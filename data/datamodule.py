@@ -96,7 +96,7 @@ class TranslationDataModule(L.LightningDataModule):
         source_lang: multi30k, parallel: the file extension of the source language (either direction works;
             default ``de``). tatoeba: ``en`` reads English as the source, anything else the translation
             column (a code BLEU's tokenizer knows, as ``zh``, ``cmn`` or ``ja``: it follows ``target_lang``);
-            by default the language of the file's name (``cmn.txt``: ``cmn``), into English.
+            by default the language of the file's name (``cmn.txt``: ``zh``), into English.
         target_lang: multi30k, parallel: the file extension of the target language (default ``en``);
             tatoeba: as above (English unless ``source_lang`` is).
         val_split: multi30k, parallel, tsv: the name of the validation files (``dev`` for KFTT's
@@ -392,7 +392,8 @@ class TranslationDataModule(L.LightningDataModule):
         }
 
     def _read_tatoeba(self) -> dict[str, list[Pair]]:
-        """The file's pairs, split by :func:`_tatoeba_splits`; remembers each pair's line for messages."""
+        """The file's pairs, split by :func:`~data.tatoeba.tatoeba_splits`; remembers each pair's line for
+        messages."""
         pairs = read_tatoeba(self._file("train"), english_source=self.source_lang.lower() in ENGLISH)
         self._lines = tatoeba_splits(pairs, self.held_out_pairs, self.seed)
         if len(self._lines["train"]) == 0:
@@ -531,10 +532,10 @@ class TranslationDataModule(L.LightningDataModule):
         """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining).
 
         Raises:
-            ValueError: they were trained otherwise than the settings that shape training say (``tokenizer``
-                when given, ``pre_tokenize`` when given, ``split_punctuation``, ``shared_vocab``): the
-                setting, the file and what it holds are named, since the run would record settings it never
-                used.
+            ValueError: they were trained otherwise than the settings that shape training say (``tokenizer``,
+                or the dataset's default; ``pre_tokenize`` when given; ``split_punctuation``; ``shared_vocab``
+                when true): the setting, the file and what it holds are named, since the run would record
+                settings it never used.
         """
         paths = [Path(directory) / TOKENIZER_FILES[side] for side in ("src", "tgt")]
         src, tgt = (Tokenizer.load(path) for path in paths)
