@@ -6,6 +6,7 @@
     python bench/multi30k_levers.py --levers steps ema --dry-run       # the commands, without running them
     python bench/multi30k_levers.py --levers seed1 seed2 --test        # the recipe twice, for its mean
     python bench/multi30k_levers.py --levers seed3 --beside marian --test  # ... beside Marian's hour
+    python bench/multi30k_levers.py --levers fp32 --beside eole --test     # in fp32, beside eole's hour
 
 A lever is ``configs/multi30k.yaml`` with one change (``LEVERS``). The levers named together train at the same
 time, each process on ``--threads`` torch threads (default 1) for ``--minutes`` (default 60), as
@@ -61,6 +62,8 @@ LEVERS: dict[str, tuple[str, ...]] = {
     "vocab6k": ("--data.vocab_size=6000",),
     # The recipe with other seeds (it has 1234): the spread between identical runs, and the headline's mean.
     **{f"seed{k}": (f"--seed_everything={k}",) for k in (1, 2, 3)},
+    # The recipe in fp32, as a peer that computes in fp32 only trains beside it: equal precision.
+    "fp32": ("--trainer.precision=32-true",),
 }
 
 # Peers that can train beside the levers: their baseline scripts (bench/peers.py), run with the same budget.

@@ -789,6 +789,9 @@ def test_every_lever_makes_a_config_that_train_py_accepts_and_changes_what_it_na
     for k in (1, 2, 3):  # the recipe itself, another seed
         assert changed[f"seed{k}"] == {}
         assert config("--data.max_tokens=2048", *LEVERS[f"seed{k}"])["seed_everything"] == k
+    assert changed["fp32"] == {}  # the recipe itself, in fp32
+    assert recipe["trainer"]["precision"] != "32-true"
+    assert config("--data.max_tokens=2048", *LEVERS["fp32"])["trainer"]["precision"] == "32-true"
     assert changed["tokens1024"] == {"data.max_tokens": 1024}
     assert changed["dropout0.1"] == {"model.dropout": 0.1}
     assert changed["vocab10k"] == {"data.vocab_size": 10000}
