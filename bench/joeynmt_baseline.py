@@ -153,6 +153,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="checkpoint to decode")
     p.add_argument("--cross-check", action="store_true",
                    help="also score the checkpoint with JoeyNMT's own test mode, beside this project's BLEU")
+    p.add_argument("--decode-only", action="store_true",
+                   help="no training: decode --split with the run already in --out (a tuning run's weights "
+                        "on the test set); its result goes to <out>/result_<split>.json")  # fmt: skip
     args = p.parse_args(argv)
     peers.check_positive(p, args, "minutes", "threads", "merges", "layers", "d_ff", "batch_tokens",
                          "validation_freq", "lr", "updates_per_minute", "sentences")  # fmt: skip
@@ -460,8 +463,48 @@ def cross_check(python: Path, config: Path, checkpoint: Path, src: Path, ref: Pa
     }
 
 
+def decode_and_score(args: argparse.Namespace, out: Path, python: Path, env: dict, config: Path,
+                     run: dict, times: dict, progress: dict, name: str = "result.json") -> dict:  # fmt: skip
+    """Decode ``--split`` with the run's ``--checkpoint`` (``latest.ckpt`` where there is no ``best.ckpt``),
+    score it, cross-check it if asked, and report it as ``<out>/<name>`` (``peers.report``)."""
+    checkpoint = out / "model" / f"{args.checkpoint}.ckpt"
+    if not checkpoint.exists():  # no validation within the budget: no best.ckpt
+        checkpoint = out / "model" / "latest.ckpt"
+    src, ref = split_files(args, out)
+    hyps = out / f"{args.split}.hyp.en"
+    decode_seconds = translate(python, config, checkpoint, src, hyps, env)
+    scores = peers.score_split(hyps, ref, args.split)
+    if args.cross_check:
+        progress = {**progress, "cross_check": cross_check(python, config, checkpoint, src, ref, hyps, env)}
+    run = {**run, "checkpoint": checkpoint.name}
+    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress, scores, name)
+
+
+def decode_again(args: argparse.Namespace) -> dict:
+    """``--decode-only``: the finished run in ``--out`` (its ``result.json``, config and weights), decoded on
+    ``--split`` as after its training; what it was trained with comes from its ``result.json``."""
+    trained = args.out / "result.json"
+    if not (trained.is_file() and (args.out / "model" / "latest.ckpt").is_file()):
+        sys.exit(f"error: --decode-only: no finished JoeyNMT run in {args.out} "
+                 "(its result.json and model/latest.ckpt)")
+    earlier = json.loads(trained.read_text(encoding="utf-8"))
+    args.minutes = earlier.get("budget_minutes", args.minutes)
+    python = ensure_venv(args.venv)
+    run = {key: earlier[key] for key in ("model", "recipe", "settings", "recipe_changes")}
+    times = {"train_seconds": earlier["train_minutes"] * 60,
+             "prepare_seconds": earlier["prepare_minutes"] * 60,
+             "stopped_by_budget": earlier["stopped_by_budget"]}  # fmt: skip
+    progress = training_progress((args.out / "model" / "train.log").read_text(encoding="utf-8"))
+    if "expected_updates" in earlier:
+        progress["expected_updates"] = earlier["expected_updates"]
+    return decode_and_score(args, args.out, python, peers.thread_env(args.threads), args.out / "config.yaml",
+                            run, times, progress, name=f"result_{args.split}.json")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
+    if args.decode_only:
+        return decode_again(args)
     started = peers.start_run(args, "JoeyNMT", ensure_venv, write_config, recipe_changes(args))
     if started is None:
         return None
@@ -474,23 +517,11 @@ def main(argv: list[str] | None = None) -> dict | None:
     times = train_with_budget([*joeynmt_command(python), "train", str(config), "--skip-test"],
                               env, out / "train.out", args.minutes * 60)  # fmt: skip
     progress = training_progress((model_dir / "train.log").read_text(encoding="utf-8"))
-
-    checkpoint = model_dir / f"{args.checkpoint}.ckpt"
-    if not checkpoint.exists():  # no validation within the budget: no best.ckpt
-        checkpoint = model_dir / "latest.ckpt"
-    src, ref = split_files(args, out)
-    hyps = out / f"{args.split}.hyp.en"
-    decode_seconds = translate(python, config, checkpoint, src, hyps, env)
-    scores = peers.score_split(hyps, ref, args.split)
-
-    run = {"model": "JoeyNMT Transformer, " + RECIPE, "recipe": args.recipe,
-           "settings": asdict(args.settings), "recipe_changes": recipe_changes(args),
-           "checkpoint": checkpoint.name}  # fmt: skip
     if args.settings.schedule == "warmupexponentialdecay":
         progress["expected_updates"] = expected_updates(args.settings, args.minutes)
-    if args.cross_check:
-        progress["cross_check"] = cross_check(python, config, checkpoint, src, ref, hyps, env)
-    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress, scores)
+    run = {"model": "JoeyNMT Transformer, " + RECIPE, "recipe": args.recipe,
+           "settings": asdict(args.settings), "recipe_changes": recipe_changes(args)}  # fmt: skip
+    return decode_and_score(args, out, python, env, config, run, times, progress)
 
 
 if __name__ == "__main__":

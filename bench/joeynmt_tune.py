@@ -1,39 +1,33 @@
 """JoeyNMT at its best for the hour: its ``cpu-hour`` recipe tuned on Multi30k's validation set, then the pick
-side by side with this project's recipe for the same hour, both scored on test2016 (docs/joeynmt.md).
+scored on test2016 (docs/joeynmt.md).
 
-    python bench/joeynmt_tune.py tune                 # the variants, two at a time, one thread each
-    python bench/joeynmt_tune.py final                # the best of tune's table beside this project's recipe
-    python bench/joeynmt_tune.py final --variant 4x4  # ... or a variant named
-    MINUTES=3 SENTENCES=100 python bench/joeynmt_tune.py tune      # smoke runs: the figures mean nothing
+    python bench/joeynmt_tune.py tune                          # the variants, two at a time, one thread each
+    python bench/joeynmt_tune.py tune --variants base lr2e-3   # ... or a pair at a time: the table merges
+    python bench/joeynmt_tune.py final                         # the best of tune's table, on test2016
+    python bench/joeynmt_tune.py final --variant 4x4           # ... or a variant named
+    MINUTES=3 SENTENCES=100 python bench/joeynmt_tune.py tune  # smoke runs: the figures mean nothing
 
 ``tune`` trains each variant of ``VARIANTS`` (``--variants``, default ``DEFAULT_VARIANTS``) for ``--minutes``
 (60, or ``$MINUTES``) with ``bench/joeynmt_baseline.py --recipe cpu-hour``, two at a time, each on one CPU
 thread (``OMP_NUM_THREADS=1``), decodes the validation set (Multi30k ``val``, 1014 sentences, or its first
 ``--sentences``/``$SENTENCES``) with JoeyNMT's beam search (beam 5, alpha 1.0) and writes ``tuning.md`` and
-``tuning.json``: the variants by validation BLEU, the best one marked. Four variants, two at a time: two
-hours.
+``tuning.json``: the variants by validation BLEU, the best one marked. The rows of an earlier ``tune`` in the
+same ``--out`` with the same budget and sentences stay in the table unless their variant runs again, so the
+four default variants can run as two pairs (two hours, in one call or two).
 
 JoeyNMT's schedule counts updates, not minutes, so each variant's decay is sized by its expected pace
 (updates per minute, ``VARIANTS``). ``--pace-from`` takes the paces measured on this machine by a short
 ``tune`` of the same variants, two at a time as the hour runs them:
 
-    MINUTES=3 SENTENCES=20 python bench/joeynmt_tune.py tune --out results_joeynmt_pace        # ~15 min
+    MINUTES=5 SENTENCES=20 python bench/joeynmt_tune.py tune --out results_joeynmt_pace        # ~15 min
     python bench/joeynmt_tune.py tune --pace-from results_joeynmt_pace/tuning.json
-    python bench/joeynmt_tune.py final --pace-from results_joeynmt_pace/tuning.json
 
-``final`` runs two pairs, each for the same ``--minutes``, one thread each:
-
-1. the chosen JoeyNMT variant beside ``python train.py --config configs/multi30k.yaml --trainer.precision
-   32-true`` (JoeyNMT computes in fp32 only: equal precision);
-2. this project's recipe in ``bf16-mixed`` (what ``auto`` picks on a CPU with AMX or AVX512-BF16; a second,
-   labelled row) beside JoeyNMT's documented GPU recipe (``--recipe documented``), so that each run has one
-   neighbour, as in the first pair (``--skip-documented``: the bf16 run alone).
-
-Each side is scored on test2016 with beam 5 by the same sacreBLEU (this project: ``evaluate.py --beam-size 5
---length-penalty 1.0``, the recipe's decoding). JoeyNMT's chosen run is also scored by JoeyNMT's own ``test``
-mode (``--cross-check`` of the baseline). ``final.md`` and ``final.json`` hold the table; the last lines
-printed are the table. A budget under 60 minutes scales the warm-up with it (300 updates an hour), so that a
-smoke run also reaches the decay.
+``final`` decodes test2016 with the pick's own weights, those of its tuning run (chosen on the validation set,
+then scored once on the test set; no second training), with JoeyNMT's beam search, scores it with the same
+sacreBLEU as ``evaluate.py``, and cross-checks the scoring with JoeyNMT's own ``test`` mode
+(``bench/joeynmt_baseline.py --decode-only --cross-check``). ``final.md`` and ``final.json`` hold the row and
+the cross-check. This project's rows beside it come from ``bench/multi30k_levers.py`` (the recipe in fp32,
+JoeyNMT's only precision on a CPU: ``--levers fp32``; in bf16-mixed: the seeds' mean).
 """
 
 import argparse
@@ -94,9 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=tuple(VARIANTS),
                    help=f"tune: the variants to run (default: {' '.join(DEFAULT_VARIANTS)})")
     p.add_argument("--variant", choices=tuple(VARIANTS),
-                   help="final: the JoeyNMT variant (default: tune's best)")
-    p.add_argument("--skip-documented", action="store_true",
-                   help="final: run the bf16 row alone, without JoeyNMT's documented recipe beside it")
+                   help="final: the tuned variant to score on test2016 (default: tune's best)")
     p.add_argument("--pace-from", type=Path,
                    help="a tuning.json of short runs on this machine: each variant's measured updates per "
                         "minute size its decay, in place of VARIANTS' estimates")  # fmt: skip
@@ -130,39 +122,17 @@ def variant_options(name: str, minutes: int, pace: dict[str, float] | None = Non
     return [part for key, value in knobs.items() for part in (f"--{key.replace('_', '-')}", str(value))]
 
 
-def joeynmt_command(args: argparse.Namespace, out: Path, split: str, recipe: str = "cpu-hour",
-                    variant: str | None = None, cross_check: bool = False) -> list[str]:  # fmt: skip
-    command = [sys.executable, str(REPO / "bench" / "joeynmt_baseline.py"), "--recipe", recipe,
-               "--data", str(args.corpora / "multi30k"), "--minutes", str(args.minutes), "--threads", "1",
-               "--split", split, "--out", str(out), "--venv", str(args.venv)]  # fmt: skip
-    if variant is not None:
-        command += variant_options(variant, args.minutes, args.pace)
-    if args.sentences is not None:
-        command += ["--sentences", str(args.sentences)]
-    return command + (["--cross-check"] if cross_check else [])
+def joeynmt_command(args: argparse.Namespace, out: Path, variant: str) -> list[str]:
+    """``bench/joeynmt_baseline.py``'s tuning run of ``variant``: trained for the budget, scored on val."""
+    command = [*baseline_command(args, out, "val"), "--recipe", "cpu-hour", "--minutes", str(args.minutes)]
+    return command + variant_options(variant, args.minutes, args.pace)
 
 
-def ours_train_command(args: argparse.Namespace, out: Path, precision: str) -> list[str]:
-    max_time = f"00:{args.minutes // 60:02d}:{args.minutes % 60:02d}:00"
-    return [sys.executable, str(REPO / "train.py"), "--config", str(REPO / "configs" / "multi30k.yaml"),
-            "--data.path", str(args.corpora / "multi30k"), "--trainer.max_time", max_time,
-            "--trainer.precision", precision,
-            "--trainer.logger.init_args.save_dir", str(out / "runs")]  # fmt: skip
-
-
-def ours_evaluate_command(args: argparse.Namespace, out: Path) -> list[str]:
-    """``evaluate.py`` of the run's ``last.ckpt`` on test2016 (or its first ``--sentences``, as a TSV),
-    with the recipe's decoding: beam 5, length penalty 1.0."""
-    command = [sys.executable, str(REPO / "evaluate.py"), str(last_checkpoint(out)),
-               "--beam-size", "5", "--length-penalty", "1.0", "--quiet"]  # fmt: skip
-    if args.sentences is None:
-        return command + ["--test-split", "test2016"]
-    data = args.corpora / "multi30k"
-    de, en = ((data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))
-    tsv = out / "test2016_subset.tsv"
-    tsv.write_text("".join(f"{s}\t{r}\n" for s, r in list(zip(de, en, strict=True))[: args.sentences]),
-                   encoding="utf-8")  # fmt: skip
-    return command + ["--tsv", str(tsv)]
+def baseline_command(args: argparse.Namespace, out: Path, split: str) -> list[str]:
+    command = [sys.executable, str(REPO / "bench" / "joeynmt_baseline.py"), "--data",
+               str(args.corpora / "multi30k"), "--threads", "1", "--split", split, "--out", str(out),
+               "--venv", str(args.venv)]  # fmt: skip
+    return command + ([] if args.sentences is None else ["--sentences", str(args.sentences)])
 
 
 def run_side_by_side(jobs: list[tuple[str, list[str], Path]]) -> None:
@@ -195,7 +165,7 @@ def tuning_rows(results: dict[str, dict]) -> list[dict]:
             "batch_tokens": s["batch_tokens"], "expected_updates": r.get("expected_updates"),
             "updates": r["updates"], "last_logged_lr": r.get("last_logged_lr"), "bleu": r["bleu"],
             "chrf": r["chrf"], "sentences": r["sentences"], "split": r["test_split"],
-            "train_minutes": r["train_minutes"],
+            "budget_minutes": r.get("budget_minutes"), "train_minutes": r["train_minutes"],
         })  # fmt: skip
     return sorted(rows, key=lambda row: -row["bleu"])
 
@@ -242,26 +212,6 @@ def cross_check_lines(check: dict) -> list[str]:
     ]
 
 
-def ours_row(label: str, precision: str, out: Path) -> dict:
-    """A final row of this project's run in ``out``: the evaluation's JSON line (its decoding time from its
-    sentences per second), and the updates recorded in the run's ``last.ckpt``."""
-    import torch
-
-    result = json.loads((out / "test2016.json").read_text(encoding="utf-8").strip().splitlines()[-1])
-    checkpoint = torch.load(last_checkpoint(out), map_location="cpu", weights_only=True)
-    return {"label": label, "precision": precision, "updates": checkpoint["global_step"],
-            "bleu": result["bleu"], "chrf": result["chrf"], "sentences": result["num_sentences"],
-            "decode_minutes": result["num_sentences"] / result["sentences_per_second"] / 60}  # fmt: skip
-
-
-def last_checkpoint(out: Path) -> Path:
-    """The ``last.ckpt`` of the newest run ``train.py`` saved under ``<out>/runs``."""
-    runs = sorted((out / "runs" / "multi30k").glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
-    if not runs:
-        raise RuntimeError(f"no run of train.py in {out / 'runs' / 'multi30k'}; see {out / 'train.log'}")
-    return runs[-1] / "checkpoints" / "last.ckpt"
-
-
 def joey_row(label: str, result: dict) -> dict:
     return {"label": label, "precision": "32-true (fp32)", "updates": result["updates"],
             "bleu": result["bleu"], "chrf": result["chrf"], "sentences": result["sentences"],
@@ -271,14 +221,30 @@ def joey_row(label: str, result: dict) -> dict:
 # -- steps ---------------------------------------------------------------------------------------------------
 
 
+def earlier_rows(tuning: Path, rows: list[dict]) -> list[dict]:
+    """The rows of an earlier ``tune`` in ``tuning`` (its ``tuning.json``) to keep beside ``rows``: those of
+    variants not run again, with the same budget and the same validation sentences."""
+    if not tuning.is_file():
+        return []
+    run = {r["variant"] for r in rows}
+    same = {(r["budget_minutes"], r["split"], r["sentences"]) for r in rows}
+    return [r for r in json.loads(tuning.read_text(encoding="utf-8"))
+            if r["variant"] not in run and (r.get("budget_minutes"), r["split"], r["sentences"]) in same]
+
+
 def tune(args: argparse.Namespace) -> list[dict]:
     out = args.out / "tune"
-    jobs = [(f"JoeyNMT {name}", joeynmt_command(args, out / name, "val", variant=name), out / f"{name}.log")
+    jobs = [(f"JoeyNMT {name}", joeynmt_command(args, out / name, name), out / f"{name}.log")
             for name in args.variants]  # fmt: skip
     run_side_by_side(jobs)
     results = {name: parse_result((out / f"{name}.log").read_text(encoding="utf-8"))
                for name in args.variants}  # fmt: skip
     rows = tuning_rows(results)
+    kept = earlier_rows(args.out / "tuning.json", rows)
+    if kept:
+        names = " ".join(r["variant"] for r in kept)
+        print(f"kept from the earlier tuning in {args.out}: {names}", flush=True)
+    rows = sorted(rows + kept, key=lambda row: -row["bleu"])
     lines = tuning_table(rows)
     (args.out / "tuning.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     (args.out / "tuning.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -289,45 +255,25 @@ def tune(args: argparse.Namespace) -> list[dict]:
 
 def final(args: argparse.Namespace) -> list[dict]:
     variant = args.variant
+    tuning = args.out / "tuning.json"
     if variant is None:
-        tuning = args.out / "tuning.json"
         if not tuning.is_file():
             sys.exit(f"error: no {tuning}: run the tune step first, or name a variant with --variant")
         variant = json.loads(tuning.read_text(encoding="utf-8"))[0]["variant"]
-    out = args.out / "final"
-    joey, joey_doc = out / "joeynmt-cpu-hour", out / "joeynmt-documented"
-    ours32, ours_bf16 = out / "ours-32-true", out / "ours-bf16-mixed"
-    chosen = joeynmt_command(args, joey, "test2016", variant=variant, cross_check=True)
-    pairs = [[("JoeyNMT " + variant, chosen, out / "joeynmt-cpu-hour.log"),
-              ("this project, 32-true", ours_train_command(args, ours32, "32-true"), ours32 / "train.log")]]
-    second = [("this project, bf16-mixed", ours_train_command(args, ours_bf16, "bf16-mixed"),
-               ours_bf16 / "train.log")]  # fmt: skip
-    if not args.skip_documented:
-        second.append(("JoeyNMT documented", joeynmt_command(args, joey_doc, "test2016", recipe="documented"),
-                       out / "joeynmt-documented.log"))  # fmt: skip
-    pairs.append(second)
-    for pair in pairs:
-        run_side_by_side(pair)
-        for run in (ours32, ours_bf16):  # this project's decoding, once its training is over
-            if (run / "train.log").is_file() and not (run / "test2016.json").is_file():
-                done = subprocess.run(ours_evaluate_command(args, run), check=False, capture_output=True,
-                                      text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
-                if done.returncode != 0:
-                    raise RuntimeError(f"evaluate.py failed on {run}: {done.stderr.strip()[-2000:]}")
-                (run / "test2016.json").write_text(done.stdout, encoding="utf-8")
-
-    joey_result = parse_result((out / "joeynmt-cpu-hour.log").read_text(encoding="utf-8"))
-    rows = [joey_row(f"JoeyNMT 2.3.0, cpu-hour recipe, variant {variant} (tuned on val)", joey_result),
-            ours_row("this project, configs/multi30k.yaml", "32-true", ours32),
-            ours_row("this project, configs/multi30k.yaml (second row: bf16)", "bf16-mixed", ours_bf16)]
-    if not args.skip_documented:
-        rows.append(joey_row("JoeyNMT's documented GPU recipe (IWSLT14), untuned for a CPU hour",
-                             parse_result((out / "joeynmt-documented.log").read_text(encoding="utf-8"))))
-    lines = final_table(rows) + [""] + cross_check_lines(joey_result["cross_check"])
-    (args.out / "final.json").write_text(json.dumps({"rows": rows, "cross_check": joey_result["cross_check"]},
+    run = args.out / "tune" / variant
+    if not (run / "result.json").is_file():
+        sys.exit(f"error: no tuning run of {variant} in {run}: run `tune --variants {variant}` first")
+    command = [*baseline_command(args, run, "test2016"), "--decode-only", "--cross-check"]
+    log = args.out / "final.log"
+    run_side_by_side([(f"JoeyNMT {variant} on test2016", command, log)])
+    result = parse_result(log.read_text(encoding="utf-8"))
+    rows = [joey_row(f"JoeyNMT 2.3.0, cpu-hour recipe, variant {variant} (picked on val)", result)]
+    lines = final_table(rows) + [""] + cross_check_lines(result["cross_check"])
+    (args.out / "final.json").write_text(json.dumps({"rows": rows, "cross_check": result["cross_check"]},
                                                     indent=2) + "\n", encoding="utf-8")  # fmt: skip
     (args.out / "final.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{args.minutes} min each, one thread each, side by side in pairs:")
+    minutes = result.get("budget_minutes", args.minutes)
+    print(f"the pick of the {minutes:g}-minute runs on val, scored once on the test set:")
     print("\n".join(lines), flush=True)
     return rows
 

@@ -222,16 +222,19 @@ def score_split(hyps: Path, references: Path, split: str) -> dict:
 
 
 def report(args: argparse.Namespace, out: Path, prefix: str, run: dict, hyps: Path, times: dict,
-           decode_seconds: float, progress: dict, scores: dict | None = None) -> dict:
+           decode_seconds: float, progress: dict, scores: dict | None = None,
+           name: str = "result.json") -> dict:  # fmt: skip
     """A peer's result: ``run`` (what was trained and decoded), ``scores`` (``score_split``'s; by default
-    those of ``hyps`` on Multi30k's test2016), the times (``train_with_budget``'s and the decoding's) and
-    ``progress``; written to ``<out>/result.json`` and printed as one line that starts with ``prefix``."""
+    those of ``hyps`` on Multi30k's test2016), the budget, the times (``train_with_budget``'s and the
+    decoding's) and ``progress``; written to ``<out>/<name>`` and printed as one line that starts with
+    ``prefix``."""
     if scores is None:
         scores = score_split(hyps, args.data / "test2016.en", "test2016")
     result = {
         **run,
         **scores,
         "beam_size": 5,
+        "budget_minutes": args.minutes,
         "train_minutes": times["train_seconds"] / 60,
         "prepare_minutes": times["prepare_seconds"] / 60,
         "decode_minutes": decode_seconds / 60,
@@ -240,7 +243,7 @@ def report(args: argparse.Namespace, out: Path, prefix: str, run: dict, hyps: Pa
         "machine": f"{platform.processor() or platform.machine()}",
         **progress,
     }
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (out / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(result_line(prefix, result), flush=True)
     return result
 

@@ -341,18 +341,56 @@ def test_tune_driver_skips_without_the_corpus_and_checks_its_budget(tmp_path, ca
     assert "--minutes must be a whole number of minutes from 1 to 1439, got 0" in capsys.readouterr().err
 
 
-def test_ours_row_reads_the_evaluation_and_the_newest_runs_updates(tmp_path):
-    import torch
+def test_a_tuning_in_pairs_keeps_the_earlier_rows_of_the_same_budget(tmp_path):
+    from bench.joeynmt_tune import earlier_rows, tuning_rows
 
-    from bench.joeynmt_tune import ours_row
+    assert earlier_rows(tmp_path / "tuning.json", []) == []  # no earlier tuning
+    hour = {"budget_minutes": 60}
+    earlier = tuning_rows({"base": {**result(35.0), **hour}, "4x4": {**result(36.0, layers=4), **hour},
+                           "b4096": {**result(20.0, batch_tokens=4096), "budget_minutes": 5},
+                           "lr5e-4": {**result(30.0, lr=5e-4), **hour, "sentences": 20}})  # fmt: skip
+    (tmp_path / "tuning.json").write_text(json.dumps(earlier))
+    now = tuning_rows({"lr2e-3": {**result(37.0, lr=2e-3), **hour}, "base": {**result(34.0), **hour}})
+    kept = earlier_rows(tmp_path / "tuning.json", now)
+    # base ran again; b4096 had another budget, lr5e-4 other sentences: only 4x4 joins the table.
+    assert [(r["variant"], r["bleu"], r["layers"]) for r in kept] == [("4x4", 36.0, 4)]
 
-    for version, step in ((2, 85), (10, 7540)):  # version_10 is newer than version_2
-        folder = tmp_path / "runs" / "multi30k" / f"version_{version}" / "checkpoints"
-        folder.mkdir(parents=True)
-        torch.save({"global_step": step, "epoch": 15}, folder / "last.ckpt")
-    evaluation = {"bleu": 41.25, "chrf": 60.5, "num_sentences": 1000, "sentences_per_second": 50.0}
-    (tmp_path / "test2016.json").write_text("summary line\n" + json.dumps(evaluation) + "\n")
-    assert ours_row("ours", "32-true", tmp_path) == {
-        "label": "ours", "precision": "32-true", "updates": 7540, "bleu": 41.25, "chrf": 60.5,
-        "sentences": 1000, "decode_minutes": pytest.approx(1000 / 50 / 60),
-    }  # fmt: skip
+
+def test_final_names_what_is_missing_before_it_decodes(tmp_path, capsys):
+    from bench.joeynmt_baseline import main as baseline
+    from bench.joeynmt_tune import final, parse_args
+
+    args = parse_args(["final", "--out", str(tmp_path), "--corpora", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"no .*tuning.json: run the tune step first"):
+        final(args)
+    (tmp_path / "tuning.json").write_text(json.dumps(tuning_rows_of("4x4")))
+    with pytest.raises(SystemExit, match=r"no tuning run of 4x4 in .*tune/4x4: run `tune --variants 4x4`"):
+        final(args)
+    run = tmp_path / "tune" / "4x4"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text("{}")  # a run without its weights
+    with pytest.raises(SystemExit, match=r"--decode-only: no finished JoeyNMT run in .*4x4 \(its result"):
+        baseline(["--decode-only", "--out", str(run), "--split", "test2016"])
+
+
+def tuning_rows_of(*variants: str) -> list[dict]:
+    from bench.joeynmt_tune import tuning_rows
+
+    return tuning_rows({name: {**result(30.0 - i), "budget_minutes": 60} for i, name in enumerate(variants)})
+
+
+def test_peer_results_record_the_budget_and_go_to_the_file_named(tmp_path, capsys):
+    from argparse import Namespace
+
+    from bench.peers import report
+
+    args = Namespace(minutes=60.0, threads=1, data=tmp_path)
+    times = {"train_seconds": 3600.5, "prepare_seconds": 30.0, "stopped_by_budget": True}
+    scores = {"bleu": 30.5, "chrf": 55.0, "sentences": 1000, "test_split": "test2016"}
+    out = report(args, tmp_path, "joeynmt result: ", {"model": "m"}, tmp_path / "hyp", times, 120.0,
+                 {"updates": 2400}, scores, name="result_test2016.json")  # fmt: skip
+    written = json.loads((tmp_path / "result_test2016.json").read_text())
+    assert written == out and not (tmp_path / "result.json").exists()
+    minutes = (written["budget_minutes"], written["train_minutes"], written["decode_minutes"])
+    assert minutes == (60.0, 3600.5 / 60, 2.0)
+    assert capsys.readouterr().out == "joeynmt result: " + json.dumps(out) + "\n"
