@@ -18,7 +18,10 @@ torch of this project (2.14), which JoeyNMT 2.3.0 (January 2024) predates; neith
 ``torch.load`` now defaults to ``weights_only=True``, which refuses JoeyNMT's own checkpoints (they hold more
 than tensors; JoeyNMT loads only the files its own run wrote). A third fix is for JoeyNMT itself: its
 ``build_scheduler`` makes ``WarmupExponentialDecayScheduler`` without the optimizer, a required argument, so
-``scheduling: warmupexponentialdecay`` fails with a TypeError in 2.3.0; the optimizer is passed.
+``scheduling: warmupexponentialdecay`` fails with a TypeError in 2.3.0; the optimizer is passed. And it reads
+the schedule from the parsed training section (``TrainConfig``), which has no fields for
+``SCHEDULER_KEYS``: the peak, decay and decay length of the config never reached it, and it decayed from its
+default peak (1e-3) by its default 0.1 over 10000 updates whatever the config said; they are passed too.
 
 ``references`` writes a split's references as JoeyNMT's ``test`` mode scores them: each line pre-processed
 (Moses tokenization here) and post-processed (Moses detokenization) by the config's target tokenizer.
@@ -88,9 +91,25 @@ def build_joint_vocab(config_path: Path) -> dict:
 # -- JoeyNMT's command line ---------------------------------------------------------------------------------
 
 
-def patch_joeynmt() -> None:
-    """The three fixes of the module docstring, applied to this process only, before JoeyNMT's modules that
-    import ``load_checkpoint`` or ``build_scheduler`` by name are imported."""
+# Settings of JoeyNMT's training section that its TrainConfig (joeynmt/config.py, 2.3.0) drops when it parses
+# the section, and that build_scheduler reads from the parsed section all the same.
+SCHEDULER_KEYS = ("learning_rate_peak", "learning_rate_decay", "learning_rate_decay_length")
+
+
+def scheduler_settings(config: Path | None) -> dict:
+    """The ``SCHEDULER_KEYS`` set in ``config``'s training section (none without a config)."""
+    if config is None:
+        return {}
+    from joeynmt.config import load_config
+
+    training = load_config(config).get("training", {})
+    return {key: training[key] for key in SCHEDULER_KEYS if key in training}
+
+
+def patch_joeynmt(config: Path | None = None) -> None:
+    """The fixes of the module docstring, applied to this process only, before JoeyNMT's modules that
+    import ``load_checkpoint`` or ``build_scheduler`` by name are imported; ``config`` is the run's, whose
+    schedule reaches ``build_scheduler``."""
     import functools
 
     import joeynmt.builders
@@ -98,10 +117,11 @@ def patch_joeynmt() -> None:
 
     build_scheduler = joeynmt.builders.build_scheduler
     decay_scheduler = joeynmt.builders.WarmupExponentialDecayScheduler
+    schedule = scheduler_settings(config)
 
     def build_scheduler_with_optimizer(cfg, optimizer, scheduler_mode, hidden_size=0):
         joeynmt.builders.WarmupExponentialDecayScheduler = functools.partial(decay_scheduler, optimizer)
-        return build_scheduler(cfg, optimizer, scheduler_mode, hidden_size)
+        return build_scheduler({**cfg, **schedule}, optimizer, scheduler_mode, hidden_size)
 
     class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
         def __init__(self, optimizer, verbose: bool = False, **kwargs) -> None:
@@ -118,8 +138,8 @@ def patch_joeynmt() -> None:
 
 
 def run_joeynmt(args: list[str]) -> None:
-    """``python -m joeynmt *args`` with ``patch_joeynmt``."""
-    patch_joeynmt()
+    """``python -m joeynmt *args`` with ``patch_joeynmt`` for the config among ``args``."""
+    patch_joeynmt(next((Path(a) for a in args if a.endswith((".yaml", ".yml"))), None))
     from joeynmt.__main__ import main as joeynmt_main
 
     sys.argv = ["joeynmt", *args]

@@ -230,11 +230,14 @@ def test_the_decay_reaches_its_share_of_the_peak_at_the_expected_update():
 
 SCHEDULE = """
 import json, sys, torch
+from pathlib import Path
 sys.path.insert(0, "bench")
 from joeynmt_venv import patch_joeynmt
-patch_joeynmt()
+patch_joeynmt(Path(sys.argv[1]))
 from joeynmt.builders import build_scheduler
-t = json.loads(sys.argv[1])
+from joeynmt.config import load_config, parse_train_args
+# What JoeyNMT's TrainManager passes: the training section as its TrainConfig parsed it.
+t = parse_train_args(load_config(Path(sys.argv[1]))["training"])._asdict()
 opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=t["learning_rate"])
 scheduler, at = build_scheduler(t, opt, "max", 256)
 rates = {}
@@ -249,14 +252,16 @@ print(json.dumps({"at": at, "rates": {k: rates[k] for k in (150, 300, 840, 1380,
 def test_joeynmt_builds_the_schedule_and_follows_the_sizing(tmp_path):
     from bench.joeynmt_baseline import parse_args, write_config
 
-    t = yaml.safe_load(write_config(parse_args(["--recipe", "cpu-hour"]), tmp_path).read_text())["training"]
-    done = subprocess.run([str(venv_python(VENV)), "-c", SCHEDULE, json.dumps(t)], capture_output=True,
+    config = write_config(parse_args(["--recipe", "cpu-hour", "--lr", "2e-3"]), tmp_path)
+    t = yaml.safe_load(config.read_text())["training"]
+    done = subprocess.run([str(venv_python(VENV)), "-c", SCHEDULE, str(config)], capture_output=True,
                           text=True, check=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["at"] == "step"
     for step, rate in out["rates"].items():
         assert rate == pytest.approx(joey_rate(int(step), t))
-    assert out["rates"]["1380"] == pytest.approx(1e-5)  # 1% of the peak at the 1380 updates expected
+    assert out["rates"]["300"] == pytest.approx(2e-3)  # the config's peak, not JoeyNMT's default of 1e-3
+    assert out["rates"]["1380"] == pytest.approx(2e-5)  # 1% of the peak at the 1380 updates expected
 
 
 # -- the tuning driver ---------------------------------------------------------------------------------------
