@@ -107,12 +107,10 @@ class Recipe:
 # chosen update ("noam" is the inverse square root with its rate tied to d_model; "decaying" and
 # "exponential" step once per epoch).
 SCHEDULES = ("plateau", "warmupinversesquareroot", "warmupexponentialdecay")
-# Updates per minute expected of the cpu-hour recipe (3+3 layers, d_ff 512, 2048-token batches) on one thread
-# of the 2-core Intel Xeon beside a second one-thread training, nothing else running: its smoke runs made 23
-# updates in 3 minutes where the documented recipe made 14, on a machine loaded as in the loaded hour (288
-# documented updates an hour); scaled by the documented recipe's 869 updates of the quiet hour, ~1400 an hour
-# (docs/joeynmt.md). An estimate: bench/joeynmt_tune.py --pace-from measures it on the machine of the hour.
-CPU_HOUR_UPDATES_PER_MINUTE = 23.0
+# Updates per minute of the cpu-hour recipe (3+3 layers, d_ff 512, 2048-token batches) on one thread of the
+# 2-core AMD EPYC beside a second one-thread run of it: 40.2 in the 5-minute pace runs of 2026-11-27
+# (docs/joeynmt.md). Another machine has another pace: bench/joeynmt_tune.py --pace-from measures it there.
+CPU_HOUR_UPDATES_PER_MINUTE = 40.0
 RECIPES = {
     # the documented recipe's decay_to and updates_per_minute act only if --schedule warmupexponentialdecay
     "documented": Recipe(layers=6, d_ff=1024, dropout=0.3, lr=3e-4, warmup=0, schedule="plateau",

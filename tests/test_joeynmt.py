@@ -163,10 +163,10 @@ def test_cpu_hour_config_is_sized_for_the_hour_and_its_changes_name_the_shipped_
         sizes = (coder["num_layers"], coder["ff_size"], coder["dropout"], coder["hidden_size"])
         assert sizes == (3, 512, 0.1, 256)
     t = cfg["training"]
-    # 23 updates a minute for 60 minutes: 1380 updates, 300 of them warm-up, so the decay spans 1080
+    # 40 updates a minute for 60 minutes: 2400 updates, 300 of them warm-up, so the decay spans 2100
     assert {k: t[k] for k in t if k.startswith("learning_rate")} == {
         "learning_rate": 1e-3 / 300, "learning_rate_peak": 1e-3, "learning_rate_warmup": 300,
-        "learning_rate_decay": 0.01, "learning_rate_decay_length": 1080, "learning_rate_min": 1e-8,
+        "learning_rate_decay": 0.01, "learning_rate_decay_length": 2100, "learning_rate_min": 1e-8,
     }  # fmt: skip
     assert (t["scheduling"], t["clip_grad_norm"], t["batch_size"]) == ("warmupexponentialdecay", 1.0, 2048)
     assert t["validation_freq"] == NO_VALIDATION and "clip_grad_val" not in t
@@ -176,7 +176,7 @@ def test_cpu_hour_config_is_sized_for_the_hour_and_its_changes_name_the_shipped_
         "learning rate 0.001 (recipe: 0.0003)", "warm-up updates 300 (recipe: 0)",
         "scheduling warmupexponentialdecay (recipe: plateau)", "clip_grad_norm 1.0 (recipe: none)",
         "batch tokens 2048 (recipe: 4096)", "validation_freq never (recipe: 1000)",
-        "decay to 0.01 x the peak at update 1380 (23 updates/min x 60 min, the expected pace)",
+        "decay to 0.01 x the peak at update 2400 (40 updates/min x 60 min, the expected pace)",
     ]  # fmt: skip
 
 
@@ -241,10 +241,10 @@ t = parse_train_args(load_config(Path(sys.argv[1]))["training"])._asdict()
 opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=t["learning_rate"])
 scheduler, at = build_scheduler(t, opt, "max", 256)
 rates = {}
-for step in range(2000):
+for step in range(2400):
     scheduler.step(step)  # JoeyNMT calls it after each update with the updates done before it
     rates[step + 1] = opt.param_groups[0]["lr"]
-print(json.dumps({"at": at, "rates": {k: rates[k] for k in (150, 300, 840, 1380, 2000)}}))
+print(json.dumps({"at": at, "rates": {k: rates[k] for k in (150, 300, 1350, 2000, 2400)}}))
 """
 
 
@@ -261,7 +261,7 @@ def test_joeynmt_builds_the_schedule_and_follows_the_sizing(tmp_path):
     for step, rate in out["rates"].items():
         assert rate == pytest.approx(joey_rate(int(step), t))
     assert out["rates"]["300"] == pytest.approx(2e-3)  # the config's peak, not JoeyNMT's default of 1e-3
-    assert out["rates"]["1380"] == pytest.approx(2e-5)  # 1% of the peak at the 1380 updates expected
+    assert out["rates"]["2400"] == pytest.approx(2e-5)  # 1% of the peak at the 2400 updates expected
 
 
 # -- the tuning driver ---------------------------------------------------------------------------------------
@@ -274,8 +274,8 @@ def test_variant_options_scale_the_warmup_with_a_short_budget():
     assert variant_options("base", 60) == []
     assert variant_options("base", 60, {"base": 38.5, "4x4": 30.0}) == ["--updates-per-minute", "38.5"]
     assert variant_options("base", 3) == ["--warmup", "15"]
-    assert variant_options("4x4", 60) == ["--layers", "4", "--updates-per-minute", "20.0"]
-    assert variant_options("b4096", 1) == ["--batch-tokens", "4096", "--updates-per-minute", "14.0",
+    assert variant_options("4x4", 60) == ["--layers", "4", "--updates-per-minute", "34.0"]
+    assert variant_options("b4096", 1) == ["--batch-tokens", "4096", "--updates-per-minute", "20.0",
                                            "--warmup", "5"]  # fmt: skip
     from bench.joeynmt_baseline import parse_args
 
