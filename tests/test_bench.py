@@ -5,6 +5,7 @@ import json
 import math
 import os
 import random
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -736,6 +737,69 @@ def test_levers_beside_a_peer_start_its_baseline_with_the_same_budget_and_read_i
     row = peer_row("marian", out)
     assert (row["lever"], row["split"], row["bleu"], row["chrf"], row["updates"]) == (
         "marian", "test2016", 12.5, 40.25, 321)  # fmt: skip
+
+
+PEER_SCRIPT = """
+import signal, sys, time
+from pathlib import Path
+if "--venv-only" in sys.argv:
+    sys.exit(0)
+flag, code = Path(sys.argv[1]), int(sys.argv[2])
+def terminated(*_):
+    flag.write_text("terminated")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, terminated)
+time.sleep(0.5 if code else 60)
+sys.exit(code)
+"""
+
+
+def fake_levers_run(tmp_path, monkeypatch, lever_exit: int, peer_exit: int) -> list[str]:
+    """``bench/multi30k_levers.py``'s arguments for one lever beside a peer, both of them small scripts that
+    exit with the codes given (the peer, when it is to succeed, waits to be terminated); scoring is faked."""
+    import bench.multi30k_levers as levers
+
+    (tmp_path / "multi30k").mkdir()
+    (tmp_path / "multi30k" / "train.de").write_text("ein Hund\n")
+    script = tmp_path / "peer.py"
+    script.write_text(PEER_SCRIPT)
+    flag = tmp_path / "peer.flag"
+    python = sys.executable
+    monkeypatch.setattr(levers, "peer_command", lambda *a: [python, str(script), str(flag), str(peer_exit)])
+    lever = f"import time, sys; time.sleep(1); sys.exit({lever_exit})"
+    monkeypatch.setattr(levers, "train_command", lambda *a: [python, "-c", lever])
+    monkeypatch.setattr(levers, "last_checkpoint", lambda out, lever: out / lever / "last.ckpt")
+    monkeypatch.setattr(levers, "score", lambda lever, weights, variant, split, env, dry_run: {
+        "lever": lever, "variant": variant.name, "split": split, "bleu": 30.0, "chrf": 50.0})  # fmt: skip
+    return ["--levers", "recipe", "--beside", "marian", "--corpora", str(tmp_path),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+
+
+def test_a_failed_lever_stops_the_peer_beside_it_and_names_its_log(tmp_path, monkeypatch):
+    import time
+
+    from bench.multi30k_levers import main
+
+    argv = fake_levers_run(tmp_path, monkeypatch, lever_exit=3, peer_exit=0)
+    with pytest.raises(SystemExit, match=r"error: training lever recipe failed \(exit 3\): .*out/recipe.log"):
+        main(argv)
+    for _ in range(100):  # the peer is terminated, not left training for the rest of its hour
+        if (tmp_path / "peer.flag").exists():
+            break
+        time.sleep(0.1)
+    assert (tmp_path / "peer.flag").read_text() == "terminated"
+
+
+def test_a_failed_peer_keeps_the_levers_scores_and_names_its_log(tmp_path, monkeypatch, capsys):
+    from bench.multi30k_levers import main
+
+    assert main(fake_levers_run(tmp_path, monkeypatch, lever_exit=0, peer_exit=2)) == 1
+    err = capsys.readouterr().err
+    assert err.strip().endswith(f"error: marian's run failed (exit 2): {tmp_path / 'out' / 'marian.log'}")
+    rows = [json.loads(line) for line in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
+    assert [(r["lever"], r["variant"], r["split"]) for r in rows] == [
+        ("recipe", "last", "val"), ("recipe", "last, lp 0.6", "val"), ("recipe", "last, lp 1.4", "val")]
+    assert not (tmp_path / "peer.flag").exists()
 
 
 def test_levers_skip_without_the_corpus_and_refuse_bad_options(tmp_path, capsys):
