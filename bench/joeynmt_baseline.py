@@ -160,6 +160,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("warmup", "clip_grad_norm"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must not be negative, got {getattr(args, name)}")
+    knobs = [k for k in KNOBS if getattr(args, k, None) is not None]
+    if args.decode_only and knobs:
+        p.error(f"--decode-only decodes the run in --out as it was trained; --{knobs[0].replace('_', '-')} "
+                "would be ignored")  # fmt: skip
     try:
         args.settings = recipe_settings(args)
     except ValueError as e:

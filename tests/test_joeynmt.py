@@ -376,6 +376,10 @@ def test_final_names_what_is_missing_before_it_decodes(tmp_path, capsys):
     (run / "result.json").write_text("{}")  # a run without its weights
     with pytest.raises(SystemExit, match=r"--decode-only: no finished JoeyNMT run in .*4x4 \(its result"):
         baseline(["--decode-only", "--out", str(run), "--split", "test2016"])
+    with pytest.raises(SystemExit):
+        baseline(["--decode-only", "--out", str(run), "--d-ff", "1024"])
+    assert capsys.readouterr().err.strip().endswith(
+        "--decode-only decodes the run in --out as it was trained; --d-ff would be ignored")
 
 
 def tuning_rows_of(*variants: str) -> list[dict]:
