@@ -4,6 +4,7 @@ search and scored with this project's sacreBLEU.
     python bench/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
     python bench/joeynmt_baseline.py --recipe cpu-hour --minutes 60 --split val     # one tuning run
     python bench/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
+    python bench/joeynmt_baseline.py --decode-only --out RUN --split test2016         # a finished run, again
 
 JoeyNMT (``joeynmt`` 2.3.0) pins ``protobuf<3.21``, so it lives in a virtual environment of its own
 (``--venv``, default ``bench/.joeynmt-venv``), created on first use with ``--system-site-packages``: the
