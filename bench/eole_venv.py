@@ -183,7 +183,7 @@ def eole_batch(batch) -> tuple[dict, int]:
     return out, int((tgt[:, 1:] != 1).sum()) - n
 
 
-def time_speed(saved: dict) -> dict:
+def time_training(config: dict, saved_batches: list[dict]) -> dict:
     """Training target tokens/s of eole's model and of ours on the same batches, steps alternating."""
     import tempfile
 
@@ -193,13 +193,13 @@ def time_speed(saved: dict) -> dict:
     from bench.speed_common import Batch, BenchConfig, alternate_training, our_model
     from bench.speed_training import train_step
 
-    cfg = BenchConfig(**saved["config"])
-    batches = [Batch(**b) for b in saved["batches"]]
+    cfg = BenchConfig(**config)
+    batches = [Batch(**b) for b in saved_batches]
     eole_batches = [eole_batch(b) for b in batches]
     ours = our_model(cfg, torch.device("cpu")).train()
     optimizer = torch.optim.AdamW(ours.parameters(), lr=1e-4)
     with tempfile.TemporaryDirectory() as folder:
-        trainer = eole_trainer(saved["config"], cfg.vocab_size, Path(folder))
+        trainer = eole_trainer(config, cfg.vocab_size, Path(folder))
 
     def eole_step(i: int) -> None:
         batch, normalization = eole_batches[i]
@@ -208,8 +208,18 @@ def time_speed(saved: dict) -> dict:
     rates = alternate_training({"ours": lambda i: train_step(ours, optimizer, batches[i]), "eole": eole_step},
                                batches, cfg.train_warmup)  # fmt: skip
     models = {"ours": ours, "eole": trainer.model}
-    result = {name: {"params": sum(p.numel() for p in m.parameters()), "target_tokens_per_s": rates[name]}
-              for name, m in models.items()}  # fmt: skip
+    return {name: {"params": sum(p.numel() for p in m.parameters()), "target_tokens_per_s": rates[name]}
+            for name, m in models.items()}  # fmt: skip
+
+
+def time_speed(saved: dict) -> dict:
+    """Training target tokens/s of eole's model and of ours on the saved random batches and, where saved, on
+    ``train.py``'s own (``recipe``)."""
+    import torch
+
+    result = time_training(saved["config"], saved["batches"])
+    if "recipe" in saved:
+        result["recipe"] = time_training(saved["recipe"]["config"], saved["recipe"]["batches"])
     result["threads"] = torch.get_num_threads()
     return result
 

@@ -20,8 +20,8 @@ The figures, each from the module that measures it (``bench/speed_common.py`` ho
 4. ``model.Transformer``'s training step packed (computing on the tokens only) against padded;
 5. ``model.Transformer`` against JoeyNMT's Transformer, where its environment exists
    (``bench/speed_joeynmt.py``): training on the random batches and on ``train.py``'s own, and greedy
-   decoding of ours with and without its cache beside JoeyNMT's; and against eole's, training on the random
-   batches only (``bench/speed_eole.py``).
+   decoding of ours with and without its cache beside JoeyNMT's; and against eole's, training on both kinds of
+   batches (``bench/speed_eole.py``).
 
 ``--repeats K`` runs the whole measurement K times and ends with the median and the range of every ratio.
 
@@ -76,7 +76,7 @@ def run(
 
     With ``recipe`` (``recipe_data`` of the Multi30k folder), training is also measured on ``train.py``'s own
     batches; with ``joeynmt_venv`` and ``eole_venv``, JoeyNMT's and eole's Transformers too (each skipped,
-    with the reason, where its venv is missing), JoeyNMT's on those batches as well.
+    with the reason, where its venv is missing), on those batches as well.
     """
     dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
     train_peak = bench_matmul(cfg.matmul_size, cfg.matmul_repeats, device, dtype)
@@ -99,7 +99,7 @@ def run(
     if joeynmt_venv is not None:
         comparisons["joeynmt"] = bench_joeynmt(cfg, device, joeynmt_venv, recipe)
     if eole_venv is not None:
-        comparisons["eole"] = bench_eole(cfg, device, eole_venv)
+        comparisons["eole"] = bench_eole(cfg, device, eole_venv, recipe)
     return {
         "machine": describe_machine(device),
         "config": asdict(cfg),
@@ -147,6 +147,7 @@ RATIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training / JoeyNMT, random batches", ("joeynmt", "training_ratio")),
     ("training / JoeyNMT, train.py batches", ("joeynmt", "recipe", "training_ratio")),
     ("training / eole, random batches", ("eole", "training_ratio")),
+    ("training / eole, train.py batches", ("eole", "recipe", "training_ratio")),
     ("packed / padded, random batches", ("packing", "ratio")),
     ("greedy: KV cache / prefix re-run", ("decoding", "cache_ratio")),
     ("greedy: ours with cache / JoeyNMT", ("joeynmt", "greedy_ratio")),

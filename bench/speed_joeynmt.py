@@ -5,13 +5,12 @@ JoeyNMT's own virtual environment (``bench/joeynmt_venv.py speed``) on the batch
 steps alternating.
 """
 
-from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
 from bench.speed_common import BenchConfig, time_in_venv
-from bench.speed_training import RecipeData
+from bench.speed_training import RecipeData, recipe_batches_saved
 
 JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
 
@@ -25,13 +24,7 @@ def bench_joeynmt(
 
     Returns ``{"skipped": reason}`` without the venv or on a GPU (the comparison is for CPUs).
     """
-    extra = None
-    if recipe is not None:
-        count = cfg.train_warmup + cfg.train_iters
-        extra = {"recipe": {
-            "config": asdict(replace(cfg, vocab_size=recipe.vocab_size)),
-            "batches": [asdict(b) for b in recipe.batches[:count]],
-        }}  # fmt: skip
+    extra = recipe_batches_saved(cfg, recipe)
     result = time_in_venv(cfg, device, venv, "joeynmt_venv.py", "JoeyNMT", "joeynmt_baseline.py", extra)
     if "skipped" in result:
         return result

@@ -491,21 +491,48 @@ def test_speed_skips_eole_without_its_venv_or_on_a_gpu_and_says_why(tmp_path):
 
 
 @pytest.mark.skipif(not (EOLE_VENV / "bin" / "python").exists(), reason=f"no eole environment in {EOLE_VENV}")
-def test_speed_times_eole_at_the_same_parameter_count():
-    from bench.speed_eole import bench_eole, eole_lines
+def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches():
+    from dataclasses import replace
 
+    from bench.speed_common import make_batches
+    from bench.speed_eole import bench_eole, eole_lines
+    from bench.speed_training import RecipeData
+
+    # train.py's batches stand in here as random ones at another vocabulary size, as the recipe's has
+    other = replace(QUICK, vocab_size=QUICK.vocab_size + 40)
+    recipe = RecipeData(make_batches(other, other.train_warmup + other.train_iters, torch.device("cpu")),
+                        other.vocab_size, [])  # fmt: skip
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        result = bench_eole(QUICK, torch.device("cpu"), EOLE_VENV)
+        result = bench_eole(QUICK, torch.device("cpu"), EOLE_VENV, recipe)
     finally:
         torch.set_num_threads(threads)
     assert "skipped" not in result, result
-    assert result["ours"]["params"] == result["eole"]["params"]  # biases where ours has them, no output bias
-    assert result["training_ratio"] == pytest.approx(
-        result["ours"]["target_tokens_per_s"] / result["eole"]["target_tokens_per_s"]
-    )
-    assert eole_lines({"eole": result})[-1] == f"{'ours / eole':26}{result['training_ratio']:>10.2f}x"
+    for part in (result, result["recipe"]):
+        assert part["ours"]["params"] == part["eole"]["params"]  # biases where ours has them, no output bias
+        assert part["training_ratio"] == pytest.approx(
+            part["ours"]["target_tokens_per_s"] / part["eole"]["target_tokens_per_s"]
+        )
+    # the recipe's vocabulary reached both models: 40 more rows in each of the two embeddings and the output
+    assert result["recipe"]["ours"]["params"] - result["ours"]["params"] == 40 * QUICK.d_model * 3
+    assert eole_lines({"eole": result})[-1].startswith(f"{'train.py batches':26}")
+
+
+def test_speed_eole_rows_put_both_kinds_of_batches_side_by_side():
+    from bench.speed_eole import eole_lines
+
+    eole = {
+        "ours": {"params": 10, "target_tokens_per_s": 1500.0},
+        "eole": {"params": 10, "target_tokens_per_s": 1000.0}, "training_ratio": 1.5,
+        "recipe": {"ours": {"params": 12, "target_tokens_per_s": 1100.0},
+                   "eole": {"params": 12, "target_tokens_per_s": 1000.0}, "training_ratio": 1.1},
+    }  # fmt: skip
+    lines = eole_lines({"eole": eole})
+    assert lines[3] == f"{'random batches':26}{1500:>11}{1000:>10}{'1.50x':>8}"
+    assert lines[4] == f"{'train.py batches':26}{1100:>11}{1000:>10}{'1.10x':>8}"
+    del eole["recipe"]
+    assert eole_lines({"eole": eole})[4:] == [f"{'train.py batches':26}skipped: no --data given"]
 
 
 def test_speed_padding_share_counts_source_and_target_padding():
