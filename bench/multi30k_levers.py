@@ -7,6 +7,7 @@
     python bench/multi30k_levers.py --levers seed1 seed2 --test        # the recipe twice, for its mean
     python bench/multi30k_levers.py --levers seed3 --beside marian --test  # ... beside Marian's hour
     python bench/multi30k_levers.py --levers fp32 --beside eole --test     # in fp32, beside eole's hour
+    python bench/multi30k_levers.py --levers fp32 --beside joeynmt --test  # ... beside JoeyNMT's tuned recipe
 
 A lever is ``configs/multi30k.yaml`` with one change (``LEVERS``). The levers named together train at the same
 time, each process on ``--threads`` torch threads (default 1) for ``--minutes`` (default 60), as
@@ -18,9 +19,9 @@ validation set, once, to test2016, test2017 and mscoco2017. Scores go to ``<out>
 per evaluation) and a table closes the run; ``--score-only`` scores the runs already in ``--out`` again.
 
 ``--beside PEER`` trains a peer's baseline (``PEERS``: eole's or Marian's recipe sized to the hour,
-docs/peers.md) at the same time, on ``--threads`` threads for the same ``--minutes``, in ``<out>/<peer>``; its
-environment is made first if missing, before any clock starts. The peer decodes test2016 itself (beam 5) and
-scores it as ``evaluate.py`` does; its row joins the table.
+docs/peers.md, or JoeyNMT's cpu-hour recipe, docs/joeynmt.md) at the same time, on ``--threads`` threads for
+the same ``--minutes``, in ``<out>/<peer>``; its environment is made first if missing, off the clock.
+The peer decodes test2016 itself (beam 5) and scores it as ``evaluate.py`` does; its row joins the table.
 Which levers were tried, with their figures, is in docs/results.md.
 """
 
@@ -66,8 +67,14 @@ LEVERS: dict[str, tuple[str, ...]] = {
     "fp32": ("--trainer.precision=32-true",),
 }
 
-# Peers that can train beside the levers: their baseline scripts (bench/peers.py), run with the same budget.
-PEERS = {"eole": "bench/eole_baseline.py", "marian": "bench/marian_baseline.py"}
+# Peers that can train beside the levers: their baseline scripts (bench/peers.py) and the options that choose
+# their recipe for the hour, run with the same budget; JoeyNMT's is its cpu-hour recipe as tuned
+# (bench/joeynmt_tune.py picked it as it is: docs/joeynmt.md).
+PEERS = {
+    "eole": ("bench/eole_baseline.py",),
+    "marian": ("bench/marian_baseline.py",),
+    "joeynmt": ("bench/joeynmt_baseline.py", "--recipe", "cpu-hour"),
+}
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,10 @@ def train_command(
 
 def peer_command(peer: str, data: Path, minutes: int, threads: int, out: Path) -> list[str]:
     """The baseline of ``peer`` for the same budget and threads, writing to ``<out>/<peer>``."""
+    script, *recipe = PEERS[peer]
     return [
-        sys.executable, PEERS[peer], "--data", str(data), "--minutes", str(minutes),
-        "--threads", str(threads), "--out", str(out / peer),
+        sys.executable, script, "--data", str(data), "--minutes", str(minutes),
+        "--threads", str(threads), "--out", str(out / peer), *recipe,
     ]  # fmt: skip
 
 

@@ -766,6 +766,22 @@ def test_levers_beside_a_peer_start_its_baseline_with_the_same_budget_and_read_i
         "marian", "test2016", 12.5, 40.25, 321)  # fmt: skip
 
 
+
+def test_levers_beside_joeynmt_start_its_cpu_hour_recipe_with_the_same_budget(tmp_path, capsys):
+    from bench.joeynmt_baseline import parse_args as joeynmt_args
+    from bench.multi30k_levers import main
+
+    out = tmp_path / "out"
+    argv = ["--levers", "fp32", "--beside", "joeynmt", "--dry-run", "--out", str(out), "--minutes", "30"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    peer = [line for line in lines if "joeynmt_baseline.py" in line]
+    assert len(peer) == 1
+    given = joeynmt_args(peer[0].split("joeynmt_baseline.py ")[1].split())
+    assert (given.minutes, given.threads, given.out, given.recipe) == (30, 1, out / "joeynmt", "cpu-hour")
+    assert "--trainer.precision=32-true" in next(line for line in lines if " train.py " in line)
+
+
 PEER_SCRIPT = """
 import signal, sys, time
 from pathlib import Path
