@@ -794,6 +794,7 @@ def terminated(*_):
     flag.write_text("terminated")
     sys.exit(143)
 signal.signal(signal.SIGTERM, terminated)
+flag.with_suffix(".ready").touch()  # the lever may fail from now on: the peer hears it
 time.sleep(0.5 if code else 60)
 sys.exit(code)
 """
@@ -811,7 +812,10 @@ def fake_levers_run(tmp_path, monkeypatch, lever_exit: int, peer_exit: int) -> l
     flag = tmp_path / "peer.flag"
     python = sys.executable
     monkeypatch.setattr(levers, "peer_command", lambda *a: [python, str(script), str(flag), str(peer_exit)])
-    lever = f"import time, sys; time.sleep(1); sys.exit({lever_exit})"
+    ready = flag.with_suffix(".ready")  # the lever ends once the peer hears SIGTERM (or in 30 s)
+    lever = (f"import time, sys, pathlib; deadline = time.time() + 30\n"
+             f"while not pathlib.Path({str(ready)!r}).exists() and time.time() < deadline: time.sleep(0.05)\n"
+             f"sys.exit({lever_exit})")  # fmt: skip
     monkeypatch.setattr(levers, "train_command", lambda *a: [python, "-c", lever])
     monkeypatch.setattr(levers, "last_checkpoint", lambda out, lever: out / lever / "last.ckpt")
     monkeypatch.setattr(levers, "score", lambda lever, weights, variant, split, env, dry_run: {
