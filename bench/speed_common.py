@@ -207,6 +207,34 @@ def time_in_venv(
         return json.loads(out.read_text())
 
 
+def add_training_ratios(result: dict, peer: str) -> None:
+    """Ours over ``peer``'s training tokens/s, as ``training_ratio``, on the random batches and (where timed)
+    on ``train.py``'s own (``result["recipe"]``); nothing for a skipped result."""
+    for part in (result, result.get("recipe")):
+        if part is not None and "skipped" not in part:
+            part["training_ratio"] = part["ours"]["target_tokens_per_s"] / part[peer]["target_tokens_per_s"]
+
+
+def training_lines(result: dict, peer: str, label: str) -> list[str]:
+    """A peer table's training rows: tokens/s of ours and of ``peer`` (``label`` as its column) and the ratio,
+    on the random batches and on ``train.py``'s own (a skip line without ``--data``)."""
+    ours, other = result["ours"], result[peer]
+    lines = [(
+        f"{'training, target tokens/s':26}{'ours':>11}{label:>10}{'ratio':>8}   "
+        f"(params {ours['params']:,} and {other['params']:,})"
+    )]  # fmt: skip
+    parts = (("random batches", result), ("train.py batches", result.get("recipe")))
+    for name, part in parts:
+        if part is None:
+            lines.append(f"{name:26}skipped: no --data given")
+        else:
+            lines.append(
+                f"{name:26}{part['ours']['target_tokens_per_s']:>11.0f}"
+                f"{part[peer]['target_tokens_per_s']:>10.0f}{part['training_ratio']:>7.2f}x"
+            )
+    return lines
+
+
 def add_speed_command(sub, peer: str) -> None:
     """The ``speed`` subcommand of a peer's venv script (``bench/<peer>_venv.py speed BATCHES OUT``)."""
     s = sub.add_parser("speed", help=f"time {peer}'s and this project's model on saved batches")

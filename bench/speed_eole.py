@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from bench.speed_common import BenchConfig, time_in_venv
+from bench.speed_common import BenchConfig, add_training_ratios, time_in_venv, training_lines
 from bench.speed_training import RecipeData, recipe_batches_saved
 
 EOLE_VENV = Path(__file__).resolve().parent / ".eole-venv"  # bench/eole_baseline.py makes it
@@ -21,9 +21,7 @@ def bench_eole(cfg: BenchConfig, device: torch.device, venv: Path, recipe: Recip
     ``{"skipped": reason}`` without the venv or on a GPU."""
     extra = recipe_batches_saved(cfg, recipe)
     result = time_in_venv(cfg, device, venv, "eole_venv.py", "eole", "eole_baseline.py", extra)
-    for part in (result, result.get("recipe")):  # the random batches, then train.py's
-        if part is not None and "skipped" not in part:
-            part["training_ratio"] = part["ours"]["target_tokens_per_s"] / part["eole"]["target_tokens_per_s"]
+    add_training_ratios(result, "eole")
     return result
 
 
@@ -33,20 +31,4 @@ def eole_lines(results: dict) -> list[str]:
     lines = ["", "eole 0.6.4 Transformer (pre-LN) at the same sizes, in its own venv, steps alternating"]
     if "skipped" in eole:
         return [*lines, f"  skipped: {eole['skipped']}"]
-    lines += [
-        (
-            f"{'training, target tokens/s':26}{'ours':>11}{'eole':>10}{'ratio':>8}   "
-            f"(params {eole['ours']['params']:,} and {eole['eole']['params']:,})"
-        ),
-        (
-            f"{'random batches':26}{eole['ours']['target_tokens_per_s']:>11.0f}"
-            f"{eole['eole']['target_tokens_per_s']:>10.0f}{eole['training_ratio']:>7.2f}x"
-        ),
-    ]
-    recipe = eole.get("recipe")
-    if recipe is None:
-        return [*lines, f"{'train.py batches':26}skipped: no --data given"]
-    return [*lines, (
-        f"{'train.py batches':26}{recipe['ours']['target_tokens_per_s']:>11.0f}"
-        f"{recipe['eole']['target_tokens_per_s']:>10.0f}{recipe['training_ratio']:>7.2f}x"
-    )]  # fmt: skip
+    return [*lines, *training_lines(eole, "eole", "eole")]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from bench.speed_common import BenchConfig, time_in_venv
+from bench.speed_common import BenchConfig, add_training_ratios, time_in_venv, training_lines
 from bench.speed_training import RecipeData, recipe_batches_saved
 
 JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
@@ -28,13 +28,10 @@ def bench_joeynmt(
     result = time_in_venv(cfg, device, venv, "joeynmt_venv.py", "JoeyNMT", "joeynmt_baseline.py", extra)
     if "skipped" in result:
         return result
+    add_training_ratios(result, "joeynmt")
     ours, joey = result["ours"], result["joeynmt"]
-    result["training_ratio"] = ours["target_tokens_per_s"] / joey["target_tokens_per_s"]
     result["greedy_ratio"] = ours["greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]
     result["uncached_greedy_ratio"] = ours["uncached_greedy_sentences_per_s"] / joey["greedy_sentences_per_s"]
-    if "recipe" in result:
-        r = result["recipe"]
-        r["training_ratio"] = r["ours"]["target_tokens_per_s"] / r["joeynmt"]["target_tokens_per_s"]
     return result
 
 
@@ -46,24 +43,7 @@ def joeynmt_lines(results: dict) -> list[str]:
     if "skipped" in joey:
         return [*lines, f"  skipped: {joey['skipped']}"]
     ours, other = joey["ours"], joey["joeynmt"]
-    lines += [
-        (
-            f"{'training, target tokens/s':26}{'ours':>11}{'JoeyNMT':>10}{'ratio':>8}   "
-            f"(params {ours['params']:,} and {other['params']:,})"
-        ),
-        (
-            f"{'random batches':26}{ours['target_tokens_per_s']:>11.0f}{other['target_tokens_per_s']:>10.0f}"
-            f"{joey['training_ratio']:>7.2f}x"
-        ),
-    ]
-    recipe = joey.get("recipe")
-    if recipe is None:
-        lines.append(f"{'train.py batches':26}skipped: no --data given")
-    else:
-        lines.append(
-            f"{'train.py batches':26}{recipe['ours']['target_tokens_per_s']:>11.0f}"
-            f"{recipe['joeynmt']['target_tokens_per_s']:>10.0f}{recipe['training_ratio']:>7.2f}x"
-        )
+    lines += training_lines(joey, "joeynmt", "JoeyNMT")
     lines += [
         (
             f"greedy decoding, {c['decode_steps']} tokens, batch {c['batch_size']}: sentences/s, "
