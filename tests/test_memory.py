@@ -91,3 +91,15 @@ def test_every_validation_logs_the_resident_size_and_the_benchmark_reads_it(tiny
     assert len(logged) == 2 and len(peaks) == 2  # two epochs, a validation each (the sanity check logs none)
     assert all(100 < mb <= peak + 1 for (_, mb), peak in zip(logged, peaks, strict=True))
     assert peaks[0] <= peaks[1]
+
+
+def test_where_the_resource_module_is_missing_memory_reads_none_and_train_still_imports(monkeypatch):
+    import importlib
+
+    monkeypatch.setitem(sys.modules, "resource", None)  # what `import resource` meets on Windows
+    for name in ("training.memory", "train"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    memory = importlib.import_module("training.memory")
+    importlib.import_module("train")
+    assert memory.resident_mb() is None
+    assert memory.peak_resident_mb() is None

@@ -12,10 +12,14 @@ freed, kept the resident size flat too but made the default run's CPU time 1.27Ã
 
 import ctypes
 import ctypes.util
-import resource
 import sys
 
 import lightning as L
+
+try:
+    import resource  # POSIX only
+except ImportError:
+    resource = None
 
 
 def _malloc_trim():
@@ -41,6 +45,8 @@ def release_freed_memory() -> bool:
 
 def resident_mb() -> float | None:
     """This process's resident memory now, in MB (Linux); None elsewhere."""
+    if resource is None:
+        return None
     try:
         with open("/proc/self/statm") as statm:
             return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
@@ -48,8 +54,11 @@ def resident_mb() -> float | None:
         return None
 
 
-def peak_resident_mb() -> float:
-    """This process's largest resident memory so far, in MB, as ``/usr/bin/time -v`` reports it."""
+def peak_resident_mb() -> float | None:
+    """This process's largest resident memory so far, in MB, as ``/usr/bin/time -v`` reports it; None where
+    Python has no ``resource`` module (Windows)."""
+    if resource is None:
+        return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
 
