@@ -1,6 +1,10 @@
 """Chinese, Japanese and Korean tokens in every picture: drawn with an installed CJK font, or one warning
 that says how to install one, never silent boxes."""
 
+import copy
+import os
+import subprocess
+import sys
 import warnings
 
 import matplotlib
@@ -9,8 +13,9 @@ import pytest
 from matplotlib import font_manager
 from matplotlib.ft2font import FT2Font
 
+from tests.conftest import REPO
 from viz import fonts
-from viz.plots import attention_heatmap, new_figure
+from viz.plots import attention_grid, attention_heatmap, new_figure
 
 CHINESE = ["我", "喜欢", "猫", "。"]
 JAPANESE = ["私", "は", "猫", "が", "好き", "です"]
@@ -47,9 +52,9 @@ def test_chinese_and_japanese_tokens_are_drawn_with_a_cjk_font():
     figure = attention_heatmap(np.full((4, 6), 1 / 6), CHINESE, JAPANESE, "cross layer 1 head 1")
     axes = figure.axes[0]
     labels = [*axes.get_yticklabels(), *axes.get_xticklabels()]
-    assert [label.get_text() for label in labels] == CHINESE + JAPANESE
+    assert [label.get_text().replace("\n", "") for label in labels] == CHINESE + JAPANESE
     for label in labels:
-        for character in label.get_text():
+        for character in label.get_text().replace("\n", ""):
             font = drawing_font(label, character)
             assert font is not None, f"no font for {character!r}"
             assert "DejaVu" not in font, f"{character!r} would be drawn with {font}"
@@ -90,11 +95,75 @@ def test_cjk_tokens_without_a_cjk_font_warn_once_saying_how_to_install_one(no_cj
         attention_heatmap(np.full((4, 6), 1 / 6), CHINESE, JAPANESE)
 
 
+def test_without_a_cjk_font_the_hint_is_the_only_warning_not_one_per_missing_glyph(no_cjk_font, monkeypatch):
+    monkeypatch.setitem(matplotlib.rcParams, "font.family", [fonts.LATIN])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        figure = attention_heatmap(np.full((4, 6), 1 / 6), CHINESE, JAPANESE)
+        figure.canvas.draw()
+        attention_heatmap(np.full((4, 6), 1 / 6), CHINESE, JAPANESE).canvas.draw()
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "apt-get install fonts-noto-cjk" in messages[0], messages
+
+
+# Draws Chinese tokens in a fresh process and prints how many glyphs matplotlib found missing, and the hint.
+DRAW_CHINESE = """
+import warnings
+import numpy as np
+from viz.plots import attention_heatmap
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    attention_heatmap(np.full((3, 4), 0.25), ["I", "like", "tea"], ["我", "喜欢", "茶", "。"]).canvas.draw()
+messages = [str(w.message) for w in caught]
+print(sum("missing from font" in m for m in messages), sum("fonts-noto-cjk" in m for m in messages))
+"""
+
+
+@needs_cjk_font
+def test_a_font_cache_written_before_the_cjk_font_was_installed_still_draws_chinese(tmp_path):
+    """matplotlib reads its font list from a cache written when it first ran: a learner who installed
+    fonts-noto-cjk afterwards has a list without it. Such a list, written here, still draws Chinese."""
+    stale = copy.copy(font_manager.fontManager)
+    stale.ttflist = [entry for entry in stale.ttflist if not FT2Font(entry.fname).get_char_index(ord("我"))]
+    assert len(stale.ttflist) < len(font_manager.fontManager.ttflist)
+    font_manager.json_dump(stale, tmp_path / f"fontlist-v{font_manager.FontManager.__version__}.json")
+    done = subprocess.run([sys.executable, "-c", DRAW_CHINESE], cwd=REPO, capture_output=True, text=True,
+                          check=False, env={**os.environ, "MPLCONFIGDIR": str(tmp_path)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0"], "missing glyphs, and the hint, with a stale cache"
+
+
 def test_latin_tokens_without_a_cjk_font_do_not_warn(no_cjk_font):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         attention_heatmap(np.full((2, 2), 0.5), ["the", "cat"], ["le", "chat"])
     assert fonts._warned is False
+
+
+KEYS = ["▁我", "喜欢", "。", "tea", "</s>", "▁", "茶…"]
+
+
+@pytest.mark.parametrize("figure", ["heatmap", "grid"])
+def test_cjk_column_labels_stand_upright_one_character_under_the_other(figure):
+    """Han, kana and Hangul read top to bottom, as in vertical writing; other labels are turned to read
+    bottom to top; row labels are never turned."""
+    if figure == "heatmap":
+        axes = attention_heatmap(np.full((2, 7), 1 / 7), ["喜欢", "I"], KEYS).axes[0]
+    else:
+        axes = attention_grid([np.full((2, 2, 7), 1 / 7)], ["喜欢", "I"], KEYS).axes[0]
+    columns = [(label.get_text(), label.get_rotation()) for label in axes.get_xticklabels()]
+    assert columns == [("▁\n我", 0), ("喜\n欢", 0), ("。", 0), ("tea", 90), ("</s>", 90), ("▁", 90),
+                       ("茶…", 90)]
+    rows = [(label.get_text(), label.get_rotation()) for label in axes.get_yticklabels()]
+    assert rows == [("喜欢", 0), ("I", 0)]
+
+
+@pytest.mark.parametrize(("token", "upright"), [
+    ("我", True), ("▁我", True), ("ですが", True), ("한국", True), ("。", True), ("", False), ("▁", False),
+    ("a我", False), ("我…", False), ("tea", False),
+])
+def test_which_tokens_stand_upright(token, upright):
+    assert fonts.stands_upright(token) is upright
 
 
 @pytest.mark.parametrize("text", ["我", "は", "カ", "한", "，", "？", "𠀋"])

@@ -18,7 +18,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from viz.fonts import check_glyphs, use_script_fonts
+from viz.fonts import check_glyphs, stands_upright, use_script_fonts
 
 DPI = 80
 MAX_LABELS = 40  # beyond this many tokens an axis shows every k-th label only
@@ -70,13 +70,25 @@ def heatmap_size(count: int) -> float:
     return float(np.clip(2.4 + 0.09 * count, 4.0, 5.0))
 
 
+def set_column_labels(ax, positions: Sequence[int], tokens: Sequence[str], fontsize: float) -> None:
+    """Token labels under the columns, turned to read bottom to top; CJK tokens (``viz.fonts.stands_upright``)
+    stand upright instead, one character under the other, as in vertical writing."""
+    upright = [stands_upright(token) for token in tokens]
+    labels = ["\n".join(token) if up else token for token, up in zip(tokens, upright)]
+    ax.set_xticks(positions, labels, rotation=90, fontsize=fontsize)
+    for label, up in zip(ax.get_xticklabels(), upright):
+        if up:
+            label.set_rotation(0)
+            label.set_linespacing(1.0)
+
+
 def _set_ticks(ax, axis: str, tokens: list[str], fontsize: float) -> None:
     """Put token labels on one axis, thinning them to at most MAX_LABELS."""
     step = -(-len(tokens) // MAX_LABELS)  # ceil division
     positions = list(range(0, len(tokens), step))
     labels = [tokens[i] for i in positions]
     if axis == "x":
-        ax.set_xticks(positions, labels, rotation=90, fontsize=fontsize)
+        set_column_labels(ax, positions, labels, fontsize)
     else:
         ax.set_yticks(positions, labels, fontsize=fontsize)
 
@@ -179,7 +191,7 @@ def attention_grid(
     # Shared axes: ticks set on one panel apply to its row or column; only the outer labels are drawn.
     if key_tokens is not None:
         for ax in axes[-1]:
-            ax.set_xticks(range(Tk), key_tokens, rotation=90, fontsize=fontsize)
+            set_column_labels(ax, range(Tk), key_tokens, fontsize)
     if query_tokens is not None:
         for ax in axes[:, 0]:
             ax.set_yticks(range(Tq), query_tokens, fontsize=fontsize)
