@@ -504,6 +504,11 @@ class TranslationDataModule(L.LightningDataModule):
         """Use these tokenizers (or objects with ``Tokenizer``'s interface, such as an imported model's)."""
         self._set_tokenizers(src, tgt)
 
+    def use_gold(self, gold: GoldSet) -> None:
+        """Use this gold set, already read, in the model's direction, and reported by whoever read it
+        (``evaluate.py --make-run``), as ``gold_set``'s instead of reading ``gold_alignments`` again."""
+        self._gold = gold
+
     def _set_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
         """Install tokenizers and forget everything computed with the previous ones."""
         self._tokenizers = (src, tgt)

@@ -2,10 +2,14 @@
 handmade gold set's words, with a model whose BPE tokenizer splits them into pieces."""
 
 import json
+import logging
 
 import pytest
 
+from data.gold import read_gold_for
 from tests.conftest import last_json, run_evaluate, train_chinese
+from training.checkpoints import load_run
+from viz.run_writer import write_run
 
 # English to Chinese, segmented into words; links 1-based: the third pair has one past its end.
 GOLD = {
@@ -91,6 +95,19 @@ def test_two_sentence_files_zero_based_links_and_the_first_pairs(gold_run, tmp_p
     result = last_json(stdout)
     assert result["sentences"] == 1 and result["sure_links"] == 3 and result["options"]["threshold"] == 0.3
     assert "direction forward, as asked" in err
+
+
+def test_a_run_made_from_a_gold_set_says_nothing_more_of_its_direction(gold_run, tmp_path, caplog):
+    """evaluate.py --make-run reads the gold set and says in which direction it is read; the run it writes
+    reads the set again, already in the model's direction, and must not add a line of its own ("forward, as
+    asked", though nothing was asked)."""
+    checkpoint, files = gold_run
+    sentences, links = files["zh-en"]
+    gold, why = read_gold_for(sentences, links, "en", "zh", one_based=True)
+    assert why.startswith("reversed: zh-en.gold is zh-en")
+    with caplog.at_level(logging.INFO):
+        write_run(load_run(checkpoint), gold.pairs, tmp_path / "made", gold=gold, quiet=True)
+    assert [r.getMessage() for r in caplog.records if "direction" in r.getMessage()] == []
 
 
 def test_a_bad_links_line_is_one_line_naming_file_and_line(gold_run, tmp_path, capsys):

@@ -92,6 +92,7 @@ def test_a_run_made_with_the_gold_set_shows_the_same_aer_in_the_tab(gold_model, 
     code, _, err = run_evaluate(capsys, "--hf-model", folder, "--gold-alignments", gold, "--gold-sentences",
                                 sentences, "--make-run", logdir / "opus", "--quiet")
     assert code == 0, err
+    assert err.count("direction") == 1 and "direction forward: de-en.gold is de-en" in err  # one true line
     client, _ = serve(logdir)
     (described,) = get(client, "/runs")["runs"]
     assert described["has_gold"] and [s["source"] for s in described["sentences"]] == GERMAN[:PAIRS]

@@ -104,6 +104,8 @@ def _validate_into(run: LoadedRun, pairs: list[Pair], staging: Path, folder: Pat
         num_workers=0, **(write_gold(gold, data) if gold is not None else {}),
     )
     datamodule.use_tokenizers(given.src_tokenizer, given.tgt_tokenizer)
+    if gold is not None:  # the caller has said how it read the set: a second line would contradict it
+        datamodule.use_gold(gold)
     logger = TensorBoardLogger(save_dir=str(staging.parent), name="", version=staging.name,
                                default_hp_metric=False)
     # The probes are the first pairs, however long: the caller chose them (training prefers short ones).
