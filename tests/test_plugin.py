@@ -40,6 +40,7 @@ from evaluation.forced import sentence_pass
 from evaluation.translate import translate
 from tests.conftest import REPO, larger_tokenizer, tiny_config
 from training.checkpoints import load_run
+from viz.fonts import UPRIGHT_TOKEN
 from viz.tab.live import MAX_BEAM
 from viz.tab.metadata import PLUGIN_NAME
 from viz.tab.plugin import AttentionPlugin
@@ -668,6 +669,7 @@ def test_the_vocabulary_route_serves_the_python_definitions_and_the_routes_keep_
     assert answer["ig_steps"] == {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW,
                                   "max": MAX_IG_STEPS}
     assert answer["beam"] == {"default": 1, "max": MAX_BEAM}
+    assert answer["upright"] == UPRIGHT_TOKEN.pattern
     assert answer["statistics"] == [dataclasses.asdict(statistic) for statistic in STATISTICS]
     # The limits it serves are those the translate route keeps.
     text = f"/translate?run={run}&text=a%20dog&method=integrated_gradients"

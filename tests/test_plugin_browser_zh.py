@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import train_chinese
 from tests.test_plugin_browser import board, css, driver, open_tab, page_errors, pytestmark, tokens, wait
-from viz.fonts import has_cjk
+from viz.fonts import has_cjk, stands_upright
 
 __all__ = ["board", "driver", "pytestmark"]  # the browser tests' fixtures and marks, used here
 
@@ -51,11 +51,14 @@ def test_chinese_tokens_in_the_maps_lines_hover_statistics_and_your_sentence(boa
     # The maps: the enlarged map's tokens are the backend's, Chinese characters unchanged.
     wait(driver, lambda: tokens(driver, "col") == cross["cols"], "the map's columns are not the API's tokens")
     assert tokens(driver, "row") == cross["rows"]
-    # Column labels are turned to read bottom to top: set sideways, not upright, or the turn would stand
-    # the characters on their heads.
-    column = css(driver, '#detail .token[data-axis="col"]')[0]
-    orientation = driver.execute_script("return getComputedStyle(arguments[0]).textOrientation", column)
-    assert orientation == "sideways"
+    # Column labels of Chinese tokens stand upright, read top to bottom; others are turned to read bottom to
+    # top (set sideways, not upright, or the turn would stand them on their heads).
+    for column in css(driver, '#detail .token[data-axis="col"]'):
+        orientation, turn = driver.execute_script(
+            "const s = getComputedStyle(arguments[0]); return [s.textOrientation, s.transform]", column)
+        upright = stands_upright(column.get_attribute("textContent"))
+        assert (orientation, turn == "none") == (("upright", True) if upright else ("sideways", False))
+    assert any(stands_upright(t) for t in cross["cols"]), cross["cols"]
     # The lines view: every key token, written out, and each label inside the view.
     keys = css(driver, '#lines-view .lv-token[data-side="key"] text')
     shown = [driver.execute_script("return arguments[0].firstChild.nodeValue", k) for k in keys]

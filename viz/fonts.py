@@ -104,8 +104,8 @@ def has_cjk(text: str) -> bool:
 
 
 def stands_upright(token: str) -> bool:
-    """Whether ``token`` is drawn upright, one character under the other, in a column label: turned on its side
-    like Latin text, Han, kana and Hangul would lie on their sides."""
+    """Whether ``token`` is drawn upright, one character under the other, in a column label: turned on its
+    side like Latin text, Han, kana and Hangul would lie on their sides."""
     return UPRIGHT_TOKEN.fullmatch(token) is not None
 
 

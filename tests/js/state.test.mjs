@@ -5,7 +5,7 @@ import {beforeEach, test} from "node:test";
 
 import {
   alignmentKind, aligns, currentMethod, currentStep, kindOf, nearest, openHead, refreshRuns, selectKind, selectMethod, selectRun,
-  selectSentence, selectStep, start, state, toggleOverlay, wire,
+  selectSentence, selectStep, start, state, toggleOverlay, upright, wire,
 } from "../../viz/tab/static/state.js";
 import {VOCABULARY} from "./vocabulary.mjs";
 
@@ -141,4 +141,10 @@ test("a sentence is a probe's id, or your own", () => {
   assert.deepEqual([state.mode, state.sentence], ["probe", 1]);
   selectSentence("custom");
   assert.deepEqual([state.mode, state.sentence], ["custom", 1]);
+});
+
+test("upright: column labels of Han, kana and Hangul tokens stand upright, as the vocabulary's pattern says", () => {
+  start(VOCABULARY, [run("a", [1])]);
+  const tokens = ["我", "▁我", "喜欢", "ですが", "한국", "。", "𠀋", "", "▁", "a我", "我…", "tea", "</s>"];
+  assert.deepEqual(tokens.filter(upright), ["我", "▁我", "喜欢", "ですが", "한국", "。", "𠀋"]);
 });

@@ -7,7 +7,8 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``vocabulary``: every list of names the page shows, as Python defines it: the attention kinds with their
   labels and help (``analysis.axes``), the explanation methods with their labels
   (``analysis.explain.registry``), Integrated Gradients' steps and the beam a typed sentence may ask
-  (default and most), and the head statistics' definitions (``analysis.heads``);
+  (default and most), the head statistics' definitions (``analysis.heads``), and which tokens stand upright
+  in column labels (``viz.fonts.UPRIGHT_TOKEN``);
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
   whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; and,
   under ``skipped``, each run whose logged data is not in this tab's layout, with why (its routes answer 409);
@@ -44,6 +45,7 @@ from analysis.explain.registry import METHODS
 from analysis.explain.scores import alignment_scores
 from analysis.explain.trace import Explanation, layer_names
 from analysis.heads import STATISTICS
+from viz.fonts import UPRIGHT_TOKEN
 from viz.tab.events import (
     DECIMALS,
     LoggedRuns,
@@ -81,6 +83,7 @@ def vocabulary() -> dict:
         "ig_steps": {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS},
         "beam": {"default": 1, "max": MAX_BEAM},
         "max_text_characters": MAX_TEXT_CHARACTERS,
+        "upright": UPRIGHT_TOKEN.pattern,
         "statistics": [dataclasses.asdict(statistic) for statistic in STATISTICS],
     }
 

@@ -10,7 +10,8 @@ import {lensNote, lensPanel} from "./lens.js";
 import {linesView} from "./lines.js";
 import {headColour} from "./grid.js";
 import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
-import {aligns, draw, kindNames, kindOf, kindTitle, nearest, runByName, selectStep, state, toggleOverlay} from "./state.js";
+import {aligns, draw, kindNames, kindOf, kindTitle, nearest, runByName, selectStep, state, toggleOverlay,
+  upright} from "./state.js";
 import {shortName, statKeys} from "./stats.js";
 
 const LINES_WIDTH = 300;
@@ -265,7 +266,7 @@ function matrixPanel(set, matrix, cell, font, labelW, labelH, caption) {
   const node = h("div", {class: "matrix", style: `width:${labelW + w}px;height:${labelH + hgt}px;font-size:${font}px`,
     "data-gold-cells": String(gold ? gold.filter(([i, j]) => i < rowsN && j < colsN).length : 0)});
   set.cols.forEach((t, j) => node.append(h("div", {
-    class: "token", "data-axis": "col", "data-index": String(j), title: `key ${j}: ${t}`,
+    class: upright(t) ? "token upright" : "token", "data-axis": "col", "data-index": String(j), title: `key ${j}: ${t}`,
     style: `left:${labelW + j * cell}px;top:0;width:${cell}px;height:${labelH}px;line-height:${cell}px`}, t)));
   set.rows.forEach((t, i) => node.append(h("div", {
     class: "token", "data-axis": "row", "data-index": String(i), title: `query ${i}: ${t}`,

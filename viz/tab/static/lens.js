@@ -11,6 +11,7 @@
 
 import {fmt, h} from "./dom.js";
 import {colourOf} from "./heatmap.js";
+import {upright} from "./state.js";
 
 /**
  * The panel for `lens` ({rows, layers, top_tokens L×T×k, top_probs L×T×k, produced_prob L×T, produced_rank
@@ -25,7 +26,8 @@ export function lensPanel(lens) {
   const cells = [];
   const overview = h("div", {class: "lens-overview", style: `grid-template-columns: 64px repeat(${T}, 22px)`},
     h("span"),
-    lens.rows.map((t, i) => h("span", {class: "lens-col", title: `position ${i}: ${t}`}, t)),
+    lens.rows.map((t, i) => h("span", {class: upright(t) ? "lens-col upright" : "lens-col", title: `position ${i}: ${t}`},
+      t)),
     lens.layers.flatMap((label, l) => [
       h("span", {class: "lens-rowname"}, label),
       lens.rows.map((t, i) => {

@@ -56,6 +56,15 @@ export const layersOf = (kind) => state.run.num_layers[kind];
 export const kindNames = () => state.vocabulary.kinds.map((k) => k.name);
 /** An attention kind's entry in ./vocabulary: {name, label, short, help, rows, cols, causal, aligns}. */
 export const kindOf = (name) => state.vocabulary.kinds.find((k) => k.name === name);
+
+const uprightPatterns = new Map(); // ./vocabulary's `upright` -> its RegExp, built once
+/** Whether `token` stands upright in a column label, one character under the other (Han, kana, Hangul), as
+ * ./vocabulary's `upright` pattern says; other labels are turned to read bottom to top. */
+export function upright(token) {
+  const pattern = state.vocabulary.upright;
+  if (!uprightPatterns.has(pattern)) uprightPatterns.set(pattern, new RegExp(`^(?:${pattern})$`, "u"));
+  return uprightPatterns.get(pattern).test(token);
+}
 /** Whether kind `name` (the shown one by default) is the target → source kind: the maps that explanation
  * methods explain and gold alignments score. */
 export const aligns = (name = state.kind) => kindOf(name).aligns;

@@ -115,9 +115,12 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
          border-radius: 3px; color: #343a40; }
 .token[data-axis="row"] { text-align: right; padding-right: 5px; }
 /* Column labels read bottom to top. Sideways: vertical writing would set Chinese and Japanese characters
-   upright, and the turn would then stand them on their heads. */
+   upright, and the turn would then stand them on their heads. Labels of Han, kana and Hangul (.upright)
+   stand upright instead, read top to bottom as in vertical writing, ending next to the map. */
 .token[data-axis="col"] { writing-mode: vertical-rl; text-orientation: sideways; transform: rotate(180deg);
                           text-align: start; padding-top: 5px; }
+.token[data-axis="col"].upright { text-orientation: upright; transform: none; text-align: end; padding-top: 0;
+                                  padding-bottom: 5px; }
 .token.hl-soft { background: #fff3bf; }
 .token.highlight, .token:hover { background: var(--lit); color: #000; font-weight: 600; }
 .band { position: absolute; pointer-events: none; display: none; border: 2px solid #000; border-radius: 2px;
@@ -164,6 +167,7 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
                            font-size: 11px; height: 56px;
                            overflow: hidden; text-overflow: ellipsis; white-space: nowrap; text-align: start;
                            color: #343a40; justify-self: center; }
+.lens-overview .lens-col.upright { text-orientation: upright; transform: none; text-align: end; }
 .lens-overview .lens-rowname { font-size: 11px; color: var(--muted); text-align: right; padding-right: 4px;
                                white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .lens-cell { height: 18px; box-shadow: 0 0 0 1px #e9ecef inset; cursor: crosshair; }
