@@ -34,6 +34,7 @@ from analysis.word_alignment import (
     word_valid,
 )
 from data.batching import Batch, check_fits
+from data.corpora import CorpusError
 from data.gold import GoldSet
 from data.tokenizer import Tokenizer
 from data.words import WordTokens, encode_pair_words
@@ -81,6 +82,18 @@ def gold_items(
     check_fits([(i, item.source.ids, item.target.ids) for i, item in enumerate(items)], max_len,
                lambda index, side: (where, index + 1))
     return items
+
+
+def check_sure_links(items: Sequence[GoldItem], where: str) -> None:
+    """The rule for gold pairs about to be scored, in evaluate.py and in training alike: at least one of them
+    has a sure link, else every method's AER is 1.0 whatever the model does.
+
+    Raises:
+        CorpusError: none has (every link past its sentence's end, say), named by ``where`` (the links file).
+    """
+    if not any(item.sure for item in items):
+        raise CorpusError(where, None,
+                          f"the {len(items)} pairs scored have no sure gold link to score against")
 
 
 def token_cells(item: GoldItem, links) -> list[list[int]]:

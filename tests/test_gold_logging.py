@@ -102,3 +102,17 @@ def test_malformed_gold_words_make_the_run_malformed():
                        ("source_count", True)):
         with pytest.raises(MalformedRun, match="malformed 'gold_words'"):
             read({**text, "gold_words": {**text["gold_words"], field: bad}})
+
+
+def test_a_gold_set_without_a_sure_link_stops_training_before_its_first_step(tmp_path):
+    """Every link past its sentence's end: no sure link is left to score against, so every method's AER
+    would be 1.0 whatever the model does. Training refuses the set in one line before it trains, by the
+    rule evaluate.py --gold-alignments refuses it with (test_evaluate_gold)."""
+    sentences, links = tmp_path / "en-zh.src-tgt", tmp_path / "en-zh.gold"
+    sentences.write_text("\n".join(GOLD["sentences"]) + "\n", encoding="utf-8")
+    links.write_text("9-9\n9-9 8p8\n9-9\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        train_chinese(tmp_path, "--data.gold_sentences", str(sentences), "--data.gold_alignments", str(links),
+                      "--attention.every_n_epochs", "1", "--attention.explanation_sentences", "3")
+    assert stopped.value.code == f"error: {links}: the 3 pairs scored have no sure gold link to score against"
+    assert not list((tmp_path / "runs").rglob("*.ckpt"))  # refused before the first step

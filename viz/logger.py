@@ -51,7 +51,14 @@ from evaluation.ablation import AnalysisError
 from evaluation.alignment import check_alignable, one_token_per_word
 from evaluation.explanations import explain_pass, explanation_alignment, lens_of, lens_record
 from evaluation.forced import ForcedPass, SentenceTokens, forced_pass, sentence_pass
-from evaluation.gold_alignment import GoldItem, encode_gold, fits, gold_alignment, token_cells
+from evaluation.gold_alignment import (
+    GoldItem,
+    check_sure_links,
+    encode_gold,
+    fits,
+    gold_alignment,
+    token_cells,
+)
 from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
 from viz.tab.gold_words import gold_words_record
 from viz.tab.metadata import explain_tag, sentence_tag, statistic_tag
@@ -168,6 +175,8 @@ class AttentionLogger(L.Callback):
         self._probes = (short or items)[: max(self.num_sentences, self.num_images)]
         if gold is not None:
             self._explain_pairs = [self._gold_items[i] for i, _, _ in items[: self.explanation_sentences]]
+            if self._explain_pairs:  # by evaluate.py --gold-alignments' rule
+                check_sure_links(self._explain_pairs, datamodule.gold_alignments or "the validation split")
             return
         self._explain_pairs = val[: self.explanation_sentences]
         if self._explain_pairs:
@@ -175,6 +184,13 @@ class AttentionLogger(L.Callback):
                 check_alignable(self._explain_pairs, src_tok, tgt_tok, "explanation logging")
             except AnalysisError:
                 self._explain_pairs = []  # no gold links (Multi30k, TSV files): nothing to score against
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """With a gold set to score, choose the probes now: a set that cannot be scored stops the run before
+        its first step (``check_sure_links``), not at its first logging validation."""
+        gold_set = getattr(trainer.datamodule, "gold_set", None)
+        if self.every_n_epochs and self.explanation_sentences and gold_set is not None and gold_set():
+            self._prepare(trainer.datamodule, pl_module.model.config.max_len)
 
     def _due(self, trainer) -> bool:
         n = self.every_n_epochs
