@@ -7,36 +7,26 @@ Reads the run's TensorBoard events (``explain/<method>/best_aer``, logged at eac
 alignments, see ``viz.logger``).
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 from matplotlib.figure import Figure
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+if __package__ in (None, ""):  # `python bench/explanation_curve.py`: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.explain.registry import METHODS
+from bench.curves import parse_arguments, read_scalars, refuse, save_figure
 from viz.fonts import use_script_fonts
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("run_dir")
-    parser.add_argument("output")
-    parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
-    output = Path(args.output)
-    if output.exists() and not args.overwrite:
-        sys.exit(f"error: {output} exists; pass --overwrite to replace it")
-
-    events = EventAccumulator(args.run_dir, size_guidance={"scalars": 0})
-    events.Reload()
-    available = set(events.Tags()["scalars"])
+    args = parse_arguments(__doc__, argv)
+    events, available = read_scalars(args.run_dir)
     tags = {name: f"explain/{name}/best_aer" for name in METHODS if f"explain/{name}/best_aer" in available}
     if not tags:
-        sys.exit(f"error: {args.run_dir} has no explain/<method>/best_aer scalars (runs on gold-aligned "
-                 "data with --attention.explanation_sentences above 0 log them)")
+        refuse(f"{args.run_dir} has no explain/<method>/best_aer scalars (runs on gold-aligned "
+               "data with --attention.explanation_sentences above 0 log them)")
 
     use_script_fonts()  # as every figure of the project: CJK glyphs from an installed CJK font
     figure = Figure(figsize=(7.5, 3.4), dpi=110)
@@ -52,9 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the curves, never over them
     ax.set_title("Which explanation finds the alignment first?", fontsize=10)
     figure.tight_layout()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output)
-    print(f"wrote {output}")
+    save_figure(figure, args.output)
 
 
 if __name__ == "__main__":

@@ -698,8 +698,10 @@ def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys)
     output = tmp_path / "curve.png"
     main([str(tiny_run), str(output)])
     assert output.stat().st_size > 1000 and capsys.readouterr().out.strip() == f"wrote {output}"
-    with pytest.raises(SystemExit, match="exists"):
+    with pytest.raises(SystemExit) as exit_:
         main([str(tiny_run), str(output)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {output} exists; pass --overwrite to replace it"
 
 
 # -- bench/multi30k_levers.py: the levers' commands, their configs and the EMA run's two sets of weights ----
