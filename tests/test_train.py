@@ -980,17 +980,42 @@ def test_the_default_run_logs_far_less_than_1_mb_of_attention_per_validation(rec
     assert weights < total < 100_000
 
 
-def test_a_full_disk_keeps_every_checkpoint_whole_and_stops_in_one_line(tmp_path, tiny_run, monkeypatch):
-    """A full disk left a truncated best-*.ckpt, after which --resume refused the run."""
+class _FillingFile:
+    """A file on a disk that is full after its first 4 KiB: writing more raises ENOSPC, as the system does."""
+
+    def __init__(self, file):
+        self._file = file
+
+    def write(self, data):
+        if self._file.tell() + len(data) > 4096:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return self._file.write(data)
+
+    def flush(self):
+        self._file.flush()
+
+
+def _disk_full_in_python(checkpoint, file):
+    file.write(b"PK\x03\x04" + bytes(4096))  # the first blocks reach the disk, then it is full
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _disk_full_in_torch(save):
+    # torch's own writer meets the full disk: it reports the OSError as a RuntimeError ("[enforce fail at
+    # inline_container.cc:672] . unexpected pos ...").
+    return lambda checkpoint, file: save(checkpoint, _FillingFile(file))
+
+
+@pytest.mark.parametrize("full_disk", ["python", "torch"])
+def test_a_full_disk_keeps_every_checkpoint_whole_and_stops_in_one_line(tmp_path, tiny_run, monkeypatch,
+                                                                        full_disk):
+    """A full disk left a truncated best-*.ckpt, after which --resume refused the run; then torch's report of
+    it (a RuntimeError) ended the run in a traceback."""
     run = copy_run(tiny_run, tmp_path)
     folder = run / "checkpoints"
     before = {path.name: path.read_bytes() for path in folder.iterdir()}
-
-    def full_disk(checkpoint, file):
-        file.write(b"PK\x03\x04" + bytes(4096))  # the first blocks reach the disk, then it is full
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(torch, "save", full_disk)
+    save = _disk_full_in_python if full_disk == "python" else _disk_full_in_torch(torch.save)
+    monkeypatch.setattr(torch, "save", save)
     with pytest.raises(SystemExit) as stopped:
         train_tiny(tmp_path, "--resume", str(run), "--trainer.max_epochs", "3")
     message = str(stopped.value.code)
@@ -1001,6 +1026,33 @@ def test_a_full_disk_keeps_every_checkpoint_whole_and_stops_in_one_line(tmp_path
     ), message
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before  # no part-file left
     assert find_resume_checkpoint(str(run)) == (folder / "last.ckpt", run)
+
+
+@pytest.mark.parametrize(
+    ("raised", "why"),
+    [
+        (RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed"),
+         "the write stopped short: PytorchStreamWriter failed writing file data/0: file write failed"),
+        (RuntimeError("not a failure to write"), None),
+    ],
+)
+def test_a_checkpoint_write_that_torch_reports_failed_is_one_line_and_anything_else_propagates(
+    tmp_path, monkeypatch, raised, why
+):
+    from training.checkpoint_io import AtomicCheckpointIO
+    from training.run_checkpoints import CheckpointError
+
+    def save(checkpoint, file):
+        file.write(b"PK\x03\x04")
+        raise raised
+
+    monkeypatch.setattr(torch, "save", save)
+    path = tmp_path / "last.ckpt"
+    with pytest.raises(CheckpointError if why else RuntimeError) as failed:
+        AtomicCheckpointIO().save_checkpoint({}, path)
+    expected = f"{path}: cannot save the checkpoint ({why}); the checkpoints saved before are kept"
+    assert str(failed.value) == (expected if why else str(raised))
+    assert list(tmp_path.iterdir()) == []  # no part-file left
 
 
 def test_a_read_only_save_folder_stops_the_run_before_it_starts(tmp_path, monkeypatch):

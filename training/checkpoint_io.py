@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from lightning.pytorch.plugins import TorchCheckpointIO
 
-from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError
+from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, first_line
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -28,11 +28,29 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_atomically(checkpoint, path)
-        except OSError as error:
+        except (OSError, RuntimeError) as error:
+            why = _why_the_write_failed(error)
+            if why is None:
+                raise
             raise CheckpointError(
-                f"{path}: cannot save the checkpoint ({error.strerror or error}); the checkpoints saved "
-                "before are kept"
+                f"{path}: cannot save the checkpoint ({why}); the checkpoints saved before are kept"
             ) from None
+
+
+def _why_the_write_failed(error: OSError | RuntimeError) -> str | None:
+    """Why writing a checkpoint failed, in a few words; None if ``error`` is no failure to write (a bug).
+
+    torch.save reports an OSError of the file it writes into (ENOSPC: a full disk) as a RuntimeError,
+    "[enforce fail at inline_container.cc:672] . unexpected pos ...", raised while the OSError is being
+    handled; and a writer of its own that fails as "PytorchStreamWriter failed writing file ...".
+    """
+    if isinstance(error, RuntimeError) and isinstance(error.__context__, OSError):
+        error = error.__context__
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if "inline_container" in str(error) or "PytorchStreamWriter" in str(error):
+        return f"the write stopped short: {first_line(error)}"
+    return None
 
 
 def _write_atomically(checkpoint: dict[str, Any], path: Path) -> None:
