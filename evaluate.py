@@ -373,7 +373,7 @@ def run_engine_evaluation(args, run) -> tuple[dict, list[dict]]:
     as the PyTorch engine's translations are."""
     dm = run.datamodule
     pairs = read_pairs(args, run)
-    bleu_tokenize(args, run)  # its packages, before translating
+    bleu_tokenize(args, run, pairs)  # its packages, before translating
     done = translate_with_engine(
         args, run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, [p.source for p in pairs]
     )

@@ -38,7 +38,12 @@ from data.datamodule import TranslationDataModule
 from training.callbacks import EpochLength, InterruptCheckpoint, SaveTokenizers
 from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
 from training.memory import HostMemory
-from training.module import NonFiniteLossError, TranslationModule, validation_bleu_tokenizer
+from training.module import (
+    NonFiniteLossError,
+    TranslationModule,
+    validation_bleu_line,
+    validation_bleu_tokenizer,
+)
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
 from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
@@ -392,6 +397,7 @@ def _main(args: list[str]) -> TrainCLI:
     check_save_folders(cli.trainer)
     try:  # validation's BLEU: ja-mecab and ko-mecab need packages of their own
         bleu_metric(validation_bleu_tokenizer(cli.datamodule))
+        rank_zero_info(validation_bleu_line(cli.datamodule))
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     interrupt = next((c for c in cli.trainer.callbacks if isinstance(c, InterruptCheckpoint)), None)

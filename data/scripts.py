@@ -99,6 +99,22 @@ def text_handling(texts: Iterable[str]) -> TextHandling:
     return TextHandling("cjk" if without_spaces else "whitespace", "nfc" if east_asian else "nfkc")
 
 
+def script_language(texts: Iterable[str]) -> str | None:
+    """The language a side's script tells where words are not written apart: ``zh`` for Chinese (Han, next to
+    no Kana), ``ja`` for Japanese (Han and Kana), else None (Latin, Hangul: written with spaces). BLEU's
+    tokenizer follows it where no language says otherwise (``analysis.metrics.bleu_tokenizer``).
+
+        >>> script_language(["我们明天去北京。"]), script_language(["私は猫が好きです。"])
+        ('zh', 'ja')
+        >>> script_language(["Zwei Hunde spielen im Schnee."]) is None
+        True
+    """
+    shares = script_shares(texts)
+    if shares["han"] + shares["kana"] < SCRIPT_SHARE:
+        return None
+    return "zh" if shares["kana"] < CHINESE_MAX_KANA_PER_HAN * shares["han"] else "ja"
+
+
 def is_chinese(texts: Iterable[str]) -> bool:
     """Whether a corpus side is written in Chinese characters: Han, and (unlike Japanese) next to no Kana."""
     shares = script_shares(texts)

@@ -18,11 +18,13 @@ from training.checkpoints import LoadedRun
 from training.module import validation_bleu_tokenizer
 
 
-def bleu_tokenize(args, run: LoadedRun) -> str:
-    """The sacreBLEU tokenizer of the BLEU: --bleu-tokenize, else the one prescribed for the run's target
-    language, as its validation BLEU was tokenized (``zh`` for Chinese). A tokenizer whose packages are
-    missing is refused here, in one line, before anything is translated."""
-    tokenize = args.bleu_tokenize or validation_bleu_tokenizer(run.datamodule)
+def bleu_tokenize(args, run: LoadedRun, pairs: list[Pair]) -> str:
+    """The sacreBLEU tokenizer of the BLEU of ``pairs``: --bleu-tokenize, else the one prescribed for the
+    run's target language or, where that is 13a, for the language their references' script tells, as its
+    validation BLEU was tokenized (``zh`` for Chinese). A tokenizer whose packages are missing is refused
+    here, in one line, before anything is translated."""
+    references = [p.target for p in pairs]
+    tokenize = args.bleu_tokenize or validation_bleu_tokenizer(run.datamodule, references)
     try:
         bleu_metric(tokenize)
     except ValueError as error:
@@ -47,7 +49,7 @@ def scored_result(
     tokenizer = run.datamodule.tgt_tokenizer
     hypotheses = [tokenizer.decode(ids) for ids in hypotheses_ids]
     references = [p.target for p in pairs]
-    scores = score_translations(hypotheses, references, tokenize=bleu_tokenize(args, run))
+    scores = score_translations(hypotheses, references, tokenize=bleu_tokenize(args, run, pairs))
     sentences = sentence_scores([p.source for p in pairs], references, hypotheses) if args.output else []
     result = {
         **scores.as_dict(),

@@ -70,7 +70,7 @@ def analyse_heads(args, run: LoadedRun, pairs: list[Pair], draw=None) -> tuple[d
     importance = measure_head_importance(
         model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, decode_sentences=decode,
         batch_size=args.batch_size, max_rows=args.ablation_batch, max_len=args.max_len, progress=bar.update,
-        bleu_tokenize=bleu_tokenize(args, run),
+        bleu_tokenize=bleu_tokenize(args, run, pairs),
     )
     bar.close()
     added: dict = {}
@@ -97,7 +97,7 @@ def score(args, run: LoadedRun, device, draw_importance=None) -> tuple[dict, lis
     dm, model = run.datamodule, run.module.model
     pairs = read_pairs(args, run)
     check_lengths(args, run, pairs, targets=analysing_heads(args))
-    bleu_tokenize(args, run)  # its packages, before any long computation
+    bleu_tokenize(args, run, pairs)  # its packages, before any long computation
     if args.alignment:  # before any long computation
         check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer)
     added, pruned = {}, []

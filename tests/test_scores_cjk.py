@@ -3,6 +3,7 @@
 signature, and used by training's validation BLEU as by evaluate.py."""
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 import sacrebleu
 
 from analysis.metrics import bleu_metric, bleu_tokenizer, score_translations
+from data.scripts import script_language
 from tests.conftest import CHINESE_PAIRS, last_json, run_evaluate, train_chinese
 
 # Per language: references, and hypotheses a character or a word off, so that BLEU is neither 0 nor 100.
@@ -32,6 +34,16 @@ TEXTS = {
 ])
 def test_the_tokenizer_follows_the_target_language(code, expected):
     assert bleu_tokenizer(code) == expected
+
+
+@pytest.mark.parametrize(("code", "language", "expected"), [
+    ("en", "zh", "zh"), (None, "ja", "ja-mecab"), ("en", "en", "13a"), ("de", "ko", "13a"),
+    ("zh", "en", "zh"), ("ja", "zh", "ja-mecab"),
+])
+def test_where_the_language_prescribes_13a_the_script_of_the_references_chooses(code, language, expected):
+    """A TSV file's target_lang is en unless given: Chinese or Japanese references are then told by their
+    script. Korean is written with spaces (13a finds its words); a language that has a tokenizer keeps it."""
+    assert bleu_tokenizer(code, script_language(TEXTS[language][0])) == expected
 
 
 @pytest.mark.parametrize("code", ["zh", "ja", "ko", "en", "de", "fr"])
@@ -101,7 +113,9 @@ def test_an_unknown_or_uninstalled_tokenizer_is_a_one_line_error(monkeypatch):
 
 @pytest.fixture(scope="module")
 def chinese_run(tmp_path_factory, monkeypatch_module):
-    """An English-to-Chinese run of one epoch, and what its validation BLEU was computed with."""
+    """An English-to-Chinese run of two epochs whose languages are not given (a TSV file's target_lang
+    defaults to en): the script of its references chooses BLEU's tokenizer. The run, what its validation BLEU
+    was computed with, and what it logged."""
     import training.module
 
     calls = []
@@ -113,8 +127,16 @@ def chinese_run(tmp_path_factory, monkeypatch_module):
         return scores
 
     monkeypatch_module.setattr(training.module, "score_translations", recording)
-    run = train_chinese(tmp_path_factory.mktemp("zh"), "--trainer.max_epochs", "2")
-    return run, calls
+    logged = logging.Handler()
+    logged.records = []
+    logged.emit = logged.records.append
+    logging.getLogger("lightning.pytorch").addHandler(logged)
+    try:
+        run = train_chinese(tmp_path_factory.mktemp("zh"), "--trainer.max_epochs", "2",
+                            "--data.source_lang", "null", "--data.target_lang", "null")  # as never given
+    finally:
+        logging.getLogger("lightning.pytorch").removeHandler(logged)
+    return run, calls, [record.getMessage() for record in logged.records]
 
 
 @pytest.fixture(scope="module")
@@ -123,10 +145,12 @@ def monkeypatch_module():
         yield patch
 
 
-def test_validation_bleu_of_a_chinese_run_uses_zh(chinese_run):
+def test_validation_bleu_of_a_chinese_run_uses_zh_and_says_so(chinese_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    run, calls = chinese_run
+    run, calls, lines = chinese_run
+    assert ("Validation BLEU: sacreBLEU's tokenizer zh, for the references written in Chinese (target_lang "
+            "en prescribes 13a)") in lines
     assert calls, "validation BLEU was never computed"
     references = [zh for _, zh in CHINESE_PAIRS[:6]]
     for hypotheses, scored_references, kwargs, scores in calls:
@@ -140,7 +164,7 @@ def test_validation_bleu_of_a_chinese_run_uses_zh(chinese_run):
 
 
 def test_evaluate_scores_chinese_output_as_sacrebleu_zh_and_prints_it(chinese_run, tmp_path, capsys):
-    run, _ = chinese_run
+    run, *_ = chinese_run
     output = tmp_path / "test.jsonl"
     code, out, _ = run_evaluate(capsys, run / "checkpoints" / "last.ckpt", "--quiet", "--output", output)
     assert code == 0
@@ -155,14 +179,14 @@ def test_evaluate_scores_chinese_output_as_sacrebleu_zh_and_prints_it(chinese_ru
 
 
 def test_bleu_tokenize_overrides_the_choice(chinese_run, capsys):
-    run, _ = chinese_run
+    run, *_ = chinese_run
     code, out, _ = run_evaluate(capsys, run, "--quiet", "--bleu-tokenize", "13a")
     assert code == 0
     assert last_json(out)["bleu_tokenize"] == "13a" and "|tok:13a|" in last_json(out)["signature"]
 
 
 def test_bleu_tokenize_is_refused_with_translate(chinese_run, capsys):
-    run, _ = chinese_run
+    run, *_ = chinese_run
     with pytest.raises(SystemExit):
         run_evaluate(capsys, run, "--translate", "我喜欢猫。", "--bleu-tokenize", "zh")
     assert "--bleu-tokenize" in capsys.readouterr().err

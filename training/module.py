@@ -6,6 +6,7 @@ Shape legend: B batch, S source length, T target length, V target vocabulary siz
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import fields
 
 import lightning as L
@@ -14,7 +15,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from analysis.metrics import bleu_tokenizer, score_translations
+from analysis.metrics import bleu_tokenizer, bleu_tokenizer_line, score_translations
+from data.scripts import script_language
 from data.special import SPECIALS
 from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
@@ -86,10 +88,24 @@ def check_training_settings(settings) -> None:
             raise ValueError(f"{name} must be at least 1, or null, got {settings[name]}")
 
 
-def validation_bleu_tokenizer(datamodule) -> str:
-    """The sacreBLEU tokenizer of validation BLEU: the one prescribed for the data's ``target_lang`` (the toy
-    tasks keep 13a; a data module without one, too)."""
-    return bleu_tokenizer(getattr(datamodule, "target_lang", None))
+def validation_bleu_tokenizer(datamodule, references: Iterable[str] | None = None) -> str:
+    """The sacreBLEU tokenizer of BLEU against ``references`` (default: the data's validation references): the
+    one prescribed for the data's ``target_lang``, or where that is 13a, for the language the references'
+    script tells (Chinese, Japanese; ``analysis.metrics.bleu_tokenizer``). The toy tasks keep 13a; a data
+    module without a language or pairs, too."""
+    return bleu_tokenizer(*_bleu_languages(datamodule, references))
+
+
+def validation_bleu_line(datamodule) -> str:
+    """One line for the log: validation BLEU's tokenizer and what chose it."""
+    return f"Validation BLEU: {bleu_tokenizer_line(*_bleu_languages(datamodule, None))}"
+
+
+def _bleu_languages(datamodule, references: Iterable[str] | None) -> tuple[str | None, str | None]:
+    """The data's ``target_lang`` and the language the script of ``references`` tells."""
+    if references is None:
+        references = [p.target for p in datamodule.pairs("val")] if hasattr(datamodule, "pairs") else []
+    return getattr(datamodule, "target_lang", None), script_language(references)
 
 
 class TranslationModule(L.LightningModule):
