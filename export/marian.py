@@ -28,17 +28,21 @@ What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
   where this project uses GNMT's penalty: beams agree where pad is already -inf in the logits and at
   ``length_penalty`` 0; on OPUS-MT models (pad's probability tiny) they differ at most in rare near ties.
 
-What does not map, or cannot be read, is refused in one line naming ``--hf-model``: model types other than
-Marian (checked first), a path that names no folder, a local folder whose Marian files (``source.spm``,
-``target.spm``, ``vocab.json`` with ``<unk>``) are missing or unreadable or that is an export of this
-project's (``tokenizer.json``), weights that do not fit ``config.json``, encoder and decoder with different
-head counts or feed-forward sizes (``TransformerConfig`` has one of each), and an activation other than those
-above.
+What does not map, or cannot be read, is refused in one line naming ``--hf-model``: a local folder without a
+``config.json`` naming its model type, model types other than Marian (checked first), a path that names no
+folder, a local folder whose Marian files (``source.spm``, ``target.spm``, ``vocab.json`` with ``<unk>``) are
+missing or unreadable or that is an export of this project's (``tokenizer.json``), a damaged weights file,
+``config.json`` sizes that are not whole numbers, do not fit the weights' shapes (compared in the file's
+header before anything is allocated) or would make position tables larger than the machine's memory,
+encoder and decoder with different head counts or feed-forward sizes (``TransformerConfig`` has one of each),
+and an activation other than those above.
 
 Shape legend: D model dim, V vocabulary size.
 """
 
 import json
+import os
+import pickle
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -59,6 +63,15 @@ _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 MARIAN_FILES = {"source.spm": "Marian's source SentencePiece model",
                 "target.spm": "Marian's target SentencePiece model", "vocab.json": "Marian's vocabulary"}
 _OPUS_NAME = re.compile(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})(?:$|[^a-z])", re.IGNORECASE)
+# config.json's sizes, each a whole number from 1 (MarianConfig checks none of them).
+SIZES = ("vocab_size", "decoder_vocab_size", "d_model", "encoder_layers", "decoder_layers",
+         "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
+         "max_position_embeddings")
+# Where from_pretrained looks for the weights, in its order (a sharded safetensors model has an index).
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+# Position tables of max_position_embeddings × d_model float32 numbers built on import: Marian's encoder's and
+# decoder's sinusoids (never saved with the weights) and this project's.
+POSITION_TABLES = 3
 
 
 def tokenizer_sides(hf_tokenizer, src_map: list[int], tgt_map: list[int]
@@ -268,6 +281,147 @@ def check_marian_files(folder: Path) -> None:
         raise EngineError(f"vocab.json has no {SPECIALS.unk} entry, which Marian's tokenizer needs")
 
 
+def check_config_json(folder: Path) -> None:
+    """A local folder's config.json, read here first, so that a missing one or one without a model type is
+    said in one line of this project's rather than transformers' ("Should have a `model_type` key")."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise EngineError("no config.json in the folder (the model's settings, which save_pretrained writes)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise EngineError(f"config.json is not JSON ({error})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        raise EngineError('config.json names no model_type (a Marian model\'s says "model_type": "marian")')
+
+
+def weight_shapes(source: str, folder: Path | None) -> tuple[str, dict[str, list[int]]] | None:
+    """The weights file from_pretrained would read (named within ``folder``, a Hub model's by its cached
+    path) and the shape of each of its tensors, read from the safetensors headers (a torch archive:
+    memory-mapped) without reading the numbers; None where there is none (from_pretrained then says so). A
+    damaged file is refused here, in one line naming it."""
+    from safetensors import SafetensorError, safe_open
+    from transformers.utils import cached_file
+
+    def find(name: str) -> str | None:
+        return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False)
+
+    def shown(path: str) -> str:
+        return str(path if folder is None else Path(path).relative_to(folder))
+
+    def header(path: str) -> dict[str, list[int]]:
+        try:
+            with safe_open(path, framework="pt") as weights:
+                keys = weights.keys()
+                return {key: weights.get_slice(key).get_shape() for key in keys}
+        except SafetensorError as error:
+            raise EngineError(f"cannot read its weights: {shown(path)} is not a whole safetensors file "
+                              f"({first_line(error)})") from None
+
+    def shards(index: str) -> dict[str, list[int]]:
+        try:
+            names = json.loads(Path(index).read_text(encoding="utf-8"))["weight_map"].values()
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            raise EngineError(f"cannot read its weights: {shown(index)} is not a shard index") from None
+        shapes = {}
+        for name in sorted(set(names)):
+            if (path := find(name)) is None:
+                raise EngineError(f"cannot read its weights: no {name}, which {shown(index)} names")
+            shapes.update(header(path))
+        return shapes
+
+    def archive(path: str) -> dict[str, list[int]]:
+        try:  # one saved before torch 1.6 cannot be memory-mapped: it is read whole, as from_pretrained would
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as error:
+                if "mmap" not in str(error):
+                    raise
+                state = torch.load(path, map_location="cpu", weights_only=True)
+        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
+            raise EngineError(f"cannot read its weights: {shown(path)} ({first_line(error)})") from None
+        return {key: list(value.shape) for key, value in state.items() if isinstance(value, Tensor)}
+
+    for name, read in zip(WEIGHT_FILES, (header, shards, archive), strict=True):
+        if (path := find(name)) is not None:
+            return shown(path), read(path)
+    return None
+
+
+def memory_bytes() -> int | None:
+    """This machine's memory, where the system says (POSIX)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _size(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"
+
+
+def check_sizes(marian_config, weights: tuple[str, dict[str, list[int]]] | None) -> None:
+    """config.json's sizes are whole numbers, fit the weights' shapes, and make position tables this machine
+    can hold: checked before anything is sized from them, as a damaged config.json (vocab_size 10**9) would
+    otherwise take that much memory, or fail deep inside torch."""
+    c = marian_config
+    for name in SIZES:
+        value = getattr(c, name, None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise EngineError(f"config.json: {name}={value!r} is not a whole number from 1")
+    for heads in ("encoder_attention_heads", "decoder_attention_heads"):
+        if c.d_model % getattr(c, heads):
+            raise EngineError(f"config.json: d_model={c.d_model} is not a multiple of {heads}="
+                              f"{getattr(c, heads)}")
+    positions = POSITION_TABLES * c.max_position_embeddings * c.d_model * 4
+    memory = memory_bytes()
+    if memory is not None and positions > memory:
+        raise EngineError(
+            f"config.json: max_position_embeddings={c.max_position_embeddings} would make position tables of "
+            f"{_size(positions)} ({POSITION_TABLES} of max_position_embeddings × d_model float32 numbers), "
+            f"more than this machine's {_size(memory)} of memory"
+        )
+    if weights is None:
+        return
+    file, shapes = weights
+
+    def differs(name: str, found: str) -> EngineError:
+        return EngineError(f"its weights do not have the sizes its config.json gives: {name}="
+                           f"{getattr(c, name)}, but {found}")
+
+    def table(*keys: str) -> str:
+        key = next((key for key in keys if key in shapes), None)
+        if key is None:
+            raise EngineError(f"cannot read its weights: {file} holds no {' or '.join(keys)}")
+        return key
+
+    encoder = table("model.encoder.embed_tokens.weight", "model.shared.weight")
+    decoder = table("model.decoder.embed_tokens.weight", "model.shared.weight")
+    sizes = (  # config.json's name, the tensor, its axis of that size; a tensor not saved is not compared
+        ("vocab_size", encoder, 0), ("d_model", encoder, 1), ("decoder_vocab_size", decoder, 0),
+        ("decoder_vocab_size", "final_logits_bias", 1),
+        ("encoder_ffn_dim", "model.encoder.layers.0.fc1.weight", 0),
+        ("decoder_ffn_dim", "model.decoder.layers.0.fc1.weight", 0),
+        ("max_position_embeddings", "model.encoder.embed_positions.weight", 0),  # saved by old versions
+    )
+    for name, key, axis in sizes:
+        shape = shapes.get(key)
+        if shape is not None and (len(shape) != 2 or shape[axis] != getattr(c, name)):
+            found = f"{shape[axis]} {('rows', 'columns')[axis]}" if len(shape) == 2 else f"the shape {shape}"
+            raise differs(name, f"{key} in {file} has {found}")
+    for side in ("encoder", "decoder"):
+        layers = re.compile(rf"model\.{side}\.layers\.(\d+)\.")
+        found = {int(m[1]) for m in map(layers.match, shapes) if m}
+        count = getattr(c, f"{side}_layers")
+        if len(found) != count or max(found) != count - 1:  # layers 0 .. count - 1, each saved
+            raise differs(f"{side}_layers", f"{file} holds {len(found)} {side} layers")
+
+
 def check_marian_type(marian_config) -> None:
     """Checked before anything else is read: a T5 or BART folder is named by its type, whatever lies near."""
     if marian_config.model_type != "marian":
@@ -288,10 +442,13 @@ def load_marian(name: str) -> MarianImport:
 def read_marian(name: str) -> MarianImport:
     """``load_marian``'s work; its ``EngineError``s do not name the option."""
     import_transformers()
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
     folder = local_folder(name)
     source = name if folder is None else str(folder)  # ~ expanded
+    if folder is not None:
+        check_config_json(folder)
     try:
         marian_config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as error:
@@ -299,6 +456,7 @@ def read_marian(name: str) -> MarianImport:
     check_marian_type(marian_config)
     if folder is not None:
         check_marian_files(folder)
+    check_sizes(marian_config, weight_shapes(source, folder))
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError, ImportError, RuntimeError, KeyError, TypeError) as error:
@@ -313,7 +471,7 @@ def read_marian(name: str) -> MarianImport:
     tgt_map = id_map(c.decoder_vocab_size, **ids)
     try:
         marian = MarianMTModel.from_pretrained(source).eval()
-    except OSError as error:
+    except (OSError, SafetensorError) as error:
         raise EngineError(f"cannot read its weights ({first_line(error)})") from None
     except RuntimeError as error:
         if "ignore_mismatched_sizes" not in str(error):

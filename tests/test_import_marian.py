@@ -5,6 +5,9 @@ trained on a few sentences and a small random MarianMTModel, saved with save_pre
 
 import io
 import json
+import shutil
+import sys
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -229,7 +232,7 @@ def test_what_does_not_map_is_refused_in_one_line(tmp_path):
     with pytest.raises(EngineError, match=r"^--hf-model \S+: activation_function='tanh' cannot be imported"):
         load_marian(str(tmp_path / "tanh"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(EngineError, match=r"^--hf-model \S+: cannot read its config"):
+    with pytest.raises(EngineError, match=r"^--hf-model \S+: no config.json in the folder"):
         load_marian(str(tmp_path / "empty"))
 
 
@@ -322,10 +325,19 @@ def without_unk(folder):
     (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
 
 
-def bigger_vocabulary(folder):
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config.update(vocab_size=99, decoder_vocab_size=99)
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+def with_config(**changes):
+    """Damage to config.json: ``changes`` written over its settings, the weights left as they are."""
+    def damage(folder):
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config.update(changes)
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+
+    return damage
+
+
+def truncated(folder):  # as `head -c 3000` leaves it
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:3000])
 
 
 BROKEN = {  # what is done to a Marian folder, and the message that names it
@@ -335,18 +347,27 @@ BROKEN = {  # what is done to a Marian folder, and the message that names it
     "garbage source.spm": (lambda folder: (folder / "source.spm").write_bytes(b"not a model"),
                            "source.spm is not a SentencePiece model"),
     "no <unk>": (without_unk, "vocab.json has no <unk> entry, which Marian's tokenizer needs"),
-    "config not the weights'": (bigger_vocabulary,
-                                "its weights do not have the sizes its config.json gives"),
+    "config not the weights'": (
+        with_config(vocab_size=99, decoder_vocab_size=99),
+        ("its weights do not have the sizes its config.json gives: vocab_size=99, but model.shared.weight in "
+         "model.safetensors has 40 rows"),
+    ),
     "no weights": (unlink("model.safetensors"),
                    "cannot read its weights (Error no file named model.safetensors"),
+    "truncated weights": (
+        truncated,
+        "cannot read its weights: model.safetensors is not a whole safetensors file (Error while",
+    ),
+    "no config.json": (unlink("config.json"),
+                       "no config.json in the folder (the model's settings, which save_pretrained writes)"),
+    "config.json without a type": (lambda folder: (folder / "config.json").write_text("{}", encoding="utf-8"),
+                                   "config.json names no model_type"),
 }
 
 
 @pytest.mark.parametrize("broken", list(BROKEN))
 def test_a_broken_marian_folder_is_refused_in_one_line_naming_the_option(shared_model, capsys, tmp_path,
                                                                           broken):
-    import shutil
-
     folder = tmp_path / "opus-mt-de-en"
     shutil.copytree(shared_model[0], folder)
     damage, message = BROKEN[broken]
@@ -354,6 +375,59 @@ def test_a_broken_marian_folder_is_refused_in_one_line_naming_the_option(shared_
     code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", shared_model[3], "--quiet")
     assert code == 1
     assert err.strip().splitlines()[-1].startswith(f"error: --hf-model {folder}: {message}")
+
+
+@contextmanager
+def no_more_memory_than(extra: int):
+    """Allocations past this process's address space now plus ``extra`` bytes fail (a MemoryError, or torch's
+    RuntimeError) instead of exhausting the machine (Linux)."""
+    resource = pytest.importorskip("resource")
+    with open("/proc/self/statm") as statm:
+        now = int(statm.read().split()[0]) * resource.getpagesize()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (now + extra, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+HUGE = {  # config.json's damage, the weights unchanged; the line that refuses it
+    "vocabulary": (
+        {"vocab_size": 10**9},
+        ("its weights do not have the sizes its config.json gives: vocab_size=1000000000, but "
+         "model.shared.weight in model.safetensors has 40 rows"),
+    ),
+    "layers": ({"encoder_layers": -1, "max_position_embeddings": 10**12},
+               "config.json: encoder_layers=-1 is not a whole number from 1"),
+    "more layers": (
+        {"decoder_layers": 3},
+        ("its weights do not have the sizes its config.json gives: decoder_layers=3, but model.safetensors "
+         "holds 2 decoder layers"),
+    ),
+    "positions": (
+        {"max_position_embeddings": 10**12},
+        ("config.json: max_position_embeddings=1000000000000 would make position tables of 174.6 TiB (3 of "
+         "max_position_embeddings × d_model float32 numbers), more than this machine's "),
+    ),
+}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the address space is limited on Linux")
+@pytest.mark.parametrize("damage", list(HUGE))
+def test_a_config_json_that_does_not_fit_its_weights_is_refused_before_it_is_allocated(shared_model, capsys,
+                                                                                         tmp_path, damage):
+    """Sizes are compared with the weights' shapes (read from the safetensors header) before anything is
+    sized from config.json: within 1 GiB more memory, where vocab_size 10**9 would take tens of GiB."""
+    folder = tmp_path / "opus-mt-de-en"
+    shutil.copytree(shared_model[0], folder)
+    changes, message = HUGE[damage]
+    with_config(**changes)(folder)
+    with no_more_memory_than(2**30):
+        code, _, err = run_evaluate(capsys, "--hf-model", folder, "--translate", GERMAN[0])
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"error: --hf-model {folder}: {message}"), lines[-1]
 
 
 def tiny_t5(folder):
@@ -393,8 +467,6 @@ def test_a_path_that_names_no_folder_is_not_looked_up_on_the_hub(capsys, path):
 
 
 def test_a_folder_under_home_is_read_with_its_tilde(shared_model, capsys, tmp_path, monkeypatch):
-    import shutil
-
     shutil.copytree(shared_model[0], tmp_path / "opus-mt-de-en")
     monkeypatch.setenv("HOME", str(tmp_path))
     code, _, err = run_evaluate(capsys, "--hf-model", "~/opus-mt-de-en", "--translate", GERMAN[0])

@@ -108,6 +108,28 @@ def _bleu_languages(datamodule, references: Iterable[str] | None) -> tuple[str |
     return getattr(datamodule, "target_lang", None), script_language(references)
 
 
+def last_validation(trainer) -> bool:
+    """Whether training ends after this validation, as far as is known when it starts: the run was asked to
+    stop (``max_time``'s timer, or a callback; Lightning validates once more when asked), has reached
+    ``max_steps``, or ends the last epoch of ``max_epochs``. An early stop decided on this validation's
+    results is known only after it: the end of training catches that one."""
+    if trainer.should_stop or 0 <= trainer.max_steps <= trainer.global_step:
+        return True
+    if not 0 <= trainer.max_epochs <= trainer.current_epoch + 1:
+        return False
+    progress = trainer.fit_loop.epoch_loop.batch_progress  # at the epoch's end, not inside it
+    return progress.is_last_batch or progress.current.ready >= trainer.num_training_batches
+
+
+def due_at_validation(trainer, every_n_epochs: int, done_before: bool) -> bool:
+    """Whether work done every N-th epoch at validation (decoding for BLEU, logging attention) is due at this
+    validation: at the first of the run (``done_before`` False), so that a run shorter than N epochs shows
+    it; at every N-th epoch's; and at the last (``last_validation``). Never in the sanity check; 0: never."""
+    if every_n_epochs == 0 or trainer.sanity_checking:
+        return False
+    return not done_before or (trainer.current_epoch + 1) % every_n_epochs == 0 or last_validation(trainer)
+
+
 class TranslationModule(L.LightningModule):
     """Trains a ``model.Transformer`` with label-smoothed cross-entropy, AdamW and a warm-up schedule.
 
@@ -147,8 +169,8 @@ class TranslationModule(L.LightningModule):
         weight_decay: AdamW weight decay of matrices (not of biases and norms).
         adam_beta2: AdamW's second-moment decay (0.98 in the paper).
         label_smoothing: label smoothing of the training loss (0.1 in the paper, §5.4).
-        decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs
-            (0: never).
+        decode_every_n_epochs: decode validation sentences for BLEU, chrF and exact match every N epochs,
+            and at the first validation and the end of training whatever N (0: never).
         decode_max_sentences: decode only the first N validation sentences, in corpus order (None: all).
         decode_beam_size: beam size for validation decoding (1: greedy).
         decode_max_len: most tokens to generate per sentence (None: twice the source length plus 10; raise it
@@ -209,6 +231,10 @@ class TranslationModule(L.LightningModule):
         self.lr_schedule = LearningRateSchedule(self.hparams.schedule, self.hparams.warmup_steps, self)
         self._reset_validation_state()
         self.last_decoded: list[tuple[int, str]] = []  # (validation index, hypothesis) of the last decoding
+        self._decoding = False  # whether this validation decodes (due_at_validation, decided at its start)
+        self._decoded_step: int | None = None  # the step of the last decoding in this fit
+        self._start_step = 0  # the step this fit started from
+        self._end_scores: dict[str, float] = {}  # the scores of a decoding at the end of training
 
     # -- training --------------------------------------------------------------------------------------------
 
@@ -296,6 +322,10 @@ class TranslationModule(L.LightningModule):
 
     def on_train_end(self) -> None:
         self._stop_if_loss_was_not_finite()
+        trained = self.global_step != self._start_step
+        validates = self.hparams.decode_every_n_epochs and self.trainer.limit_val_batches != 0
+        if trained and validates and self._decoded_step != self.global_step:
+            self._decode_at_end()
 
     def _training_forward(self):
         """The model's forward, compiled once with ``torch.compile`` when ``compile`` is set."""
@@ -348,6 +378,7 @@ class TranslationModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         self._base_seed = torch.initial_seed()
+        self._start_step = self.global_step
         if self.hparams.schedule == "cosine_time":
             self.lr_schedule.timer()  # fail now, not at the end of warm-up
 
@@ -360,12 +391,13 @@ class TranslationModule(L.LightningModule):
         self._val_tokens: list[Tensor] = []
         self._val_decoded: list[tuple[int, list[int]]] = []
 
-    def _decoding_this_epoch(self) -> bool:
+    def _decoding_this_validation(self) -> bool:
         every = self.hparams.decode_every_n_epochs
-        return every > 0 and not self.trainer.sanity_checking and (self.current_epoch + 1) % every == 0
+        return due_at_validation(self.trainer, every, done_before=self._decoded_step is not None)
 
     def on_validation_epoch_start(self) -> None:
         self._reset_validation_state()
+        self._decoding = self._decoding_this_validation()
 
     def validation_step(self, batch, batch_idx: int) -> None:
         keep = batch.tgt_out != self.config.pad_id
@@ -380,10 +412,15 @@ class TranslationModule(L.LightningModule):
         self._val_index.append(batch.index.to(nll.device))
         self._val_nll.append(per_sentence)
         self._val_tokens.append(keep.sum(dim=1).to(dtype))
+        if self._decoding:
+            self._decode(batch)
+
+    def _decode(self, batch) -> None:
+        """Translate the batch's sentences among the first ``decode_max_sentences`` of the split."""
         limit = self.hparams.decode_max_sentences
         # The first sentences of the split, not the first batches: the loader sorts by length.
         chosen = batch.index < limit if limit is not None else torch.ones_like(batch.index, dtype=torch.bool)
-        if self._decoding_this_epoch() and bool(chosen.any()):
+        if bool(chosen.any()):
             hypotheses = self.model.generate(
                 batch.src[chosen],
                 max_len=self.hparams.decode_max_len,
@@ -426,8 +463,14 @@ class TranslationModule(L.LightningModule):
         # values.
         self.log("val/loss", nll, sync_dist=True)
         self.log("val/ppl", math.exp(min(nll, 50.0)), sync_dist=True)
-        if not self._decoding_this_epoch():
-            return
+        if self._decoding:
+            scores = self._score_decoded()
+            for name, value in scores.items():
+                self.log(name, value, sync_dist=True)
+
+    def _score_decoded(self) -> dict[str, float]:
+        """BLEU, chrF and exact match of the sentences decoded on every rank (one all-gather); shows a few in
+        TensorBoard."""
         decoded = self._val_decoded
         if dist.is_available() and dist.is_initialized():
             gathered: list = [None] * dist.get_world_size()
@@ -440,11 +483,25 @@ class TranslationModule(L.LightningModule):
         references = [pairs[i].target for i, _ in decoded]
         # Not torchmetrics' SacreBLEUScore: float32, no sacreBLEU exp smoothing (0 if no 4-gram matches).
         scores = score_translations(hypotheses, references, tokenize=self._bleu_tokenize())
-        self.log("val/bleu", scores.bleu, sync_dist=True)
-        self.log("val/chrf", scores.chrf, sync_dist=True)
-        self.log("val/exact_match", scores.exact_match, sync_dist=True)
         self.last_decoded = [(i, h) for (i, _), h in zip(decoded, hypotheses)]
+        self._decoded_step = self.global_step
         self._log_text_samples(pairs)
+        return {"val/bleu": scores.bleu, "val/chrf": scores.chrf, "val/exact_match": scores.exact_match}
+
+    def _decode_at_end(self) -> None:
+        """Decode the validation sentences with the final weights where the last validation did not (training
+        stopped by ``max_steps`` between validations, or by an early stop after one that did not decode), so
+        that every run ends with its BLEU. Every rank decodes its share, as in validation."""
+        was_training = self.training
+        self.eval()
+        self._reset_validation_state()
+        with torch.inference_mode():
+            for batch in self.trainer.datamodule.val_dataloader():
+                self._decode(self.transfer_batch_to_device(batch, self.device, 0))
+        self.train(was_training)
+        self._end_scores = self._score_decoded()
+        if self.logger is not None:
+            self.logger.log_metrics(self._end_scores, step=self.global_step)  # self.log is closed here
 
     def _log_text_samples(self, pairs) -> None:
         experiment = getattr(self.logger, "experiment", None)
@@ -462,6 +519,7 @@ class TranslationModule(L.LightningModule):
         """Record the hyperparameters beside the final validation metrics (TensorBoard's HPARAMS tab)."""
         if self.logger is None or not self.trainer.is_global_zero:
             return
+        logged = {name: float(value) for name, value in self.trainer.callback_metrics.items()}
         metrics = {
             f"final/{name.split('/')[-1]}": float(value)
             for name, value in self.trainer.callback_metrics.items()
