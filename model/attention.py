@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.context import NO_CONTEXT, AttentionContext
+from model.masks import KeyMask
 from model.packing import Packing
 
 
@@ -211,16 +212,22 @@ class MultiHeadAttention(nn.Module):
         self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext
     ) -> tuple[Tensor, Tensor]:
         """Scores, softmax and weighted values written out: output (B, H, Tq, Dh), weights (B, H, Tq, Tk)."""
-        scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
-        if context.score_bias is not None:
-            scores = scores + context.score_bias.to(scores.dtype)
-        if context.mask is not None:
-            scores = scores.masked_fill(~context.mask.attend, torch.finfo(scores.dtype).min)
-        weights = scores.float().softmax(dim=-1).to(q.dtype)
-        if context.mask is not None:
-            weights = weights * context.mask.has_key  # a query with no key: zero weights (see ``KeyMask``)
+        weights = self._weights(q, k, context.mask, context.score_bias)  # (B, H, Tq, Tk)
         # F.dropout, as the fused kernel drops its weights inside (dropout_p), where no module reaches.
         return F.dropout(weights, p=self._dropout_p(), training=self.training) @ v, weights
+
+    def _weights(self, q: Tensor, k: Tensor, mask: KeyMask | None, score_bias: Tensor | None) -> Tensor:
+        """Softmax of the scaled, biased and masked scores of q (B, H, Tq, Dh) against k (B, H, Tk, Dh):
+        (B, H, Tq, Tk), zero in the rows of queries without a key."""
+        scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Tq, Tk)
+        if score_bias is not None:
+            scores = scores + score_bias.to(scores.dtype)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.attend, torch.finfo(scores.dtype).min)
+        weights = scores.float().softmax(dim=-1).to(q.dtype)
+        if mask is not None:
+            weights = weights * mask.has_key  # a query with no key: zero weights (see ``KeyMask``)
+        return weights
 
     def _attend_fused(self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext) -> Tensor:
         """The same output through ``F.scaled_dot_product_attention``, no weights: (B, H, Tq, Dh)."""
@@ -243,6 +250,39 @@ class MultiHeadAttention(nn.Module):
         output projection's per-head slices are ``out_proj.weight[:, h * Dh:(h + 1) * Dh]``.
         """
         return self._split_heads(self._in_linear(value, 2, 3))  # (B, H, Tk, Dh)
+
+    def head_weights(
+        self, query: Tensor, key: Tensor, head: int, *, context: AttentionContext = NO_CONTEXT
+    ) -> Tensor:
+        """The attention weights of one head (counted from 0), as ``forward`` computes them before dropout:
+        (B, 1, Tq, Tk).
+
+        Only this head's rows of the query and key projections are computed, so a loss on one head's
+        attention (guided alignment) costs one head's scores beside the fused kernel's pass over all heads,
+        and its gradient reaches no other head's projections. ``query``, ``key`` and ``context`` as for
+        ``forward``, without a cache or shared keys.
+        """
+        if not 0 <= head < self.num_heads:
+            raise ValueError(f"head must be in [0, {self.num_heads}), got {head}")
+        packings = context.packing if context.packing is not None else (None, None)
+        w, b = self.in_proj.weight, self.in_proj.bias
+
+        def project(x: Tensor, block: int, packing: Packing | None) -> Tensor:
+            start = block * self.d_model + head * self.head_dim
+            rows = slice(start, start + self.head_dim)  # this head's rows of the block
+            projected = F.linear(x, w[rows], None if b is None else b[rows])  # (B, T, Dh) or (N, Dh)
+            return _padded(projected, packing).unsqueeze(1)  # (B, 1, T, Dh)
+
+        q, k = project(query, 0, packings[0]), project(key, 1, packings[1])  # (B, 1, Tq|Tk, Dh)
+        if context.rotate is not None:
+            q, k = context.rotate(q), context.rotate(k)
+
+        def of_head(x: Tensor | None) -> Tensor | None:  # a mask or bias with a row per head: this one's
+            return x if x is None or x.size(1) == 1 else x[:, head : head + 1]  # (B|1, 1, ...)
+
+        mask = context.mask
+        mask = None if mask is None else KeyMask(of_head(mask.attend), of_head(mask.has_key))
+        return self._weights(q, k, mask, of_head(context.score_bias))  # (B, 1, Tq, Tk)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape

@@ -104,9 +104,12 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         cache: tuple[KVCache, KVCache] | None = None,
         head_mask: HeadMask = NO_HEAD_MASK,
+        cross_weights_of_head: int | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'),
-        cross weights (B, H, T, S).
+        cross weights (B, H, T, S); or, with ``cross_weights_of_head`` and no ``need_weights``, no self
+        weights and the cross weights of that one head (B, 1, T, S), computed beside the fused kernel
+        (``MultiHeadAttention.head_weights``).
 
         ``context``: the decoder's, built once by ``Transformer.decode``: its self-attention's mask is
         (B, 1, T, T'), or None for one cached step, which may attend every position so far; its
@@ -125,11 +128,16 @@ class DecoderLayer(nn.Module):
             )
 
         def cross_attention(h: Tensor) -> tuple[Tensor, Tensor | None]:
-            return self.cross_attn(
+            out, weights = self.cross_attn(
                 h, memory, memory,
                 context=context.cross_attention, need_weights=need_weights, cache=cross_cache,
                 head_mask=head_mask.cross,
             )
+            if weights is None and cross_weights_of_head is not None:
+                weights = self.cross_attn.head_weights(
+                    h, memory, cross_weights_of_head, context=context.cross_attention
+                )  # (B, 1, T, S)
+            return out, weights
 
         if self.norm_first:  # pre-LN: normalise each sublayer's input
             h, self_weights = self_attention(self.self_attn_norm(x))

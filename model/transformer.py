@@ -136,6 +136,7 @@ class Transformer(nn.Module):
         last_only: bool = False,
         keep: Packing | None = None,
         need_hidden: bool = False,
+        alignment_head: tuple[int, int] | None = None,
     ) -> DecoderOutput:
         """Run the decoder.
 
@@ -150,6 +151,9 @@ class Transformer(nn.Module):
                 ``tgt_in != pad_id``, found ahead (no host-device sync).
             need_hidden: also return each layer's output (B, T, D), before the final norm (the logit lens
                 reads them, ``analysis.explain.logit_lens``).
+            alignment_head: (layer, head), counted from 0: also return that head's cross-attention weights as
+                ``alignment`` (B, T, S), written out beside the fused kernel (see ``MultiHeadAttention``'s
+                ``weights_of_head``), for a loss on them (guided alignment).
 
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
         then it takes no cache, and returns logits at the non-padding inputs, (Nt, V).
@@ -161,7 +165,11 @@ class Transformer(nn.Module):
         offset = 0 if cache is None else cache.length
         x = self._embed(self.tgt_embed, tgt_in, "decoder", offset, target)  # (B, T, D) or (Nt, D)
         masks = head_mask if head_mask is not None else NO_HEAD_MASK
-        self_maps, cross_maps, hidden = [], [], []
+        aligned_layer, aligned_head = alignment_head if alignment_head is not None else (None, None)
+        if aligned_layer is not None and not 0 <= aligned_layer < len(self.decoder_layers):
+            layers = len(self.decoder_layers)
+            raise ValueError(f"alignment_head's layer must be in [0, {layers}), got {aligned_layer}")
+        self_maps, cross_maps, hidden, alignment = [], [], [], None
         for i, layer in enumerate(self.decoder_layers):
             x, self_weights, cross_weights = layer(
                 x,
@@ -170,10 +178,14 @@ class Transformer(nn.Module):
                 need_weights=need_weights,
                 cache=None if cache is None else cache.layers[i],
                 head_mask=masks.layer(i),
+                cross_weights_of_head=aligned_head if i == aligned_layer else None,
             )
             if need_weights:
                 self_maps.append(self_weights)
                 cross_maps.append(cross_weights)
+            if i == aligned_layer:
+                one = slice(aligned_head, aligned_head + 1)
+                alignment = (cross_weights[:, one] if need_weights else cross_weights).squeeze(1)  # (B, T, S)
             if need_hidden:
                 hidden.append(x)
         if cache is not None:
@@ -183,7 +195,7 @@ class Transformer(nn.Module):
         elif keep is not None and target is None:  # packed, x holds the target tokens already
             x = keep.pack(x)  # (N, D)
         logits = F.linear(self.decoder_norm(x), self.output_weight, self.output_bias)  # (B, T, V) or (N, V)
-        return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden))
+        return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden), alignment)
 
     def _decoder_context(
         self, tgt_in: Tensor, encoded: EncoderOutput, cache: DecoderCache | None, keep: Packing | None
@@ -225,7 +237,8 @@ class Transformer(nn.Module):
         return_attention: bool = False,
         head_mask: HeadMask | None = None,
         tokens: TokenIndex | None = None,
-    ) -> Tensor | tuple[Tensor, AttentionMaps]:
+        alignment_head: tuple[int, int] | None = None,
+    ) -> Tensor | tuple[Tensor, AttentionMaps] | tuple[Tensor, Tensor]:
         """Teacher-forced pass.
 
         Args:
@@ -240,9 +253,13 @@ class Transformer(nn.Module):
                 and where padding is at least ``PACK_FROM`` of the batch's positions, the layers then compute
                 on the tokens only (see ``model.packing``). The padding share comes from the index's length,
                 which the host knows: no host-device sync.
+            alignment_head: (decoder layer, head), counted from 0: also return that head's cross-attention
+                weights (B, T, S), the one head a guided-alignment loss supervises; every other head stays on
+                the fused kernel (see ``decode``). Not with ``return_attention``, whose maps hold it.
 
         Returns:
-            logits (B, T, V) (or (N, V) with ``tokens``), and with ``return_attention`` an ``AttentionMaps``.
+            logits (B, T, V) (or (N, V) with ``tokens``), and with ``return_attention`` an ``AttentionMaps``,
+            or with ``alignment_head`` the head's weights (B, T, S).
         """
         masks = head_mask if head_mask is not None else NO_HEAD_MASK
         wanted = None if tokens is None else Packing(tokens.target, *tgt_in.shape)
@@ -251,7 +268,14 @@ class Transformer(nn.Module):
             source, total = Packing(tokens.source, *src.shape), src.numel() + tgt_in.numel()
             packed = source if total - source.tokens - wanted.tokens >= PACK_FROM * total else False
         encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, packed=packed)
-        out = self.decode(tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=wanted)
+        if return_attention and alignment_head is not None:
+            raise ValueError("alignment_head is for the training pass; return_attention returns every head")
+        out = self.decode(
+            tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=wanted,
+            alignment_head=alignment_head,
+        )
+        if alignment_head is not None:
+            return out.logits, out.alignment
         if not return_attention:
             return out.logits
         return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)

@@ -36,6 +36,7 @@ class DecoderOutput(NamedTuple):
     self_attention: list[Tensor]  # per layer (B, H, T, T); empty unless asked for
     cross_attention: list[Tensor]  # per layer (B, H, T, S); empty unless asked for
     hidden: tuple[Tensor, ...] = ()  # per layer's output (B, T, D) before the final norm; empty unless asked
+    alignment: Tensor | None = None  # (B, T, S): one cross-attention head's weights, when asked for
 
 
 @dataclass

@@ -239,11 +239,19 @@ def test_each_process_draws_its_own_dropout_masks_and_each_draws_them_again_on_r
         assert len(set(seeds[:256])) == len(set(seeds[256:])) == 256  # ranks never share a step's seed
 
 
-def test_decoding_runs_every_nth_epoch_counted_from_one_and_never_in_the_sanity_check():
+def test_decoding_runs_at_the_first_validation_then_every_nth_epoch_and_never_in_the_sanity_check():
+    def due(m, epoch, **kwargs):
+        attach(m, current_epoch=epoch, **kwargs)._trainer.__dict__.update(should_stop=False, max_steps=-1,
+                                                                           max_epochs=-1)
+        return m._decoding_this_validation()
+
     m = module(decode_every_n_epochs=2)
-    assert [attach(m, current_epoch=e)._decoding_this_epoch() for e in range(4)] == [False, True, False, True]
-    assert not attach(m, current_epoch=1, sanity_checking=True)._decoding_this_epoch()
-    assert not attach(module(decode_every_n_epochs=0), current_epoch=1)._decoding_this_epoch()
+    assert not due(m, 0, sanity_checking=True)
+    assert due(m, 0)  # the first validation, whatever the period
+    m._decoded_step = 6  # once it has decoded
+    assert [due(m, e) for e in range(4)] == [False, True, False, True]
+    assert not due(m, 1, sanity_checking=True)
+    assert not due(module(decode_every_n_epochs=0), 0)
 
 
 # -- with a Trainer, on the copy task ------------------------------------------------------------------------

@@ -711,11 +711,15 @@ def test_attention_probes_are_the_first_short_validation_sentences(hand_made):
     assert [i for i, _, _ in logger._probes] == [0, 1]  # none is short enough: the first ones
 
 
-def test_attention_is_logged_every_nth_epoch_counted_from_one_and_never_in_the_sanity_check():
+def test_attention_is_logged_at_the_first_validation_then_every_nth_epoch_and_never_in_the_sanity_check():
     def trainer(epoch, sanity=False):
-        return SimpleNamespace(current_epoch=epoch, sanity_checking=sanity)
+        return SimpleNamespace(current_epoch=epoch, sanity_checking=sanity, should_stop=False, max_steps=-1,
+                               global_step=6 * epoch, max_epochs=-1)
 
     every_second = AttentionLogger(every_n_epochs=2)
+    assert not every_second._due(trainer(0, sanity=True))
+    assert every_second._due(trainer(0))  # the first validation, whatever the period
+    every_second._logged_step = 6  # once it has logged
     assert [every_second._due(trainer(e)) for e in range(4)] == [False, True, False, True]
     assert not AttentionLogger(every_n_epochs=1)._due(trainer(0, sanity=True))
     assert not AttentionLogger(every_n_epochs=0)._due(trainer(0))

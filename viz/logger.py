@@ -1,7 +1,9 @@
 """Every attention head, logged to TensorBoard during validation: for the ATTENTION tab, and as pictures.
 
-At every N-th validation, a few validation sentences fixed at the start of training go through the model's
-weight-returning attention path (ordinary training steps stay on the fused kernel), and it logs:
+At the first validation, at every N-th epoch's, and at the end of training (after the last validation if
+that one did not log: training stopped between validations, or early), a few validation sentences fixed at
+the start of training go through the model's weight-returning attention path (ordinary training steps stay
+on the fused kernel), and it logs:
 
 - for the ATTENTION tab (``viz.tab``): the raw weights of every kind, layer and head of each probe
   sentence (float16) with its tokens; with ``explain_probes``, every explanation method's map of each probe
@@ -59,6 +61,7 @@ from evaluation.gold_alignment import (
     gold_alignment,
     token_cells,
 )
+from training.module import due_at_validation
 from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
 from viz.tab.gold_words import gold_words_record
 from viz.tab.metadata import explain_tag, sentence_tag, statistic_tag
@@ -74,7 +77,8 @@ class AttentionLogger(L.Callback):
     """Logs per-head attention weights, pictures and head statistics to TensorBoard during validation.
 
     Args:
-        every_n_epochs: log at every N-th validation (0 turns logging off).
+        every_n_epochs: log at every N-th epoch's validation, and at the first validation and the end of
+            training whatever N, so that every run shows in the ATTENTION tab (0 turns logging off).
         num_sentences: probe sentences whose weights the ATTENTION tab shows.
         num_images: of those, how many are also drawn as IMAGES (the layers × heads overview of each kind).
         max_tokens: pick probe sentences no longer than this (in tokens), so that labels stay legible.
@@ -143,6 +147,9 @@ class AttentionLogger(L.Callback):
         self._stats_items: list | None = None
         self._warned_budget = False
         self._warned_scores = False
+        self._logged_step: int | None = None  # the step of the last logging in this fit
+        self._end_logger = None  # at the end of training, the logger the scalars go to (else pl_module.log)
+        self._start_step = 0  # the step this fit started from
 
     def _prepare(self, datamodule, max_len: int | None = None) -> None:
         """Choose the probe sentences once; they stay fixed so that the step slider shows the same maps.
@@ -193,14 +200,36 @@ class AttentionLogger(L.Callback):
             self._prepare(trainer.datamodule, pl_module.model.config.max_len)
 
     def _due(self, trainer) -> bool:
-        n = self.every_n_epochs
-        return n > 0 and not trainer.sanity_checking and (trainer.current_epoch + 1) % n == 0
+        return due_at_validation(trainer, self.every_n_epochs, done_before=self._logged_step is not None)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start_step = trainer.global_step
 
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._due(trainer):
+            self._log(trainer, pl_module)
+
+    @rank_zero_only
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Log the final weights where the last validation did not: training stopped by ``max_steps``
+        between validations, or by an early stop decided after a validation that did not log."""
+        trained = trainer.global_step != self._start_step
+        if self.every_n_epochs and trained and self._logged_step != trainer.global_step:
+            was_training = pl_module.training
+            pl_module.eval()
+            self._end_logger = trainer.logger
+            try:
+                self._log(trainer, pl_module)
+            finally:
+                self._end_logger = None
+                pl_module.train(was_training)
+
+    def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         experiment = getattr(trainer.logger, "experiment", None)
-        if not self._due(trainer) or not hasattr(experiment, "add_figure"):
+        if not hasattr(experiment, "add_figure"):
             return
+        self._logged_step = trainer.global_step
         datamodule = trainer.datamodule
         if self._probes is None:
             self._prepare(datamodule, pl_module.model.config.max_len)
@@ -238,9 +267,17 @@ class AttentionLogger(L.Callback):
             if self._stats_items:
                 self._log_head_statistics(experiment, model, pl_module.config, step, pl_module)
         if self.explain_probes and self.num_sentences:
-            pl_module.log("explain/probe_seconds", explaining, rank_zero_only=True)
+            self._scalar(pl_module, "explain/probe_seconds", explaining)
         if self._explain_pairs:
             self._log_explanations(model, datamodule, pl_module, experiment, step, budget)
+
+    def _scalar(self, pl_module: L.LightningModule, name: str, value: float) -> None:
+        """Log a scalar: through ``pl_module.log`` in a validation, straight to the logger at the end of
+        training, where Lightning closes ``log``."""
+        if self._end_logger is None:
+            pl_module.log(name, value, rank_zero_only=True)
+        else:
+            self._end_logger.log_metrics({name: value}, step=self._logged_step)
 
     def _explain_probe(self, model, tgt_tokenizer, seen: ForcedPass) -> "ProbeExplanation":
         """Every method's map and the logit lens of one probe, from its pass under forced decoding of its
@@ -354,10 +391,8 @@ class AttentionLogger(L.Callback):
                 )
                 experiment.add_figure(f"heads/{kind}_{name}", figure, step)
         if has_gold:
-            pl_module.log(
-                "heads/best_alignment", stats["cross"]["agreement"].max().item(), rank_zero_only=True
-            )
-            pl_module.log("heads/best_aer", stats["cross"]["aer"].min().item(), rank_zero_only=True)
+            self._scalar(pl_module, "heads/best_alignment", stats["cross"]["agreement"].max().item())
+            self._scalar(pl_module, "heads/best_aer", stats["cross"]["aer"].min().item())
 
 
     def _log_explanations(self, model, datamodule, pl_module, experiment, step: int, budget: int) -> None:
@@ -379,10 +414,10 @@ class AttentionLogger(L.Callback):
         for name, method in scores.items():
             for row in method.layers:
                 layer = row.layer.replace(" ", "_")
-                pl_module.log(f"explain/{name}/aer_{layer}", row.aer, rank_zero_only=True)
-                pl_module.log(f"explain/{name}/agreement_{layer}", row.agreement, rank_zero_only=True)
-            pl_module.log(f"explain/{name}/best_aer", method.best.aer, rank_zero_only=True)
-        pl_module.log("explain/seconds", time.perf_counter() - start, rank_zero_only=True)
+                self._scalar(pl_module, f"explain/{name}/aer_{layer}", row.aer)
+                self._scalar(pl_module, f"explain/{name}/agreement_{layer}", row.agreement)
+            self._scalar(pl_module, f"explain/{name}/best_aer", method.best.aer)
+        self._scalar(pl_module, "explain/seconds", time.perf_counter() - start)
         self._log_score_tensors(experiment, scores, step, budget)
 
     def _log_score_tensors(
