@@ -34,6 +34,9 @@ class Batch(NamedTuple):
     index: Tensor  # (B,) position of each example in its split's pair list
     src_tokens: Tensor | None = None  # (Ns,) int64: flat positions b * S + s of src's non-padding entries
     tgt_tokens: Tensor | None = None  # (Nt,) int64: flat positions b * T + t of tgt_out's non-padding entries
+    # (B, T, S) float32: guided alignment's labels, each row a distribution over the source tokens linked to
+    # tgt_out's token there, or zeros (``data.alignment_labels``); None without them.
+    alignment: Tensor | None = None
 
 
 def token_positions(ids: Tensor, pad_id: int) -> Tensor:

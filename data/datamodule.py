@@ -10,6 +10,7 @@ import dataclasses
 import importlib.util
 import os
 import random
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,16 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
+from data.alignment_labels import (
+    EFLOMAL,
+    AlignedPairs,
+    collate_aligned,
+    eflomal_cache_name,
+    eflomal_links,
+    encode_token_links,
+    read_alignment_labels,
+    write_links_file,
+)
 from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
 from data.corpora import (
     CorpusError,
@@ -29,8 +40,8 @@ from data.corpora import (
     read_scan,
     read_tsv,
 )
-from data.encoded import EncodedPairs
-from data.gold import DIRECTIONS, Direction, GoldSet, not_repeating, read_gold_for
+from data.encoded import EncodedPairs, Side
+from data.gold import DIRECTIONS, Direction, GoldSet, Link, not_repeating, read_gold_for
 from data.pairs import Pair, word_spans
 from data.scripts import PreTokenize, is_chinese, text_handling
 from data.special import SPECIALS
@@ -155,6 +166,12 @@ class TranslationDataModule(L.LightningDataModule):
         gold_zero_based: the links count words from 0 (default: from 1, as the KFTT and RWTH sets do).
         gold_direction: ``auto`` (the sets' file names, such as ``ja-en.gold``, against ``source_lang`` and
             ``target_lang``), ``forward`` (the set's source side is the model's) or ``reversed``.
+        alignment_labels: guided alignment's word links (``data.alignment_labels``), for the head that
+            ``--model.alignment_layer`` and ``--model.alignment_head`` name: a file of one Pharaoh line a
+            training pair, counted from 0, in the training files' order (as eflomal or fast_align write
+            them); or ``eflomal``: made by eflomal (``pip install eflomal``) on the training pairs only, one
+            direction (each target word linked to at most one source word), cached beside the run's
+            tokenizers and reused by a run whose ``tokenizer_dir`` holds them. ``None``: no labels.
     """
 
     def __init__(
@@ -191,6 +208,7 @@ class TranslationDataModule(L.LightningDataModule):
         gold_alignments: str | None = None,
         gold_zero_based: bool = False,
         gold_direction: Direction = "auto",
+        alignment_labels: str | None = None,
     ) -> None:
         super().__init__()
         if dataset not in ("toy", "copy", "reverse", *_FILE_DATASETS):
@@ -282,6 +300,8 @@ class TranslationDataModule(L.LightningDataModule):
             )
         if chinese_script is not None and importlib.util.find_spec("opencc") is None:
             raise ValueError(f"chinese_script={chinese_script!r} needs OpenCC: pip install -e .[cjk]")
+        if alignment_labels == EFLOMAL and importlib.util.find_spec("eflomal") is None:
+            raise ValueError("alignment_labels=eflomal needs eflomal: pip install eflomal (or give a file)")
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
         self.vocab_size = vocab_size
@@ -296,6 +316,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.gold_alignments, self.gold_zero_based = gold_alignments, gold_zero_based
         self.gold_direction: Direction = gold_direction
         self._gold: GoldSet | None = None
+        self.alignment_labels = alignment_labels
+        self._eflomal: tuple[str, list[set[Link]]] | None = None  # (cache file name, links) of eflomal's run
+        self._train_links: Side | None = None  # each kept training pair's token links, flat
 
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
         self._lines: dict[str, list[int]] = {}  # tatoeba: each pair's line in the file, per split
@@ -514,6 +537,7 @@ class TranslationDataModule(L.LightningDataModule):
         self._tokenizers = (src, tgt)
         self._train_pairs = None
         self._encoded = {}
+        self._train_links = None
 
     def state_dict(self) -> dict[str, Any]:
         """The tokenizers as JSON strings; Lightning stores this in every checkpoint."""
@@ -532,6 +556,9 @@ class TranslationDataModule(L.LightningDataModule):
         src, tgt = self._ensure_tokenizers()
         src.save(Path(directory) / TOKENIZER_FILES["src"])
         tgt.save(Path(directory) / TOKENIZER_FILES["tgt"])
+        if self._eflomal is not None:  # beside them, for a run that restores them to reuse
+            name, links = self._eflomal
+            write_links_file(Path(directory) / name, links)
 
     def load_tokenizers(self, directory: str | os.PathLike[str]) -> None:
         """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining).
@@ -598,6 +625,35 @@ class TranslationDataModule(L.LightningDataModule):
         self._train_index = [index[i] for i in kept.tolist()]
         self._train_pairs = [raw[i] for i in self._train_index]
         self._encoded["train"] = encoded if not dropped else encoded.select(kept)
+        if self.alignment_labels is not None:
+            self._train_links = encode_token_links(
+                self._train_pairs, self._alignment_word_links(raw, index), self._encoded["train"],
+                *self._ensure_tokenizers(),
+            )
+
+    def _alignment_word_links(self, raw: list[Pair], index: list[int]) -> list[set[Link]]:
+        """The word links of each kept training pair: read from the ``alignment_labels`` file, whose lines
+        are every training pair's; or eflomal's, made on the training pairs not dropped as gold repeats
+        (``index``), before length filtering, and cached beside the tokenizers."""
+        if self.alignment_labels != EFLOMAL:
+            every = read_alignment_labels(self.alignment_labels, raw)
+            return [every[i] for i in self._train_index]
+        aligned = [raw[i] for i in index]
+        name = eflomal_cache_name(aligned)
+        if self._eflomal is None or self._eflomal[0] != name:
+            cached = None if self.tokenizer_dir is None else Path(self.tokenizer_dir) / name
+            if cached is not None and cached.is_file():
+                rank_zero_info(f"Guided alignment: eflomal's links of the {len(aligned)} training pairs "
+                               f"reused from {cached}.")
+                self._eflomal = name, read_alignment_labels(cached, aligned)
+            else:
+                start = time.perf_counter()
+                self._eflomal = name, eflomal_links(aligned)
+                seconds = time.perf_counter() - start
+                rank_zero_info(f"Guided alignment: eflomal aligned the {len(aligned)} training pairs in "
+                               f"{seconds:.0f} s; a run writes them beside its tokenizers, as {name}.")
+        position = {pair: k for k, pair in enumerate(index)}
+        return [self._eflomal[1][position[i]] for i in self._train_index]
 
     def _not_gold(self, pairs: list[Pair]) -> list[int]:
         """Indices of ``pairs`` less those that repeat a sentence pair of ``gold_sentences`` (compared without
@@ -655,7 +711,10 @@ class TranslationDataModule(L.LightningDataModule):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         default = self.max_tokens if split == "train" else self.eval_max_tokens
-        return self._loader(self._encoded_split(split), shuffle=shuffle, max_tokens=max_tokens or default)
+        items = self._encoded_split(split)
+        if split == "train" and self._train_links is not None:  # guided alignment's labels
+            items = AlignedPairs(items, self._train_links)
+        return self._loader(items, shuffle=shuffle, max_tokens=max_tokens or default)
 
     def dataloader_for_pairs(self, pairs: list[Pair], *, max_tokens: int | None = None) -> DataLoader:
         """Unshuffled batches of any pairs (an extra test file, say); ``Batch.index`` indexes ``pairs``."""
@@ -670,7 +729,7 @@ class TranslationDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self.dataloader("test")
 
-    def _loader(self, items: EncodedPairs, *, shuffle: bool, max_tokens: int) -> DataLoader:
+    def _loader(self, items: EncodedPairs | AlignedPairs, *, shuffle: bool, max_tokens: int) -> DataLoader:
         sampler = TokenBucketBatchSampler(
             items.lengths().tolist(), max_tokens=max_tokens, shuffle=shuffle, seed=self.seed
         )
@@ -688,7 +747,8 @@ class TranslationDataModule(L.LightningDataModule):
             items,  # type: ignore[arg-type]  # a sequence is a map-style dataset
             batch_sampler=sampler,
             collate_fn=partial(
-                collate, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id
+                collate_aligned if isinstance(items, AlignedPairs) else collate,
+                pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id,
             ),
             num_workers=workers,
             pin_memory=choose_pin_memory(device_type),

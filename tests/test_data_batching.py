@@ -27,7 +27,8 @@ def test_collate_pads_and_shifts_on_a_literal_example():
     assert batch.tgt_out.tolist() == [[20, EOS, PAD, PAD], [21, 22, 23, EOS]]
     # fmt: on
     assert batch.index.tolist() == [5, 2]
-    assert all(t.dtype == torch.int64 for t in batch)
+    assert all(t.dtype == torch.int64 for t in batch[:-1])
+    assert batch.alignment is None  # guided alignment's labels: only for a data module that has them
 
 
 def test_collate_shapes_and_the_shift_identity_on_random_batches():
@@ -58,7 +59,7 @@ def test_collate_takes_its_defaults_from_specials():
     items = [(0, [7, 8], [9]), (1, [7], [9, 9, 9])]
     default = collate(items)
     explicit = collate(items, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id)
-    assert all(torch.equal(a, b) for a, b in zip(default, explicit))
+    assert all(torch.equal(a, b) for a, b in zip(default[:-1], explicit[:-1]))  # the ids; no labels
     other = collate(items, pad_id=99, bos_id=98, eos_id=97)
     assert other.src.tolist() == [[7, 8, 97], [7, 97, 99]]
     assert other.tgt_in.tolist()[0] == [98, 9, 99, 99]

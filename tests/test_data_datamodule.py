@@ -62,7 +62,8 @@ def test_batches_decode_back_to_the_pairs_they_index(split):
     loader = dm.dataloader(split, shuffle=split == "train")
     seen = []
     for batch in loader:
-        assert isinstance(batch, Batch) and all(t.dtype == torch.int64 for t in batch)
+        assert isinstance(batch, Batch) and all(t.dtype == torch.int64 for t in batch[:-1])
+        assert batch.alignment is None
         for row, index in enumerate(batch.index.tolist()):
             pair = pairs[index]
             assert dm.src_tokenizer.decode(batch.src[row].tolist()) == pair.source

@@ -86,6 +86,45 @@ def check_training_settings(settings) -> None:
     for name in ("decode_max_sentences", "decode_max_len"):
         if settings[name] is not None and settings[name] < 1:
             raise ValueError(f"{name} must be at least 1, or null, got {settings[name]}")
+    check_alignment_settings(settings)
+
+
+def check_alignment_settings(settings) -> None:
+    """Raise a ``ValueError`` naming the guided-alignment setting that is out of range: the supervised
+    layer and head are given together, each counted from 1 within the model's, and the weight is >= 0."""
+    layer, head, weight = (settings.get(f"alignment_{name}") for name in ("layer", "head", "weight"))
+    if (layer is None) != (head is None):
+        raise ValueError(
+            f"alignment_layer and alignment_head name one head together, got alignment_layer={layer} and "
+            f"alignment_head={head}"
+        )
+    bounds = {"alignment_layer": (layer, "num_decoder_layers"), "alignment_head": (head, "num_heads")}
+    for name, (value, limit) in bounds.items():
+        if value is not None and not 1 <= value <= settings[limit]:
+            raise ValueError(f"{name} counts from 1 to {limit}={settings[limit]}, got {value}")
+    if weight is not None and not 0 <= weight < math.inf:
+        raise ValueError(f"alignment_weight must be a number >= 0, got {weight}")
+
+
+def alignment_loss(attention: Tensor, labels: Tensor) -> Tensor:
+    """The guided-alignment loss (Garg et al. 2019): the cross-entropy of each supervised row of one
+    head's cross-attention against its link distribution, averaged over the supervised rows.
+
+    Args:
+        attention: (B, T, S) the head's weights, each row a distribution over the source positions.
+        labels: (B, T, S) float, each row a distribution over the source positions its target token is
+            linked to, or zeros where it has no link (such rows count for nothing).
+
+    Returns:
+        a scalar, ``-sum(labels * log(attention)) / rows``, ``rows`` the rows with links (0 for a batch
+        without any). Computed on the device: no host sync.
+    """
+    # Attention that underflowed to 0 (a masked key, or a softmax in low precision) takes the smallest
+    # normal float instead: log(0) would make 0 * -inf NaN where the label is 0 too.
+    log_attention = attention.float().clamp_min(torch.finfo(torch.float32).tiny).log()  # (B, T, S)
+    per_row = -(labels * log_attention).sum(dim=-1)  # (B, T)
+    rows = (labels.sum(dim=-1) > 0).sum()  # a tensor, not a host number
+    return per_row.sum() / rows.clamp(min=1)
 
 
 def validation_bleu_tokenizer(datamodule, references: Iterable[str] | None = None) -> str:
@@ -177,6 +216,12 @@ class TranslationModule(L.LightningModule):
             for tasks whose outputs are much longer than their inputs, such as SCAN). evaluate.py uses it too.
         num_text_samples: source / reference / hypothesis triples shown in TensorBoard at each decoding.
         compile: train through ``torch.compile`` of the model's forward (validation and decoding stay eager).
+        alignment_layer: guided alignment (Garg et al. 2019): the decoder layer, counted from 1, one of whose
+            cross-attention heads is trained to follow the word links of ``--data.alignment_labels`` (the
+            paper supervises the penultimate layer); None (the default): no supervision.
+        alignment_head: the supervised head of that layer, counted from 1; given with ``alignment_layer``.
+        alignment_weight: λ, the weight of the alignment loss added to the translation loss (0.05 in the
+            paper).
     """
 
     def __init__(
@@ -214,6 +259,9 @@ class TranslationModule(L.LightningModule):
         decode_max_len: int | None = None,
         num_text_samples: int = 3,
         compile: bool = False,
+        alignment_layer: int | None = None,
+        alignment_head: int | None = None,
+        alignment_weight: float = 0.05,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -254,12 +302,16 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch, batch_idx: int) -> Tensor:
         # Nothing here makes the host wait for the device: where the tokens sit was found on the CPU while
         # collating, and values are read back only on log steps (and where a run checks its loss).
-        loss = self._training_loss(batch)
+        translation, alignment = self._training_losses(batch)
+        loss = self._objective(translation, alignment)
         self._watch_loss(loss)
         if self._is_log_step():
             self._stop_if_loss_was_not_finite()
             # Host copies: the progress bar reads its values at every step, and would wait for a device one.
-            self.log("train/loss", loss.detach().cpu(), prog_bar=True, batch_size=batch.src.size(0))
+            # The translation loss alone, comparable with runs without guided alignment.
+            self.log("train/loss", translation.detach().cpu(), prog_bar=True, batch_size=batch.src.size(0))
+            if alignment is not None:
+                self.log("train/alignment_loss", alignment.detach().cpu(), batch_size=batch.src.size(0))
             self.log("train/lr", host_scalar(self.optimizers().param_groups[0]["lr"]))
             if self.hparams.schedule == "cosine_time":
                 self.log("train/time_fraction", host_scalar(self.lr_schedule.time_fraction()))
@@ -269,10 +321,33 @@ class TranslationModule(L.LightningModule):
         return loss
 
     def _training_loss(self, batch) -> Tensor:
-        """The label-smoothed loss of a batch: the model's forward and the loss, one graph for ``compile``."""
+        """What a batch trains on: the model's forward and the loss, one graph for ``compile``."""
+        return self._objective(*self._training_losses(batch))
+
+    def _training_losses(self, batch) -> tuple[Tensor, Tensor | None]:
+        """The label-smoothed translation loss of a batch and, where a head is supervised and the batch has
+        alignment labels (``Batch.alignment``, (B, T, S)), its alignment loss; else None."""
         tokens = token_index_of(batch, self.config.pad_id)
-        logits = self._training_forward()(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
-        return self.loss(logits, tokens.labels(batch.tgt_out), self.hparams.label_smoothing)
+        head = self.alignment_head
+        if head is None or getattr(batch, "alignment", None) is None:
+            logits = self._training_forward()(batch.src, batch.tgt_in, tokens=tokens)  # (N, V)
+            return self.loss(logits, tokens.labels(batch.tgt_out), self.hparams.label_smoothing), None
+        logits, attention = self._training_forward()(
+            batch.src, batch.tgt_in, tokens=tokens, alignment_head=head
+        )  # (N, V), (B, T, S)
+        translation = self.loss(logits, tokens.labels(batch.tgt_out), self.hparams.label_smoothing)
+        return translation, alignment_loss(attention, batch.alignment)
+
+    def _objective(self, translation: Tensor, alignment: Tensor | None) -> Tensor:
+        """The translation loss, plus λ times the alignment loss where there is one."""
+        return translation if alignment is None else translation + self.hparams.alignment_weight * alignment
+
+    @property
+    def alignment_head(self) -> tuple[int, int] | None:
+        """The (decoder layer, head) guided alignment supervises, counted from 0 as the model counts them;
+        None without supervision."""
+        layer, head = self.hparams.get("alignment_layer"), self.hparams.get("alignment_head")
+        return None if layer is None or head is None else (layer - 1, head - 1)
 
     def _is_log_step(self) -> bool:
         """Whether the metrics of the current optimiser step reach the logger (every ``log_every_n_steps``-th,
@@ -541,6 +616,19 @@ class TranslationModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         if splits and hasattr(datamodule, "check_fits"):  # any other data module: its own business
             datamodule.check_fits(self.config.max_len, splits)
+        if stage == "fit":
+            labels = getattr(datamodule, "alignment_labels", None)
+            if self.alignment_head is not None and labels is None:
+                raise ValueError(
+                    "--model.alignment_layer and --model.alignment_head supervise a head with the links of "
+                    "--data.alignment_labels (a file, or eflomal), which is not given"
+                )
+            if self.alignment_head is None and labels is not None:
+                raise ValueError(
+                    f"--data.alignment_labels {labels} needs a head to supervise: give "
+                    "--model.alignment_layer and --model.alignment_head (the paper's is a head of the "
+                    "penultimate decoder layer)"
+                )
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Dropout draws from a generator seeded by the step (as fairseq does), so a resumed run draws exactly
