@@ -54,7 +54,7 @@ from evaluation.inputs import (
 from evaluation.loading import choose_checkpoint, corpus_error_line, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
 from evaluation.scoring import check_lengths, read_pairs, score, score_alignment_methods
-from evaluation.translate import translate_hypotheses
+from evaluation.translate import translate_hypotheses, unknown_pieces_line
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import export_run, translate_with_engine
 from export.huggingface import export as export_hf
@@ -323,13 +323,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_translate(args, run, sentences: list[str]) -> None:
-    """--translate: each sentence's translation printed, and with --attention-out its maps drawn."""
+    """--translate: each sentence, read as the run reads its data (the pieces it cannot read named in one
+    line), translated and printed, and with --attention-out its maps drawn."""
     dm, model = run.datamodule, run.module.model
+    sentences = [dm.read_text(sentence) for sentence in sentences]
     check_sentences_fit(sentences, dm.src_tokenizer, model.config.max_len, from_stdin=args.translate == "-")
     out = Path(args.attention_out) if args.attention_out else None
     if out is not None:  # before translating: nothing printed, then refused
         for number in range(1, len(sentences) + 1):
             check_new(out / f"sentence_{number}", args.overwrite)
+    if (unknown := unknown_pieces_line(dm, sentences)) is not None:
+        print(unknown, file=sys.stderr)
     hypotheses = translate_hypotheses(
         model, dm.src_tokenizer, dm.tgt_tokenizer, sentences, beam_size=args.beam_size,
         length_penalty=args.length_penalty, batch_size=args.batch_size, max_len=args.max_len,

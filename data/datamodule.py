@@ -43,15 +43,22 @@ from data.corpora import (
 from data.encoded import EncodedPairs, Side
 from data.gold import DIRECTIONS, Direction, GoldSet, Link, not_repeating, read_gold_for
 from data.pairs import Pair, word_spans
-from data.scripts import PreTokenize, is_chinese, text_handling
+from data.scripts import (
+    OPENCC_CONFIGS,
+    ChineseScript,
+    PreTokenize,
+    chinese_converter,
+    is_chinese,
+    text_handling,
+)
 from data.special import SPECIALS
 from data.tatoeba import ENGLISH, read_tatoeba, tatoeba_languages, tatoeba_splits
 from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
 from data.toy import Script, make_toy_splits
 
 DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "tatoeba", "scan"]
-ChineseScript = Literal["simplified", "traditional"]
 SplitName = Literal["train", "val", "test"]
+TextSide = Literal["source", "target"]
 SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
 _TOY_TASKS = {"toy": "translate", "copy": "copy", "reverse": "reverse"}
 _SCAN_VAL_FRACTION = 0.05
@@ -60,8 +67,6 @@ DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30
                       "parallel": "test", "tsv": "test", "tatoeba": "test", "scan": "test"}
 _FILE_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba", "scan")
 _SUBWORD_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba")
-# OpenCC's conversions into each script (phrase-aware: 头发 / 頭髮, not character by character).
-_OPENCC_CONFIGS = {"simplified": "t2s", "traditional": "s2t"}
 MAX_AUTO_WORKERS = 4
 
 
@@ -294,7 +299,7 @@ class TranslationDataModule(L.LightningDataModule):
                 )
         if pre_tokenize not in (None, "whitespace", "cjk"):
             raise ValueError(f"pre_tokenize must be whitespace, cjk or None, got {pre_tokenize!r}")
-        if chinese_script not in (None, *_OPENCC_CONFIGS):
+        if chinese_script not in (None, *OPENCC_CONFIGS):
             raise ValueError(
                 f"chinese_script must be simplified, traditional or None, got {chinese_script!r}"
             )
@@ -304,6 +309,7 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError("alignment_labels=eflomal needs eflomal: pip install eflomal (or give a file)")
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
+        self._chinese_sides: tuple[TextSide, ...] | None = None  # decided from the training text, once
         self.vocab_size = vocab_size
         self.split_punctuation = split_punctuation
         self.shared_vocab = shared_vocab
@@ -373,10 +379,46 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _raw_splits(self) -> dict[str, list[Pair]]:
         if self._raw is None:
-            self._raw = self._read_splits()
-            if self.chinese_script is not None:
-                self._raw = _convert_chinese(self._raw, self.chinese_script)
+            raw = self._read_splits()
+            if self.chinese_script is not None and self._chinese_sides is None:
+                self._chinese_sides = _chinese_sides(raw["train"], self.chinese_script)
+            self._raw = {split: self.read_pairs(pairs) for split, pairs in raw.items()}
         return self._raw
+
+    # --- Text read as the data is read: typed, scored, or a split ------------------------------------------
+
+    @property
+    def chinese_sides(self) -> tuple[TextSide, ...]:
+        """The sides written in ``chinese_script``: those whose training text is Chinese, decided once from
+        the training pairs as read (a run loaded from a checkpoint has them from there: ``load_state_dict``).
+        """
+        if self.chinese_script is None:
+            return ()
+        if self._chinese_sides is None:
+            self._raw_splits()
+        assert self._chinese_sides is not None
+        return self._chinese_sides
+
+    def read_text(self, text: str, side: TextSide = "source") -> str:
+        """``text`` as this run reads its data's ``side``: written in ``chinese_script`` where the run writes
+        that side in it (OpenCC), as every split, gold set, typed and scored sentence is. The side's tokenizer
+        then normalises and splits it as it did the data."""
+        if side not in self.chinese_sides:
+            return text
+        return chinese_converter(self.chinese_script)(text)
+
+    def read_pairs(self, pairs: Sequence[Pair]) -> list[Pair]:
+        """``pairs`` (a split, a file to score, a gold set) with both sides read by :meth:`read_text`, each
+        word of a pair that lists its words read in context."""
+        sides = self.chinese_sides
+        return [dataclasses.replace(p, **_converted(p, sides, self.read_text)) if sides else p for p in pairs]
+
+    def unknown_spans(self, text: str, side: TextSide = "source") -> list[tuple[int, int]]:
+        """The ``[start, end)`` characters of ``text`` (as read: :meth:`read_text`) that the side's tokenizer
+        reads as ``<unk>``, one span per unknown token, in order."""
+        tokenizer = self.src_tokenizer if side == "source" else self.tgt_tokenizer
+        ids, spans = tokenizer.encode_spans(text)
+        return [span for token, span in zip(ids, spans, strict=True) if token == SPECIALS.unk_id]
 
     def _read_splits(self) -> dict[str, list[Pair]]:
         if self.dataset in _TOY_TASKS:
@@ -540,16 +582,31 @@ class TranslationDataModule(L.LightningDataModule):
         self._train_links = None
 
     def state_dict(self) -> dict[str, Any]:
-        """The tokenizers as JSON strings; Lightning stores this in every checkpoint."""
+        """The tokenizers as JSON strings and, with ``chinese_script``, the sides it converts (so that a run
+        whose data is gone reads text as it read its data); Lightning stores this in every checkpoint."""
         src, tgt = self._ensure_tokenizers()
-        return {"src_tokenizer": src.to_json(), "tgt_tokenizer": tgt.to_json()}
+        state = {"src_tokenizer": src.to_json(), "tgt_tokenizer": tgt.to_json()}
+        if self.chinese_script is not None:
+            state["chinese_sides"] = list(self.chinese_sides)
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the tokenizers of :meth:`state_dict` (no retraining): trained here, or an imported model's
-        (``data.tokenizer.tokenizer_from_json``)."""
-        self._set_tokenizers(
-            tokenizer_from_json(state_dict["src_tokenizer"]), tokenizer_from_json(state_dict["tgt_tokenizer"])
-        )
+        (``data.tokenizer.tokenizer_from_json``); and the sides ``chinese_script`` converts. A checkpoint
+        saved before they were recorded has them read off the vocabularies, learnt from the converted text.
+
+        Raises:
+            ValueError: ``chinese_sides`` is not a list of ``source`` and ``target``.
+        """
+        tokenizers = [tokenizer_from_json(state_dict[name]) for name in ("src_tokenizer", "tgt_tokenizer")]
+        self._set_tokenizers(*tokenizers)
+        sides = state_dict.get("chinese_sides")
+        if sides is not None and not (isinstance(sides, list) and set(sides) <= {"source", "target"}):
+            raise ValueError(f"chinese_sides must be a list of source and target, got {sides!r:.60}")
+        if sides is None and self.chinese_script is not None:
+            vocabularies = (tok.tokens(range(tok.vocab_size)) for tok in tokenizers)
+            sides = [side for side, tokens in zip(("source", "target"), vocabularies) if is_chinese(tokens)]
+        self._chinese_sides = None if sides is None else tuple(sides)
 
     def save_tokenizers(self, directory: str | os.PathLike[str]) -> None:
         """Write ``src_tokenizer.json`` and ``tgt_tokenizer.json`` into ``directory`` (created if needed)."""
@@ -683,7 +740,7 @@ class TranslationDataModule(L.LightningDataModule):
                                       self.target_lang, one_based=not self.gold_zero_based,
                                       direction=self.gold_direction)
             rank_zero_info(f"{gold.summary()}; direction {why}")
-            self._gold = gold
+            self._gold = dataclasses.replace(gold, pairs=self.read_pairs(gold.pairs))
         return self._gold
 
     def _encoded_split(self, split: SplitName) -> EncodedPairs:
@@ -772,29 +829,23 @@ def _maybe_gzipped(path: Path) -> Path:
     return gzipped if not path.exists() and gzipped.exists() else path
 
 
-def _convert_chinese(splits: dict[str, list[Pair]], script: ChineseScript) -> dict[str, list[Pair]]:
-    """``splits`` with the Chinese side (or sides) of every pair written in ``script``."""
-    import opencc  # present: checked when the data module was made
-
-    convert = opencc.OpenCC(_OPENCC_CONFIGS[script]).convert
-    train = splits["train"]
-    sides = [side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train)]
+def _chinese_sides(train: list[Pair], script: ChineseScript) -> tuple[TextSide, ...]:
+    """The sides of the training pairs that are Chinese, which ``chinese_script`` converts."""
+    sides = tuple(side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train))
     if not sides:
         rank_zero_warn(f"chinese_script={script!r}: neither side of the training pairs is Chinese; unchanged")
-    return {
-        split: [dataclasses.replace(p, **_converted(p, sides, convert)) for p in pairs]
-        for split, pairs in splits.items()
-    }
+    return sides
 
 
-def _converted(pair: Pair, sides: list[str], convert) -> dict[str, Any]:
-    """The fields of ``pair`` for ``sides``: each text converted and, where the pair lists that side's words
-    (the toy in Han script), the words too: cut from the converted text where conversion kept its length, so
-    that each is converted in context (只 in 一只狗 becomes 隻; alone it stays 只), else one by one."""
+def _converted(pair: Pair, sides: Sequence[TextSide], read) -> dict[str, Any]:
+    """The fields of ``pair`` for ``sides``, each text converted by ``read(text, side)`` and, where the pair
+    lists that side's words (the toy in Han script), the words too: cut from the converted text where
+    conversion kept its length, so that each is converted in context (只 in 一只狗 becomes 隻; alone it stays
+    只), else one by one."""
     fields: dict[str, Any] = {}
     for side in sides:
         text, words = getattr(pair, side), getattr(pair, f"{side}_words")
-        converted = convert(text)
+        converted = read(text, side)
         if words is None:
             fields[side] = converted
             continue
@@ -804,7 +855,7 @@ def _converted(pair: Pair, sides: list[str], convert) -> dict[str, Any]:
             continue
         pieces, end = [], 0
         for (a, b), word in zip(spans, words, strict=True):
-            pieces += [text[end:a], convert(word)]
+            pieces += [text[end:a], read(word, side)]
             end = b
         fields[side], fields[f"{side}_words"] = "".join(pieces) + text[end:], tuple(pieces[1::2])
     return fields

@@ -21,13 +21,17 @@ keeps its words: only runs of Han and Kana longer than a word usually is are spl
     TextHandling(pre_tokenize='whitespace', normalization='nfc')
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from itertools import islice
 from typing import Literal
 
 PreTokenize = Literal["whitespace", "cjk"]
 Normalization = Literal["nfkc", "nfc"]
+ChineseScript = Literal["simplified", "traditional"]
+# OpenCC's conversions into each script (phrase-aware: 头发 / 頭髮, not character by character).
+OPENCC_CONFIGS = {"simplified": "t2s", "traditional": "s2t"}
 
 # A side counts as written in a script when at least this share of its non-space characters are of it: a
 # Chinese or Japanese side is mostly Han or Kana (Tatoeba's Chinese: about 90%), an English side with a few
@@ -119,3 +123,12 @@ def is_chinese(texts: Iterable[str]) -> bool:
     """Whether a corpus side is written in Chinese characters: Han, and (unlike Japanese) next to no Kana."""
     shares = script_shares(texts)
     return shares["han"] >= SCRIPT_SHARE and shares["kana"] < CHINESE_MAX_KANA_PER_HAN * shares["han"]
+
+
+@cache
+def chinese_converter(script: ChineseScript) -> Callable[[str], str]:
+    """OpenCC's conversion of Chinese text into ``script`` (``pip install -e .[cjk]``), made once: its
+    dictionaries take a while to load, and every sentence a run reads goes through it."""
+    import opencc  # optional: only runs with ``chinese_script`` need it
+
+    return opencc.OpenCC(OPENCC_CONFIGS[script]).convert

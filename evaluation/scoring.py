@@ -26,8 +26,8 @@ from training.checkpoints import LoadedRun
 
 
 def read_pairs(args, run: LoadedRun) -> list[Pair]:
-    """The pairs to score: the --tsv file's, or the run's --split."""
-    return read_tsv(args.tsv) if args.tsv else run.datamodule.pairs(args.split)
+    """The pairs to score, read as the run reads its data: the --tsv file's, or the run's --split."""
+    return run.datamodule.read_pairs(read_tsv(args.tsv)) if args.tsv else run.datamodule.pairs(args.split)
 
 
 def analysing_heads(args) -> bool:

@@ -14,6 +14,8 @@ from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from model import HeadMask, Transformer
 
+UNKNOWN_SHOWN = 20  # unknown pieces named in the line that reports them
+
 
 def length_sorted_batches(
     sources: Sequence[list[int]], targets: Sequence[list[int]] | None, batch_size: int
@@ -74,6 +76,17 @@ def translate_hypotheses(
         if progress is not None:
             progress(len(batch.index))
     return outputs
+
+
+def unknown_pieces_line(datamodule, sentences: Sequence[str]) -> str | None:
+    """One line naming the pieces of ``sentences`` (as the run reads them: ``read_text``) that the run's
+    source tokenizer reads as ``<unk>``, each once, in order; None where it knows them all."""
+    pieces = [text[a:b] for text in sentences for a, b in datamodule.unknown_spans(text)]
+    if not pieces:
+        return None
+    shown = list(dict.fromkeys(pieces))
+    listed = " ".join(shown[:UNKNOWN_SHOWN]) + (" …" if len(shown) > UNKNOWN_SHOWN else "")
+    return f"{len(pieces)} source piece{'s' if len(pieces) > 1 else ''} unknown to this run: {listed}"
 
 
 def translate(model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sources: Sequence[str],
