@@ -8,6 +8,7 @@ into the model's config.
 
 import dataclasses
 import importlib.util
+import math
 import os
 import random
 import time
@@ -68,6 +69,9 @@ DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30
 _FILE_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba", "scan")
 _SUBWORD_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba")
 MAX_AUTO_WORKERS = 4
+# The largest vocab_size: 4 times the largest vocabularies in use (Gemma's, about 256,000 pieces), so that no
+# real corpus meets it; a mistyped 10**12 made the tokenizer library abort the process.
+MAX_VOCAB_SIZE = 2**20
 
 
 def available_cores() -> int:
@@ -310,6 +314,15 @@ class TranslationDataModule(L.LightningDataModule):
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
         self._chinese_sides: tuple[TextSide, ...] | None = None  # decided from the training text, once
+        if vocab_size > MAX_VOCAB_SIZE:
+            column = 4 * vocab_size / 2**20  # MiB: one float32 number a piece; at least 4 here
+            power = min(int(math.log(column, 1024)), 4)
+            unit = ("MiB", "GiB", "TiB", "PiB", "EiB")[power]
+            raise ValueError(
+                f"vocab_size must be at most {MAX_VOCAB_SIZE}, got {vocab_size}: the model's embedding "
+                f"table for it would take {column / 1024**power:.1f} {unit} for each of its d_model columns "
+                "(float32)"
+            )
         self.vocab_size = vocab_size
         self.split_punctuation = split_punctuation
         self.shared_vocab = shared_vocab

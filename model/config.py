@@ -8,6 +8,19 @@ from model.positions import POSITIONAL
 Positional = Literal["sinusoidal", "learned", "rope", "alibi", "relative", "none"]
 Activation = Literal["relu", "gelu", "silu"]
 
+# The largest sizes a config may have: refused before anything is allocated, where a mistyped 10**9 would
+# otherwise allocate until the machine runs out of memory. Each lies far beyond the models in use, so that no
+# real config meets it: PaLM 540B has d_model 18,432 and d_ff 4 times that; DeepNet (Wang et al. 2022)
+# trained Transformers of 1,000 layers; translation works with sentences of hundreds of tokens, and one
+# head's attention map over 65,536 positions already takes 16 GiB (the maps this project draws are exact).
+MAX_SIZES = {
+    "d_model": 2**16,
+    "d_ff": 2**18,
+    "max_len": 2**16,
+    "num_encoder_layers": 1024,
+    "num_decoder_layers": 1024,
+}
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
@@ -61,6 +74,11 @@ class TransformerConfig:
         for name in ("num_encoder_layers", "num_decoder_layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name, limit in MAX_SIZES.items():
+            if getattr(self, name) > limit:
+                raise ValueError(
+                    f"{name} must be at most {limit}, got {getattr(self, name)}: {self._memory_of(name)}"
+                )
         if self.d_model % self.num_heads != 0:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
         for name in ("dropout", "attention_dropout"):
@@ -94,3 +112,27 @@ class TransformerConfig:
                 f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
                 f"and tgt_vocab_size={self.tgt_vocab_size}"
             )
+
+    def _memory_of(self, name: str) -> str:
+        """What a size of :data:`MAX_SIZES` would take, at least, in float32: why it is refused."""
+        d = self.d_model
+        if name == "d_model":
+            return f"one d_model × d_model weight matrix alone would take {_bytes(4 * d * d)}"
+        if name == "d_ff":
+            return f"one d_model × d_ff weight matrix alone would take {_bytes(4 * d * self.d_ff)}"
+        if name == "max_len":
+            return (
+                f"one head's attention map over that many positions would take {_bytes(4 * self.max_len**2)}"
+            )
+        layers = getattr(self, name)
+        return (
+            "their attention projections alone (4 d_model × d_model matrices a layer) would take "
+            f"{_bytes(4 * 4 * d * d * layers)}"
+        )
+
+
+def _bytes(count: int) -> str:
+    """``count`` bytes in the largest binary unit that leaves at least 1 (KiB, MiB, ... EiB)."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    power = min(max(count.bit_length() - 1, 0) // 10, len(units) - 1)
+    return f"{count / 2 ** (10 * power):.1f} {units[power]}"

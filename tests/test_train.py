@@ -349,6 +349,12 @@ def test_invalid_options_give_a_clear_error(tmp_path, args, message):
         (["--trainer.gradient_clip_val", "-1"], "--trainer.gradient_clip_val must be a number >= 0"),
         (["--model.decode_beam_size", "100000"], "decode_beam_size must be at most 256, got 100000"),
         (["--attention.ig_steps", "100000"], "ig_steps must be at most 32, got 100000"),
+        (["--model.d_model", "1000000000"],
+         ("d_model must be at most 65536, got 1000000000: one d_model × d_model weight matrix alone would "
+          "take 3.5 EiB")),
+        (["--model.max_len", "100000000"],
+         ("max_len must be at most 65536, got 100000000: one head's attention map over that many positions "
+          "would take 35.5 PiB")),
         (["--trainer.max_time", "00:00:00:00"],
          "--trainer.max_time 00:00:00:00 is a time limit of 0 seconds: nothing would be trained"),
         (["--seed_everything", "-1"],
@@ -363,6 +369,21 @@ def test_bad_settings_stop_the_run_before_its_first_step(tmp_path, capsys, args,
     err = capsys.readouterr().err
     assert f"error: {message}" in err and "Traceback" not in err
     assert not (tmp_path / "tiny").exists()  # nothing ran: no run directory
+
+
+def test_a_huge_vocab_size_is_refused_before_a_tokenizer_is_trained(tmp_path, capsys):
+    """The tokenizer library aborted the process (exit 134, a Rust backtrace) when asked for this many."""
+    corpus = short_tsv_corpus(tmp_path / "data")
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, "--data.dataset", "tsv", "--data.path", str(corpus), "--data.vocab_size",
+                   "1000000000000")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "error: vocab_size must be at most 1048576, got 1000000000000: the model's embedding table for it "
+        "would take 3.6 TiB for each of its d_model columns (float32)"
+    )
+    assert "Traceback" not in err and not (tmp_path / "tiny").exists()
 
 
 BINARY = bytes(range(256))  # not UTF-8 text: 0x80 cannot start a character

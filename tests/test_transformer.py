@@ -35,6 +35,37 @@ def test_config_errors_name_the_values(overrides, message):
         tiny_config(**overrides)
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"d_model": 10**9},
+         ("d_model must be at most 65536, got 1000000000: one d_model × d_model weight matrix alone would "
+          "take 3.5 EiB")),
+        ({"d_ff": 10**9},
+         ("d_ff must be at most 262144, got 1000000000: one d_model × d_ff weight matrix alone would take "
+          "59.6 GiB")),
+        ({"max_len": 10**8},
+         ("max_len must be at most 65536, got 100000000: one head's attention map over that many positions "
+          "would take 35.5 PiB")),
+        ({"num_decoder_layers": 10**6},
+         ("num_decoder_layers must be at most 1024, got 1000000: their attention projections alone (4 "
+          "d_model × d_model matrices a layer) would take 3.8 GiB")),
+    ],
+)
+def test_huge_sizes_are_refused_naming_the_limit_and_the_memory_they_would_take(overrides, message):
+    """Each of these used to allocate until the machine ran out of memory, then stop in a traceback."""
+    with pytest.raises(ValueError) as refused:
+        tiny_config(**overrides)
+    assert str(refused.value) == message
+
+
+def test_the_largest_sizes_allowed_are_accepted():
+    largest = {"d_model": 65536, "d_ff": 262144, "max_len": 65536, "num_encoder_layers": 1024,
+               "num_decoder_layers": 1024}
+    config = tiny_config(**largest)  # a config only: nothing is allocated
+    assert {name: getattr(config, name) for name in largest} == largest
+
+
 def test_a_built_models_config_cannot_drift_from_its_weights():
     """The model reads its config at every call (the embedding scale sqrt(d_model), the pad id of its masks):
     a config changes only into a new object, checked again, and the built model computes what it did."""
