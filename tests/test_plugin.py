@@ -191,6 +191,28 @@ def test_translate_your_sentence_gives_the_translation_and_every_head(board):
                                        atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize(("validation_beam", "used"), [(3, 3), (MAX_BEAM + 4, MAX_BEAM)])
+def test_your_sentence_is_translated_with_the_runs_validation_beam_unless_another_is_asked(
+        tiny_run, tmp_path, validation_beam, used):
+    """The beam the run validates with (``decode_beam_size``), at most MAX_BEAM, when the request names none
+    or ``run``; the answer says which beam it used, and the run's."""
+    logs, copy = copied_run(tiny_run, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    checkpoint["hyper_parameters"]["decode_beam_size"] = validation_beam
+    torch.save(checkpoint, last)
+    client, _ = serve(logs)
+    loaded = load_run(last)
+    model, datamodule = loaded.module.model, loaded.datamodule
+    text = datamodule.pairs("test")[0].source
+    asked = f"/translate?run=copy&text={text.replace(' ', '%20')}"
+    for query, beam in (("", used), ("&beam=run", used), ("&beam=2", 2)):
+        answer = get(client, asked + query)
+        ids = translate(model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, [text], beam_size=beam)[0]
+        assert answer["translation"] == datamodule.tgt_tokenizer.decode(ids)
+        assert (answer["beam"], answer["run_beam"]) == (beam, validation_beam)
+
+
 def test_translating_writes_nothing_to_the_run_folder(board, tiny_run):
     client, _, run, _ = board
     before = {p: p.stat().st_mtime_ns for p in tiny_run.rglob("*")}
@@ -216,7 +238,9 @@ def test_translating_writes_nothing_to_the_run_folder(board, tiny_run):
         ("/translate?run={run}&text=%20%20", 400, "the sentence is empty"),
         ("/translate?run={run}&text=" + "dog%20" * 60, 400, "has 239 characters; at most 200"),
         ("/translate?run={run}&text=a%20dog&beam=9", 400, "beam must be between 1 and 8, got 9"),
-        ("/translate?run={run}&text=a%20dog&beam=wide", 400, "'beam' must be an integer"),
+        ("/translate?run={run}&text=a%20dog&beam=wide", 400,
+         "'beam' must be an integer or 'run' (the run's validation beam), got 'wide'"),
+        ("/translate?run={run}&text=a%20dog&beam=0", 400, "beam must be between 1 and 8, got 0"),
         ("/translate?run=nope&text=a%20dog", 404, "unknown run 'nope'"),
         ("/static/plugin.py", 404, "no static file 'plugin.py'"),
         ("/static/..%2F..%2Fsetup.js", 404, "no static file"),
@@ -668,7 +692,7 @@ def test_the_vocabulary_route_serves_the_python_definitions_and_the_routes_keep_
                                  for name, method in METHODS.items()]
     assert answer["ig_steps"] == {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW,
                                   "max": MAX_IG_STEPS}
-    assert answer["beam"] == {"default": 1, "max": MAX_BEAM}
+    assert answer["beam"] == {"default": "run", "max": MAX_BEAM}
     assert answer["upright"] == UPRIGHT_TOKEN.pattern
     assert answer["statistics"] == [dataclasses.asdict(statistic) for statistic in STATISTICS]
     # The limits it serves are those the translate route keeps.

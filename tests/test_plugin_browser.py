@@ -366,8 +366,11 @@ def test_your_sentence_is_translated_like_the_api_and_shows_every_head(tab):
     # a busy machine.
     wait(driver, lambda: css(driver, "#translation"), "no translation appeared", seconds=90)
     wait(driver, lambda: css(driver, "#translate-button")[0].is_enabled(), "the button stayed disabled")
-    expected = api.get("translate", run=run["run"], text=text, beam=1)
+    # The page asks for the run's validation beam unless another is chosen, and says which it used.
+    assert css(driver, "#translate-beam")[0].get_attribute("value") == "run"
+    expected = api.get("translate", run=run["run"], text=text, beam="run")
     assert css(driver, "#translation")[0].text == expected["translation"]
+    assert f"beam {expected['beam']}, the run's validation beam" in css(driver, ".banner")[0].text
     assert css(driver, "#detail")[0].get_attribute("data-mode") == "custom"
     assert not css(driver, "#step-slider")[0].is_enabled()
     layers = run["num_layers"]["cross"]
@@ -810,7 +813,7 @@ def test_a_diverged_runs_null_values_are_drawn_blank_and_tabled_as_dashes(board,
 RENAMED_VOCABULARY = """(route, answer) => route !== "vocabulary" ? answer : {...answer,
   kinds: answer.kinds.map((k) => ({...k, short: `${k.short}!`, label: `renamed ${k.label}`,
                                    help: `help of ${k.name}`})),
-  beam: {default: 2, max: 3}, ig_steps: {...answer.ig_steps, default: 5, max: 7}}"""
+  beam: {default: "the run's", max: 3}, ig_steps: {...answer.ig_steps, default: 5, max: 7}}"""
 
 
 def test_the_page_names_kinds_and_limits_as_the_vocabulary_route_does(board, driver):
@@ -829,8 +832,8 @@ def test_the_page_names_kinds_and_limits_as_the_vocabulary_route_does(board, dri
         assert any(title.text.startswith("Renamed decoder self-attention") for title in css(driver, "h2"))
         assert "help of decoder" in css(driver, "#detail .kind-help")[0].text
         beams = [o.get_attribute("value") for o in css(driver, "#translate-beam option")]
-        assert beams == ["1", "2", "3"]
-        assert css(driver, "#translate-beam")[0].get_attribute("value") == "2"
+        assert beams == ["the run's", "1", "2", "3"]
+        assert css(driver, "#translate-beam")[0].get_attribute("value") == "the run's"
         steps = css(driver, "#ig-steps")[0]
         assert (steps.get_attribute("value"), steps.get_attribute("max")) == ("5", "7")
         assert page_errors(driver) == []

@@ -26,6 +26,7 @@ from training.run_checkpoints import (
 from viz.tab.events import RequestError
 
 MAX_BEAM = 8  # a typed sentence's largest beam: it is searched on the CPU while the page waits
+RUN_BEAM = "run"  # the beam a typed sentence gets unless it asks for one: the run's validation beam
 MAX_TEXT_CHARACTERS = 200
 CHECKPOINT_TRIES = 3  # reads of a run's newest checkpoint while training rotates its checkpoints
 
@@ -46,6 +47,8 @@ class Translated:
     weights: dict[str, np.ndarray]  # kind -> (L, H, Tq, Tk)
     explanation: Explanation | None  # of one sentence: (1, L, T, S), per head (1, L, H, T, S)
     lens: dict | None  # ``evaluation.explanations.lens_record``
+    beam: int  # the beam it was translated with
+    run_beam: int  # the run's validation beam (``decode_beam_size``)
 
 
 def _load_run(checkpoint: Path):
@@ -118,11 +121,15 @@ class LiveRuns:
         raise RequestError(503, f"the checkpoints of run {run!r} changed while they were read (training "
                                 "saves new ones); try again")
 
-    def translate(self, run: str, text: str, *, beam: int, method: str | None, ig_steps: int) -> Translated:
-        """``text`` translated with the run's newest weights; with ``method`` (a name of
-        ``analysis.explain.registry.METHODS``, checked by the caller), explained under forced decoding of the
-        translation, Integrated Gradients with ``ig_steps`` points."""
+    def translate(self, run: str, text: str, *, beam: int | None, method: str | None,
+                  ig_steps: int) -> Translated:
+        """``text`` translated with the run's newest weights, ``beam`` beams (None: the beam the run validates
+        with, at most MAX_BEAM); with ``method`` (a name of ``analysis.explain.registry.METHODS``, checked by
+        the caller), explained under forced decoding of the translation, Integrated Gradients with
+        ``ig_steps`` points."""
         checkpoint, loaded = self.loaded(run)
+        run_beam = loaded.module.hparams.get("decode_beam_size", 1)
+        beam = min(run_beam, MAX_BEAM) if beam is None else beam
         model, datamodule = loaded.module.model, loaded.datamodule
         src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
         src_ids = src_tok.encode(text)
@@ -146,7 +153,7 @@ class LiveRuns:
                 explanation = explain_pass(seen, [method], ig_steps=ig_steps)[method]
             lens = lens_record(lens_of(model, seen), tgt_tok)
         return Translated(checkpoint, loaded.global_step, tgt_tok.decode(ids), tokens.source,
-                          tokens.target_in, tokens.target_out, weights, explanation, lens)
+                          tokens.target_in, tokens.target_out, weights, explanation, lens, beam, run_beam)
 
 
 def _check_finite(checkpoint: Path, model) -> None:

@@ -7,8 +7,8 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``vocabulary``: every list of names the page shows, as Python defines it: the attention kinds with their
   labels and help (``analysis.axes``), the explanation methods with their labels
   (``analysis.explain.registry``), Integrated Gradients' steps and the beam a typed sentence may ask
-  (default and most), the head statistics' definitions (``analysis.heads``), and which tokens stand upright
-  in column labels (``viz.fonts.UPRIGHT_TOKEN``);
+  (default, the run's validation beam, and most), the head statistics' definitions (``analysis.heads``),
+  and which tokens stand upright in column labels (``viz.fonts.UPRIGHT_TOKEN``);
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
   whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; and,
   under ``skipped``, each run whose logged data is not in this tab's layout, with why (its routes answer 409);
@@ -22,7 +22,8 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
   sentences, each method's best AER at every logged step, and which method leads since which step;
 - ``statistics?run&step``: the head statistics, layers × heads per kind, and their definitions;
 - ``translate?run&text[&beam][&method][&ig_steps]``: translates a typed sentence with the run's newest
-  weights (``viz.tab.live``) and returns every head's attention for it, in the shape of ``attention``; with
+  weights (``viz.tab.live``), ``beam`` beams (by default, or ``run``, the run's validation beam; the answer
+  says which) and returns every head's attention for it, in the shape of ``attention``; with
   ``method``, also that method's map and the logit lens under forced decoding of the translation.
 
 This module holds the routes, thin: parameters are read and checked here (method names among them, only
@@ -59,7 +60,7 @@ from viz.tab.events import (
     sentence_text,
 )
 from viz.tab.gold_words import word_aer
-from viz.tab.live import MAX_BEAM, MAX_TEXT_CHARACTERS, LiveRuns
+from viz.tab.live import MAX_BEAM, MAX_TEXT_CHARACTERS, RUN_BEAM, LiveRuns
 from viz.tab.metadata import (
     EXPLAIN_TAG,
     PLUGIN_NAME,
@@ -81,7 +82,7 @@ def vocabulary() -> dict:
         "methods": [{"name": name, "label": method.label, "gradients": method.gradients}
                     for name, method in METHODS.items()],
         "ig_steps": {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS},
-        "beam": {"default": 1, "max": MAX_BEAM},
+        "beam": {"default": RUN_BEAM, "max": MAX_BEAM},
         "max_text_characters": MAX_TEXT_CHARACTERS,
         "upright": UPRIGHT_TOKEN.pattern,
         "statistics": [dataclasses.asdict(statistic) for statistic in STATISTICS],
@@ -132,6 +133,21 @@ def _integer(request, name: str, *, default: int | None = None) -> int:
         return int(text)
     except ValueError:
         raise RequestError(400, f"query parameter '{name}' must be an integer, got {text!r}") from None
+
+
+def _beam(request) -> int | None:
+    """The beam a typed sentence asks for; None when it names none or RUN_BEAM: the run's validation beam."""
+    text = request.args.get("beam", "")
+    if text in ("", RUN_BEAM):
+        return None
+    try:
+        beam = int(text)
+    except ValueError:
+        raise RequestError(400, f"query parameter 'beam' must be an integer or {RUN_BEAM!r} (the run's "
+                                f"validation beam), got {text!r}") from None
+    if not 1 <= beam <= MAX_BEAM:
+        raise RequestError(400, f"beam must be between 1 and {MAX_BEAM}, got {beam}")
+    return beam
 
 
 def _probe_arguments(request) -> tuple[str, int, int]:
@@ -380,7 +396,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _serve_translate(self, request) -> dict:
         run = _argument(request, "run")
         text = " ".join(request.args.get("text", "").split())
-        beam = _integer(request, "beam", default=1)
+        beam = _beam(request)
         method = _method(request) if request.args.get("method") else None
         ig_steps = _integer(request, "ig_steps", default=IG_STEPS_PREVIEW)
         if not 1 <= ig_steps <= MAX_IG_STEPS:
@@ -391,8 +407,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if len(text) > MAX_TEXT_CHARACTERS:
             raise RequestError(400, f"the sentence has {len(text)} characters; at most "
                                     f"{MAX_TEXT_CHARACTERS} are translated here")
-        if not 1 <= beam <= MAX_BEAM:
-            raise RequestError(400, f"beam must be between 1 and {MAX_BEAM}, got {beam}")
         lock = self._live.lock(run)
         if not lock.acquire(blocking=False):
             raise RequestError(429, f"a translation is already running for run {run!r}; "
@@ -402,7 +416,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         finally:
             lock.release()
         answer = {"run": run, "text": text, "translation": done.translation,
-                  "checkpoint": done.checkpoint.name, "step": done.step, "beam": beam}
+                  "checkpoint": done.checkpoint.name, "step": done.step, "beam": done.beam,
+                  "run_beam": done.run_beam}
         if done.explanation is not None:
             e = done.explanation
             per_layer = e.per_layer[0].detach().cpu().numpy()  # (L, T, S)

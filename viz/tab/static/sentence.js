@@ -8,8 +8,8 @@ import {h, showMessage} from "./dom.js";
 import {togglePlay} from "./controls.js";
 import {currentMethod, leaveCustom, state, update} from "./state.js";
 
-// The beams, and the method whose cost the route bounds with `ig_steps` with its default and most, come from
-// ./vocabulary.
+// The beams (the default, "run": the beam the run validates with), and the method whose cost the route bounds
+// with `ig_steps` with its default and most, come from ./vocabulary.
 const igMethod = () => state.vocabulary.ig_steps.method;
 
 const ui = {};
@@ -22,9 +22,10 @@ export function translateControls() {
     oninput: () => { state.translateError = ""; },
     onkeydown: (e) => { if (e.key === "Enter") { e.preventDefault(); translate(); } }});
   const {beam, ig_steps: igSteps} = state.vocabulary;
-  ui.beam = h("select", {id: "translate-beam", title: "beam size (1 = greedy)"},
-    Array.from({length: beam.max}, (_, i) => h("option", {value: String(i + 1)}, String(i + 1))));
-  ui.beam.value = String(beam.default);
+  const beams = [beam.default, ...Array.from({length: beam.max}, (_, i) => String(i + 1))];
+  ui.beam = h("select", {id: "translate-beam", title: `beam size (1 = greedy; ${beam.default}: the beam the `
+    + `run's validation decodes with, at most ${beam.max})`}, beams.map((b) => h("option", {value: b}, b)));
+  ui.beam.value = beam.default;
   ui.igSteps = h("input", {id: "ig-steps", type: "number", min: "1", max: String(igSteps.max),
     value: String(igSteps.default),
     title: `Integrated Gradients' steps for your sentence, at most ${igSteps.max} (more: closer to the `
@@ -108,7 +109,7 @@ export function drawBanner() {
   const c = state.custom;
   ui.banner.style.display = "flex";
   ui.banner.replaceChildren(
-    h("span", {}, h("b", {}, "Your sentence"), ` (${c.run}, ${c.checkpoint}, step ${c.step}, beam ${c.beam}):`),
+    h("span", {}, h("b", {}, "Your sentence"), ` (${c.run}, ${c.checkpoint}, step ${c.step}, ${beamText(c)}):`),
     h("span", {}, c.text, "  →  ", h("span", {id: "translation"}, c.translation),
       c.translation ? null : h("span", {class: "note"}, "(empty: the model ended the sentence at once)")),
     c.explanation ? h("span", {class: "note"}, `explained by ${c.explanation.label} (forced decoding of the `
@@ -116,4 +117,9 @@ export function drawBanner() {
     h("span", {class: "note"}, "the step slider does not apply"),
     h("button", {id: "back-to-probes", onclick: () => leaveCustom()}, "← back to probe sentences"),
   );
+}
+
+// Which beam translated your sentence, beside the run's validation beam.
+function beamText({beam, run_beam: runBeam}) {
+  return beam === runBeam ? `beam ${beam}, the run's validation beam` : `beam ${beam}; the run validates with ${runBeam}`;
 }
