@@ -3,12 +3,15 @@ run scores, goes through the data's script conversion (``--data.chinese_script``
 tokenizer normalises it, by one function (``TranslationDataModule.read_text``); the pieces the run still
 cannot read are reported by evaluate.py and returned by the tab's route."""
 
+from urllib.parse import quote
+
 import pytest
 
 pytest.importorskip("opencc")
 
 from data.datamodule import TranslationDataModule
 from tests.conftest import CHINESE_PAIRS, chinese_tsv_corpus, run_evaluate, train_chinese
+from tests.test_plugin import get, serve
 from training.checkpoints import load_run
 
 
@@ -90,3 +93,14 @@ def test_a_loaded_run_converts_without_its_data(simplified_run, tmp_path):
     run = load_run(simplified_run / "checkpoints" / "last.ckpt", data_path=str(tmp_path / "gone"))
     assert run.datamodule.read_text("我們喝龍茶。") == "我们喝龙茶。"
     assert run.datamodule.unknown_spans("我们喝龙茶。") == [(3, 4)]
+
+
+def test_the_tab_translates_typed_text_as_read_and_marks_unknown_pieces(simplified_run):
+    client, _ = serve(simplified_run.parent)
+    run = simplified_run.name
+    answer = get(client, f"/translate?run={run}&text={quote('我們喝茶。')}&kind=cross&layer=0&head=0")
+    assert answer["text"] == "我們喝茶。" and answer["read"] == "我们喝茶。" and answer["unknown"] == []
+    assert "<unk>" not in answer["cols"]
+    answer = get(client, f"/translate?run={run}&text={quote('我們喝龍茶。')}&kind=cross&layer=0&head=0")
+    assert answer["read"] == "我们喝龙茶。" and answer["unknown"] == [[3, 4]]
+    assert answer["cols"].count("<unk>") == 1

@@ -35,8 +35,8 @@ _GONE = object()
 
 @dataclass(frozen=True)
 class Translated:
-    """A typed sentence, translated, with every head's attention over it and, where asked, one method's
-    explanation and the logit lens under forced decoding of the translation."""
+    """A typed sentence, read as the run reads its data, translated, with every head's attention over it and,
+    where asked, one method's explanation and the logit lens under forced decoding of the translation."""
 
     checkpoint: Path
     step: int
@@ -49,6 +49,8 @@ class Translated:
     lens: dict | None  # ``evaluation.explanations.lens_record``
     beam: int  # the beam it was translated with
     run_beam: int  # the run's validation beam (``decode_beam_size``)
+    read: str  # the sentence as the run reads its data (``TranslationDataModule.read_text``)
+    unknown: list[tuple[int, int]]  # the [start, end) characters of ``read`` the run reads as <unk>
 
 
 def _load_run(checkpoint: Path):
@@ -132,6 +134,7 @@ class LiveRuns:
         beam = min(run_beam, MAX_BEAM) if beam is None else beam
         model, datamodule = loaded.module.model, loaded.datamodule
         src_tok, tgt_tok = datamodule.src_tokenizer, datamodule.tgt_tokenizer
+        text = datamodule.read_text(text)  # its script converted as the data's was
         src_ids = src_tok.encode(text)
         if len(src_ids) + 1 > model.config.max_len:
             raise RequestError(400, f"the sentence has {len(src_ids) + 1} tokens with </s>; this model reads "
@@ -153,7 +156,8 @@ class LiveRuns:
                 explanation = explain_pass(seen, [method], ig_steps=ig_steps)[method]
             lens = lens_record(lens_of(model, seen), tgt_tok)
         return Translated(checkpoint, loaded.global_step, tgt_tok.decode(ids), tokens.source,
-                          tokens.target_in, tokens.target_out, weights, explanation, lens, beam, run_beam)
+                          tokens.target_in, tokens.target_out, weights, explanation, lens, beam, run_beam,
+                          read=text, unknown=datamodule.unknown_spans(text))
 
 
 def _check_finite(checkpoint: Path, model) -> None:

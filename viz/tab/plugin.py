@@ -24,7 +24,9 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``translate?run&text[&beam][&method][&ig_steps]``: translates a typed sentence with the run's newest
   weights (``viz.tab.live``), ``beam`` beams (by default, or ``run``, the run's validation beam; the answer
   says which) and returns every head's attention for it, in the shape of ``attention``; with
-  ``method``, also that method's map and the logit lens under forced decoding of the translation.
+  ``method``, also that method's map and the logit lens under forced decoding of the translation. The
+  sentence is read as the run reads its data (``read``: its script converted), and ``unknown`` holds the
+  [start, end) characters of ``read`` that the run reads as ``<unk>``.
 
 This module holds the routes, thin: parameters are read and checked here (method names among them, only
 here), logged data comes from ``viz.tab.events`` and translations from ``viz.tab.live``.
@@ -417,7 +419,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             lock.release()
         answer = {"run": run, "text": text, "translation": done.translation,
                   "checkpoint": done.checkpoint.name, "step": done.step, "beam": done.beam,
-                  "run_beam": done.run_beam}
+                  "run_beam": done.run_beam, "read": done.read, "unknown": done.unknown}
         if done.explanation is not None:
             e = done.explanation
             per_layer = e.per_layer[0].detach().cpu().numpy()  # (L, T, S)

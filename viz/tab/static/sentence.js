@@ -110,7 +110,7 @@ export function drawBanner() {
   ui.banner.style.display = "flex";
   ui.banner.replaceChildren(
     h("span", {}, h("b", {}, "Your sentence"), ` (${c.run}, ${c.checkpoint}, step ${c.step}, ${beamText(c)}):`),
-    h("span", {}, c.text, "  →  ", h("span", {id: "translation"}, c.translation),
+    h("span", {}, readText(c), "  →  ", h("span", {id: "translation"}, c.translation),
       c.translation ? null : h("span", {class: "note"}, "(empty: the model ended the sentence at once)")),
     c.explanation ? h("span", {class: "note"}, `explained by ${c.explanation.label} (forced decoding of the `
       + "translation)") : null,
@@ -122,4 +122,30 @@ export function drawBanner() {
 // Which beam translated your sentence, beside the run's validation beam.
 function beamText({beam, run_beam: runBeam}) {
   return beam === runBeam ? `beam ${beam}, the run's validation beam` : `beam ${beam}; the run validates with ${runBeam}`;
+}
+
+/** The sentence as the run read it (`read`: its data's script conversion applied), cut into [text, unknown]
+ * runs at the pieces its source tokenizer read as <unk> (`unknown`: [start, end) spans of code points, as
+ * Python counts characters). */
+export function readSegments(read, unknown) {
+  const characters = Array.from(read);
+  const segments = [];
+  let at = 0;
+  for (const [start, end] of unknown) {
+    if (start > at) segments.push([characters.slice(at, start).join(""), false]);
+    segments.push([characters.slice(start, end).join(""), true]);
+    at = end;
+  }
+  if (at < characters.length) segments.push([characters.slice(at).join(""), false]);
+  return segments;
+}
+
+// Your sentence as the run read it, its unknown pieces marked, and as typed where reading changed it.
+function readText(c) {
+  const unknown = c.unknown || [];
+  const parts = readSegments(c.read ?? c.text, unknown).map(([text, isUnknown]) => (isUnknown
+    ? h("mark", {class: "unknown", title: "unknown to this run: read as <unk>"}, text) : text));
+  const notes = [c.read !== undefined && c.read !== c.text ? `typed as ${c.text}` : null,
+    unknown.length ? `${unknown.length} unknown to this run` : null].filter(Boolean);
+  return notes.length ? [...parts, h("span", {class: "note"}, ` (${notes.join("; ")})`)] : parts;
 }
