@@ -19,6 +19,7 @@ from typing import Literal
 
 from data.corpora import CorpusError, PathLike, read_bitext, read_lines, read_parallel
 from data.pairs import Pair
+from data.words import loose_characters
 
 Link = tuple[int, int]  # (source word, target word), 0-based
 Direction = Literal["auto", "forward", "reversed"]
@@ -53,14 +54,17 @@ def parse_links(line: str, *, one_based: bool) -> tuple[set[Link], set[Link]]:
     return sure, possible - sure
 
 
-def format_links(links: Iterable[Link]) -> str:
-    """One Pharaoh line of sure links, 0-based, sorted by source then target position: ``0-0 1-2 2-1``."""
-    return " ".join(f"{source}-{target}" for source, target in sorted(links))
+def format_links(links: Iterable[Link], *, one_based: bool = False) -> str:
+    """One Pharaoh line of sure links (0-based ``links``), sorted by source then target position: ``0-0 1-2
+    2-1``, or counted from 1 with ``one_based`` (as the KFTT and RWTH gold sets count)."""
+    first = 1 if one_based else 0
+    return " ".join(f"{source + first}-{target + first}" for source, target in sorted(links))
 
 
-def write_links(path: PathLike, alignments: Iterable[Iterable[Link]]) -> None:
-    """Write one Pharaoh line (0-based, sure links) a sentence pair, as aligners print them."""
-    Path(path).write_text("".join(format_links(links) + "\n" for links in alignments), encoding="utf-8")
+def write_links(path: PathLike, alignments: Iterable[Iterable[Link]], *, one_based: bool = False) -> None:
+    """Write one Pharaoh line of sure links a sentence pair, 0-based as aligners print them, or 1-based."""
+    lines = "".join(format_links(links, one_based=one_based) + "\n" for links in alignments)
+    Path(path).write_text(lines, encoding="utf-8")
 
 
 def _by_target(links: Iterable[Link]) -> tuple[Link, ...]:
@@ -208,6 +212,37 @@ def read_gold_for(
     gold = read_gold(sentences, alignments, one_based=one_based, target_sentences=target_sentences)
     swap, why = gold_reversed(direction, [alignments, sentences], source_lang, target_lang)
     return (gold.reversed() if swap else gold), why
+
+
+def as_trained(gold: GoldSet, corpus: Sequence[Pair]) -> tuple[GoldSet, str]:
+    """The gold pairs as the run's own corpus writes the same sentences, and one line for the log.
+
+    A gold side whose characters are those of the same side of a ``corpus`` pair, compared without spaces,
+    case and compatibility forms (``data.words.loose_characters``), is read as that pair writes it: its
+    segmentation, case and punctuation are then the training text's. (KFTT's gold writes KyTea's words,
+    lowercased English and full-width ``（ ）``; its tune split, which the gold comes from, MeCab's words,
+    cased English and ASCII ``( )``.) The pair keeps the gold's words (``source_words`` /
+    ``target_words``), which its links index; ``data.words`` maps the tokens of the text to them by
+    characters. A side no corpus pair writes stays as the gold writes it, its case included.
+    """
+    if not corpus:
+        return gold, "no corpus of the run beside the gold: its sides are read as the gold writes them"
+    lines = {side: {} for side in ("source", "target")}
+    for pair in corpus:
+        for side, written in lines.items():
+            written.setdefault(loose_characters(getattr(pair, side))[0], getattr(pair, side))
+    read, found = [], dict.fromkeys(lines, 0)
+    for pair in gold.pairs:
+        sides = {}
+        for side, written in lines.items():
+            text = written.get(loose_characters(" ".join(pair.words(side)))[0])
+            if text is not None:
+                sides |= {side: text, f"{side}_words": pair.words(side)}
+                found[side] += 1
+        read.append(replace(pair, **sides))
+    counts = " and ".join(f"{found[side]} {side}" for side in lines)
+    line = f"{counts} sides of the {len(gold.pairs)} gold pairs read as the corpus writes them"
+    return replace(gold, pairs=read), line
 
 
 def not_repeating(pairs: Sequence[Pair], gold: Sequence[Pair]) -> list[int]:
