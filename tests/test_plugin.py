@@ -275,9 +275,9 @@ def test_a_run_without_checkpoint_shows_its_maps_but_cannot_translate(tiny_run, 
     assert "no checkpoint yet in" in get(client, "/translate?run=copy&text=a%20dog", status=404)["error"]
 
 
-def test_a_logdir_without_attention_lists_no_run(tmp_path):
+def test_a_logdir_without_runs_lists_no_run(tmp_path):
     client, _ = serve(tmp_path)
-    assert get(client, "/runs") == {"runs": [], "skipped": {}}
+    assert get(client, "/runs") == {"runs": [], "waiting": {}, "skipped": {}}
 
 
 def test_the_frontend_is_served_as_javascript_modules(board):

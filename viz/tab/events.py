@@ -8,8 +8,10 @@ loads the model code.
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
+import yaml
 from tensorboard import plugin_util
 from tensorboard.data import provider
 
@@ -31,6 +33,9 @@ DECIMALS = 4
 SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
 METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
 GOLD_WORDS_FIELDS = ("source_words", "target_words", "source_count", "target_count", "sure", "possible")
+NOT_YET = "no attention logged yet"
+NO_PROBES = ("its attention summaries hold no probe sentence's maps (attention.num_sentences 0, or every "
+             "probe over attention.max_bytes: its training warned which)")
 
 
 class RequestError(Exception):
@@ -162,6 +167,54 @@ def _method_described(method) -> bool:
     return isinstance(method, dict) and all(isinstance(method.get(k), t) for k, t in METHOD_FIELDS.items())
 
 
+def run_settings(run_dir: Path | None) -> dict | None:
+    """The settings a run saved beside its events: ``train.py``'s config.yaml, or the newest
+    config.resumed-N.yaml of a resumed run; None where it saved none, or they cannot be read."""
+    if run_dir is None:
+        return None
+    try:
+        saved = [path for path in (run_dir / "config.yaml", *run_dir.glob("config.resumed-*.yaml"))
+                 if path.is_file()]
+        if not saved:
+            return None
+        newest = max(saved, key=lambda path: path.stat().st_mtime)
+        settings = yaml.safe_load(newest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return settings if isinstance(settings, dict) else None
+
+
+def waiting_note(settings: dict | None, *, validated: bool) -> str:
+    """One line for a run with events but no attention maps: why, and when the first come, as its saved
+    ``settings`` (``run_settings``) say; a general line where they say nothing. ``validated``: whether the
+    run logged a validation loss."""
+    attention, trainer = (settings or {}).get("attention"), (settings or {}).get("trainer") or {}
+    every = attention.get("every_n_epochs", 1) if isinstance(attention, dict) else None
+    if not isinstance(trainer, dict) or not _whole(every) or every < 0:  # not train.py's, or not readable
+        return f"{NOT_YET}: train.py logs a run's first maps at its first validation"
+    if every == 0:
+        return "attention logging is off in this run (attention.every_n_epochs: 0 in its config.yaml)"
+    later = "at every validation" if every == 1 else f"every {every} epochs"
+    if validated:
+        return (f"no attention logged at its validations so far (attention.every_n_epochs: {every}): maps "
+                f"come {later} and at the end of training")
+    if trainer.get("limit_val_batches") == 0:
+        return f"{NOT_YET}: this run does not validate (trainer.limit_val_batches: 0); maps come at its end"
+    first, after = _first_validation(trainer), f"{later} after, and at the end of training"
+    return f"{NOT_YET}: maps come at the first validation, {first} ({after})"
+
+
+def _first_validation(trainer: dict) -> str:
+    """When a run of these trainer settings validates first (Lightning's ``val_check_interval`` and
+    ``check_val_every_n_epoch``)."""
+    interval, epochs = trainer.get("val_check_interval"), trainer.get("check_val_every_n_epoch", 1)
+    if _whole(interval) and interval > 0:
+        return f"after training batch {interval}"
+    if isinstance(interval, float) and 0 < interval < 1:
+        return "during epoch 1"
+    return f"after epoch {epochs if _whole(epochs) and epochs > 0 else 1}"
+
+
 def check_layout(run: str, tags: dict[str, provider.TensorTimeSeries]) -> None:
     """MalformedRun if any of the run's summaries names a layout other than this tab's ``VERSION``."""
     for series in tags.values():
@@ -211,6 +264,10 @@ class LoggedRuns:
 
     def listing(self, request) -> dict[str, dict[str, provider.TensorTimeSeries]]:
         return self.provider.list_tensors(plugin_name=PLUGIN_NAME, **self._environ(request))
+
+    def run_names(self, request) -> list[str]:
+        """Every run with events, attention or not."""
+        return [run.run_name for run in self.provider.list_runs(**self._environ(request))]
 
     def read(self, request, run: str, tags: list[str]) -> dict[str, dict[int, np.ndarray]]:
         """tag -> step -> value, for the tags of one run that exist."""

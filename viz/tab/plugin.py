@@ -10,8 +10,10 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
   (default, the run's validation beam, and most), the head statistics' definitions (``analysis.heads``),
   and which tokens stand upright in column labels (``viz.fonts.UPRIGHT_TOKEN``);
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
-  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; and,
-  under ``skipped``, each run whose logged data is not in this tab's layout, with why (its routes answer 409);
+  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; under
+  ``waiting``, each run with events but no maps yet, with a line saying why and when its first maps come
+  (from the config.yaml it saved); and under ``skipped``, each run whose logged data is not in this tab's
+  layout, with why (its routes answer 409);
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``explanation?run&step&sentence&method``: one explanation method's map of a probe sentence, per layer and
   per head where the method has heads, with the gold links and the map's AER (``analysis.explain.scores``)
@@ -51,6 +53,7 @@ from analysis.heads import STATISTICS
 from viz.fonts import UPRIGHT_TOKEN
 from viz.tab.events import (
     DECIMALS,
+    NO_PROBES,
     LoggedRuns,
     MalformedRun,
     RequestError,
@@ -59,7 +62,9 @@ from viz.tab.events import (
     logged_json,
     lowest,
     rounded,
+    run_settings,
     sentence_text,
+    waiting_note,
 )
 from viz.tab.gold_words import word_aer
 from viz.tab.live import MAX_BEAM, MAX_TEXT_CHARACTERS, RUN_BEAM, LiveRuns
@@ -235,19 +240,26 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_runs(self, request) -> dict:
-        runs, skipped = [], {}
-        for run, tags in sorted(self._logged.listing(request).items()):
+        runs, waiting, skipped = [], {}, {}
+        listing = self._logged.listing(request)
+        for run, tags in sorted(listing.items()):
             try:
                 described = self._logged.description(request, run, tags)
             except MalformedRun as error:
                 skipped[run] = str(error)
                 continue
-            if described is not None:
-                checkpoint, note, _ = self._live.checkpoint(run)  # looked up afresh: training saves new ones
-                methods = _with_attention(described["methods"], described["num_layers"]["cross"])
-                runs.append(described | {"methods": methods, "can_translate": checkpoint is not None,
-                                         "translate_note": note})
-        return {"runs": runs, "skipped": skipped}
+            if described is None:
+                waiting[run] = NO_PROBES
+                continue
+            checkpoint, note, _ = self._live.checkpoint(run)  # looked up afresh: training saves new ones
+            methods = _with_attention(described["methods"], described["num_layers"]["cross"])
+            runs.append(described | {"methods": methods, "can_translate": checkpoint is not None,
+                                     "translate_note": note})
+        for run in sorted(set(self._logged.run_names(request)) - set(listing)):  # training, no maps yet
+            logdir = self._live.logdir
+            settings = run_settings(None if logdir is None else logdir / run)
+            waiting[run] = waiting_note(settings, validated=self._logged.has_scalar(request, run, "val/loss"))
+        return {"runs": runs, "waiting": dict(sorted(waiting.items())), "skipped": skipped}
 
     @_route
     def _serve_attention(self, request) -> dict:
