@@ -43,8 +43,8 @@ from evaluation.gold_report import read_gold_option
 from evaluation.inputs import (
     InputError,
     OutputExistsError,
-    check_new,
     check_outputs,
+    check_sentence_folders,
     check_sentences_fit,
     finite_float,
     prune_count_option,
@@ -330,8 +330,7 @@ def run_translate(args, run, sentences: list[str]) -> None:
     check_sentences_fit(sentences, dm.src_tokenizer, model.config.max_len, from_stdin=args.translate == "-")
     out = Path(args.attention_out) if args.attention_out else None
     if out is not None:  # before translating: nothing printed, then refused
-        for number in range(1, len(sentences) + 1):
-            check_new(out / f"sentence_{number}", args.overwrite)
+        check_sentence_folders(out, len(sentences), args.overwrite)
     if (unknown := unknown_pieces_line(dm, sentences)) is not None:
         print(unknown, file=sys.stderr)
     hypotheses = translate_hypotheses(
@@ -341,15 +340,13 @@ def run_translate(args, run, sentences: list[str]) -> None:
     for hypothesis in hypotheses:
         print(dm.tgt_tokenizer.decode(hypothesis.ids))
     if out is not None:
-        from viz.export import export_attention  # matplotlib only when needed
+        from viz.export import export_sentences  # matplotlib only when needed
 
-        for number, (source, hypothesis) in enumerate(zip(sentences, hypotheses), start=1):
-            folder = out / f"sentence_{number}"
-            written = export_attention(
-                model, dm.src_tokenizer, dm.tgt_tokenizer, source, hypothesis.ids, folder,
-                finished=hypothesis.finished, overwrite=args.overwrite,
-            )
-            print(f"wrote {len(written)} files to {folder}", file=sys.stderr)
+        written = export_sentences(
+            model, dm.src_tokenizer, dm.tgt_tokenizer, sentences, hypotheses, out, overwrite=args.overwrite
+        )
+        for folder, files in written.items():  # all written, or none: a failed write leaves nothing
+            print(f"wrote {len(files)} files to {folder}", file=sys.stderr)
 
 
 def run_scoring(args, run, device) -> tuple[dict, list[dict]]:

@@ -50,6 +50,16 @@ def check_new(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} exists; choose another name or pass --overwrite")
 
 
+def check_sentence_folders(out: Path, count: int, overwrite: bool) -> None:
+    """--attention-out's folder of each of ``count`` sentences, checked before translating: one that exists
+    needs --overwrite, and one that is a file cannot take the maps."""
+    for number in range(1, count + 1):
+        folder = out / f"sentence_{number}"
+        if folder.exists() and not folder.is_dir():
+            raise OutputExistsError(f"--attention-out {out}: {folder} is a file, not a folder")
+        check_new(folder, overwrite)
+
+
 def check_folder(folder: Path, option: str, given: Path | str) -> None:
     """Say at once if ``option``'s folder cannot be made (it is made only when files are written): it, or
     else its nearest existing parent, must be a folder one can write into. ``given`` is the option's value."""
