@@ -57,8 +57,8 @@ from evaluation.scoring import check_lengths, read_pairs, score, score_alignment
 from evaluation.translate import translate_hypotheses, unknown_pieces_line
 from export.ctranslate2 import EngineError, import_ctranslate2
 from export.engine import export_run, translate_with_engine
+from export.huggingface import check_out_folder, import_transformers
 from export.huggingface import export as export_hf
-from export.huggingface import import_transformers
 from model.decoding import MAX_BEAM_SIZE
 from training.checkpoints import CheckpointError
 
@@ -175,9 +175,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="with --translate: write attention PNGs and an HTML head view")
     add(files, "--analysis-out", metavar="DIR", only={SCORE, EXPLAIN},
         help="folder of the --head-importance and --alignment-methods files (default: "
-             "<run>/analysis/<checkpoint name>)")
+             "<run>/analysis/<checkpoint name>; with --hf-model FOLDER: FOLDER/analysis)")
     add(files, "--overwrite", action="store_true",
-        help="replace existing output files (--export-hf: the whole model folder; none of its files stay)")
+        help="replace existing output files (--export-hf: the whole folder of an earlier export; none of its "
+             "files stay)")
     add(files, "--quiet", action="store_true", help="no progress bar")
 
     heads = parser.add_argument_group("head analysis, while scoring with the PyTorch engine (see above)")
@@ -436,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.hf_model is None:
             args.checkpoint = choose_checkpoint(args.checkpoint)
         check_outputs(args)
+        if chosen == EXPORT_HF:  # before the checkpoint loads
+            check_out_folder(args.export_hf, overwrite=args.overwrite)
         if chosen == MAKE_RUN:
             check_make_run(args.make_run)
         device = resolve_device(args.device)

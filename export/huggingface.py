@@ -46,6 +46,7 @@ Shape legend: D model dim, V vocabulary size, F feed-forward dim.
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,11 @@ TARGET_MARK = "\ue000"
 PIPELINE_FILE = Path(__file__).with_name("translation_pipeline.py")
 CUSTOM_PIPELINES = {"translation": {"impl": f"{PIPELINE_FILE.stem}.TranslationPipeline",
                                     "pt": ["AutoModelForSeq2SeqLM"], "tf": [], "type": "text"}}
+# What an export writes (special_tokens_map.json: transformers 4's tokenizers); --overwrite replaces a folder
+# that holds nothing else, and whose config.json names the pipeline above: one written by an export.
+EXPORT_FILES = frozenset({"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                          "tokenizer_config.json", "special_tokens_map.json", PIPELINE_FILE.name})
+WEIGHTS_FILE = "model.safetensors"
 
 
 def import_transformers():
@@ -306,6 +312,53 @@ def generation_config(model: Transformer, num_beams: int = 1, max_len: int | Non
     )
 
 
+def _exported_here(config: Path) -> bool:
+    """``config`` is the config.json of an export: a Marian model's, naming the pipeline an export ships."""
+    try:
+        settings = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return (isinstance(settings, dict) and settings.get("model_type") == "marian"
+            and settings.get("custom_pipelines") == CUSTOM_PIPELINES)
+
+
+def check_out_folder(out: str | os.PathLike[str], *, overwrite: bool) -> None:
+    """Where ``export`` writes, checked before any model is loaded or built, in one line naming ``out``: a new
+    folder where one can be made, or with ``overwrite`` a folder an export wrote (its config.json
+    ``_exported_here``, and nothing beside the files an export writes). Any other folder holds someone's
+    files, which replacing it would delete: it is refused, naming what else is there."""
+    out = Path(out)
+    existing = next(p for p in (out, *out.parents) if p.exists() or p == Path(p.anchor or "."))
+    if existing != out:  # made with its missing parents, staged in its parent
+        if not existing.is_dir():
+            raise EngineError(f"{out}: {existing} is a file, not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise EngineError(f"{out}: {existing} is not writable")
+        return
+    if not overwrite:
+        raise EngineError(f"{out} exists; choose another name or pass --overwrite")
+    if not out.is_dir():
+        raise EngineError(f"{out} exists and is not a folder")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise EngineError(f"{out}: its folder {out.parent} is not writable")
+    names = sorted(p.name for p in out.iterdir())
+    others = [name for name in names if name not in EXPORT_FILES]
+    if others:
+        listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise EngineError(f"--overwrite replaces only a folder written by --export-hf, and {out} holds "
+                          f"{listed} besides; choose another name")
+    if names and not _exported_here(out / "config.json"):
+        raise EngineError(f"--overwrite replaces only a folder written by --export-hf, and {out}'s "
+                          "config.json is not an export's; choose another name")
+
+
+def _write_error(error: Exception) -> str | None:
+    """Why a write failed, where ``error`` is safetensors' or tokenizers' report of one (their I/O errors,
+    a full disk included, end in "(os error N)"); None for any other error."""
+    line = str(error).strip()
+    return line if re.search(r"\(os error \d+\)$", line) else None
+
+
 def export(
     model: Transformer,
     src_tokenizer: Tokenizer,
@@ -319,17 +372,12 @@ def export(
     """Write a ``transformers`` model folder (MarianMTModel, its tokenizer and generation config, and the
     translation pipeline) for ``model``; returns its path. ``generate()`` then decodes as
     ``generation_config`` says for ``num_beams`` and ``max_len``. Written to a temporary folder first, so a
-    failed export leaves nothing half-written; an existing ``out_dir`` is replaced as a whole (none of its old
-    files stay) only with ``overwrite``, and only if it is empty or a model folder (it has a ``config.json``).
+    failed export (a full disk) leaves nothing half-written and is one ``EngineError`` naming the file; an
+    existing ``out_dir`` is replaced as a whole (none of its old files stay) only with ``overwrite``, and only
+    if an export wrote it (``check_out_folder``). Every file gets the mode a new file gets (umask).
     """
     out = Path(out_dir)
-    if out.exists() and not overwrite:
-        raise EngineError(f"{out} exists; choose another name or pass --overwrite")
-    if out.exists() and not out.is_dir():
-        raise EngineError(f"{out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
-        raise EngineError(f"{out} is not a model folder (no config.json): --overwrite replaces a whole "
-                          "folder, so it only replaces a model folder; choose another name")
+    check_out_folder(out, overwrite=overwrite)
     import_transformers()
     from transformers import MarianMTModel
 
@@ -341,10 +389,31 @@ def export(
     assert not unexpected and set(missing) <= positions, (missing, unexpected)
     marian.generation_config = generation_config(model, num_beams, max_len)
     marian.config.custom_pipelines = CUSTOM_PIPELINES
-    with staged_folder(out) as staging:  # an old folder's files (source.spm, vocab.json, ...) do not stay
-        marian.save_pretrained(staging)
-        hf_tokenizer(vocabulary, model.config.max_len).save_pretrained(staging)
-        shutil.copyfile(PIPELINE_FILE, staging / PIPELINE_FILE.name)
+    tokenizer = hf_tokenizer(vocabulary, model.config.max_len)
+    mask = os.umask(0)
+    os.umask(mask)
+    staging = None
+    writing = WEIGHTS_FILE  # the file of the step under way, for errors that do not name it
+    try:
+        with staged_folder(out) as staging:  # an old folder's files (source.spm, vocab.json, ...) do not stay
+            marian.save_pretrained(staging)
+            writing = "tokenizer.json"
+            tokenizer.save_pretrained(staging)
+            shutil.copyfile(PIPELINE_FILE, staging / PIPELINE_FILE.name)
+            for file in staging.iterdir():  # safetensors writes its file private (0600)
+                file.chmod(0o666 & ~mask)
+    except OSError as error:
+        where = Path(error.filename) if error.filename else out
+        if staging is not None and where.is_relative_to(staging):  # the hidden staging folder is not named
+            where = out / where.relative_to(staging)
+        elif where.parent == out.parent and where.name.startswith(f".{out.name}."):
+            where = out
+        raise EngineError(f"cannot write {where}: {error.strerror or error}") from None
+    except Exception as error:
+        reason = _write_error(error)
+        if reason is None:
+            raise
+        raise EngineError(f"cannot write {out / writing}: {reason}") from None
     return out
 
 

@@ -1,8 +1,16 @@
 """evaluate.py --export-hf: a MarianMTModel folder that transformers alone loads, and that computes what this
 project's model computes: logits within float tolerance, the same greedy and beam tokens, the same text."""
 
+import errno
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
 import pytest
 import torch
+from safetensors import SafetensorError
 
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer
@@ -319,25 +327,131 @@ def test_evaluate_names_what_does_not_map(tmp_path, capsys):
     assert err.strip().splitlines()[-1].startswith("error: norm_first=True (pre-LN) cannot be exported")
 
 
-def test_overwrite_replaces_the_folder_and_only_a_model_folder(tmp_path, tokenizer):
-    """A Marian folder's source.spm, target.spm and vocab.json would make AutoTokenizer load the old
-    vocabulary: --overwrite leaves none of the old files; a folder that is not a model's is never replaced."""
+def test_overwrite_replaces_an_export_and_nothing_else(tmp_path, tokenizer):
+    """--overwrite replaces a folder an export wrote, as a whole; a folder with anything else in it (a
+    Marian model's source.spm, a user's notes beside a config.json) is refused, naming what is there, and
+    keeps every file."""
     folder = tmp_path / "hf"
-    folder.mkdir()
-    for name in ("config.json", "source.spm", "target.spm", "vocab.json", "notes.txt"):
-        (folder / name).write_text("old", encoding="utf-8")
-    export(random_model(tokenizer), tokenizer, tokenizer, folder, overwrite=True)
+    export(random_model(tokenizer), tokenizer, tokenizer, folder)
+    (folder / "special_tokens_map.json").write_text("{}", encoding="utf-8")  # as transformers 4 wrote
+    export(random_model(tokenizer, d_model=8, num_heads=2), tokenizer, tokenizer, folder, overwrite=True)
     written = {p.name for p in folder.iterdir()}
-    assert not written & {"source.spm", "target.spm", "vocab.json", "notes.txt"}
     assert {"config.json", "tokenizer.json", "model.safetensors"} <= written
+    assert "special_tokens_map.json" not in written  # none of the old files stay
+    assert load(folder)[0].config.d_model == 8
     assert [p.name for p in tmp_path.iterdir()] == ["hf"]  # no staging folder left beside it
-    assert load(folder)[1](TEXTS[0]).input_ids == tokenizer.encode(TEXTS[0]) + [EOS]
-    other = tmp_path / "mine"
-    other.mkdir()
-    (other / "notes.txt").write_text("keep", encoding="utf-8")
-    with pytest.raises(EngineError, match=r"is not a model folder \(no config.json\): --overwrite replaces"):
-        export(random_model(tokenizer), tokenizer, tokenizer, other, overwrite=True)
-    assert (other / "notes.txt").read_text(encoding="utf-8") == "keep"
+
+    def refused(files: dict[str, str], message: str) -> None:
+        other = tmp_path / "other"
+        shutil.rmtree(other, ignore_errors=True)
+        other.mkdir()
+        for name, text in files.items():
+            (other / name).write_text(text, encoding="utf-8")
+        with pytest.raises(EngineError) as caught:
+            export(random_model(tokenizer), tokenizer, tokenizer, other, overwrite=True)
+        assert str(caught.value) == message.format(other=other)
+        assert {p.name: p.read_text(encoding="utf-8") for p in other.iterdir()} == files
+
+    besides = "--overwrite replaces only a folder written by --export-hf, and {other} holds "
+    refused({"config.json": "{}", "notes.txt": "mine"}, besides + "notes.txt besides; choose another name")
+    marian = json.dumps({"model_type": "marian"})
+    refused({"config.json": marian, "source.spm": "", "target.spm": "", "vocab.json": "{}"},
+            besides + "source.spm, target.spm, vocab.json besides; choose another name")
+    refused({"config.json": marian, "model.safetensors": ""},
+            "--overwrite replaces only a folder written by --export-hf, and {other}'s config.json is not an "
+            "export's; choose another name")
+    refused({f"{i}.txt": "" for i in range(7)}, besides + "0.txt, 1.txt, 2.txt, 3.txt, 4.txt and 2 more "
+                                                         "besides; choose another name")
+
+
+def test_evaluate_overwrites_no_folder_it_did_not_write(trained_export, capsys, tmp_path):
+    _, _, checkpoint = trained_export
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    (folder / "notes.txt").write_text("keep", encoding="utf-8")
+    code, _, err = run_evaluate(capsys, checkpoint, "--export-hf", folder, "--overwrite")
+    assert code == 1
+    message = (f"error: --overwrite replaces only a folder written by --export-hf, and {folder} holds "
+               "notes.txt besides; choose another name")
+    assert err.strip().splitlines() == [message]
+    assert (folder / "notes.txt").read_text(encoding="utf-8") == "keep"
+
+
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", str(args[1] if len(args) > 1 else args[0]))
+
+
+SERIALIZING = "Error while serializing: I/O error: No space left on device (os error 28)"  # safetensors'
+FULL_DISK = {  # what fails to write (as the library that writes it reports a full disk), and the file named
+    "weights": ("transformers.modeling_utils.safe_save_file", SafetensorError(SERIALIZING),
+                f"model.safetensors: {SERIALIZING}"),
+    "tokenizer": ("transformers.PreTrainedTokenizerFast._save_pretrained",
+                  Exception("No space left on device (os error 28)"),
+                  "tokenizer.json: No space left on device (os error 28)"),
+    "config": ("transformers.PretrainedConfig.to_json_file", None, "config.json: No space left on device"),
+}
+
+
+@pytest.mark.parametrize("fails", list(FULL_DISK))
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_folder(trained_export, capsys, tmp_path,
+                                                                      monkeypatch, fails):
+    _, _, checkpoint = trained_export
+    target, error, message = FULL_DISK[fails]
+
+    def full(*args, **kwargs):
+        if error is None:
+            no_space(*args)
+        raise error
+
+    monkeypatch.setattr(target, full)
+    out = tmp_path / "exports" / "hf"
+    code, _, err = run_evaluate(capsys, checkpoint, "--export-hf", out)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: cannot write {out}/{message}"
+    assert "Traceback" not in err  # above it, transformers' progress bar only
+    assert list((tmp_path / "exports").iterdir()) == []  # nothing half-written, no staging folder
+
+
+def test_the_export_folder_is_checked_before_the_checkpoint_is_read(capsys, tmp_path, monkeypatch):
+    """A file where a folder should be, or a parent one cannot write into, is said first (the checkpoint
+    named does not even exist), naming the path given."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("", encoding="utf-8")
+    code, _, err = run_evaluate(capsys, tmp_path / "missing.ckpt", "--export-hf", a_file / "sub")
+    assert code == 1
+    assert err.strip().splitlines() == [f"error: {a_file / 'sub'}: {a_file} is a file, not a folder"]
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != read_only and access(path, mode))
+    code, _, err = run_evaluate(capsys, tmp_path / "missing.ckpt", "--export-hf", read_only / "sub" / "hf")
+    assert code == 1
+    assert err.strip().splitlines() == [f"error: {read_only / 'sub' / 'hf'}: {read_only} is not writable"]
+
+
+def test_a_failed_write_names_the_folder_asked_for_not_its_staging_folder(tmp_path, tokenizer, monkeypatch):
+    """What os.access cannot foresee (a read-only mount, as root): the error names the folder asked for."""
+    import tempfile
+
+    def read_only(*, dir, prefix):
+        raise OSError(errno.EROFS, "Read-only file system", str(Path(dir) / f"{prefix}k2j4"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    with pytest.raises(EngineError) as caught:
+        export(random_model(tokenizer), tokenizer, tokenizer, tmp_path / "hf")
+    assert str(caught.value) == f"cannot write {tmp_path / 'hf'}: Read-only file system"
+
+
+def test_every_exported_file_has_the_mode_of_a_new_file(tmp_path, tokenizer):
+    mask = os.umask(0o022)
+    try:
+        export(random_model(tokenizer), tokenizer, tokenizer, tmp_path / "hf")
+    finally:
+        os.umask(mask)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "hf").iterdir()}
+    assert modes == dict.fromkeys(modes, 0o644) and "model.safetensors" in modes
+    assert stat.S_IMODE((tmp_path / "hf").stat().st_mode) == 0o755
 
 
 def test_features_are_renumbered_into_halves():
