@@ -72,11 +72,12 @@ def check_folder(folder: Path, option: str, given: Path | str) -> None:
 
 def analysis_directory(args) -> Path:
     """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder, or
-    analysis/<model name> for --hf-model."""
+    <folder>/analysis for a --hf-model folder (a Hub name has none: ``check_outputs`` asks for
+    --analysis-out). Never a folder relative to where evaluate.py runs, which may be the project's source."""
     if args.analysis_out:
         return Path(args.analysis_out)
-    if args.checkpoint is None:  # --hf-model: a folder or a Hub name
-        return Path("analysis") / Path(args.hf_model).name
+    if args.checkpoint is None:  # --hf-model
+        return Path(args.hf_model).expanduser() / "analysis"
     checkpoint = Path(args.checkpoint)
     folder = checkpoint.parent
     run_dir = folder.parent if folder.name == "checkpoints" else folder
@@ -99,6 +100,9 @@ def check_outputs(args) -> None:
             check_folder(Path(value), option, Path(value))
     explaining = args.alignment_methods is not None or args.gold_alignments is not None
     if not args.analysis_out and (args.head_importance or explaining):
+        if args.hf_model is not None and not args.make_run and not Path(args.hf_model).expanduser().is_dir():
+            raise InputError(f"--hf-model {args.hf_model} is no folder here, so its analyses have no folder "
+                             "to go into: give --analysis-out DIR")
         folder = analysis_directory(args)
         check_folder(folder, "--analysis-out", f"{folder} (the default)")
     for folder in (args.export_ctranslate2, args.export_hf):

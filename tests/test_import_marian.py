@@ -286,6 +286,27 @@ def test_evaluate_scores_and_ranks_the_heads_of_an_imported_model(shared_model, 
     assert len(result["pruned_heads"]) == 2
 
 
+def test_analyses_of_an_imported_model_go_into_its_folder_not_where_evaluate_runs(shared_model, capsys,
+                                                                                   tmp_path, monkeypatch):
+    """Without --analysis-out, a model folder's analyses go into <folder>/analysis (as a run's go into
+    <run>/analysis), never into a relative analysis/ folder: run from the project, its source package."""
+    folder = tmp_path / "opus-mt-de-en"
+    shutil.copytree(shared_model[0], folder)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", shared_model[3], "--head-importance",
+                                "--importance-sentences", "2", "--quiet")
+    assert code == 0, err
+    assert list((tmp_path / "cwd").iterdir()) == []
+    assert any(p.suffix == ".json" for p in (folder / "analysis").iterdir())
+    code, _, err = run_evaluate(capsys, "--hf-model", "Helsinki-NLP/opus-mt-de-en", "--tsv", shared_model[3],
+                                "--head-importance")
+    assert code == 1
+    assert err.strip().splitlines() == [("error: --hf-model Helsinki-NLP/opus-mt-de-en is no folder here, so "
+                                         "its analyses have no folder to go into: give --analysis-out DIR")]
+    assert list((tmp_path / "cwd").iterdir()) == []
+
+
 def test_explanation_methods_on_pairs_without_gold_point_to_a_gold_set(shared_model, capsys):
     folder, _, _, tsv = shared_model
     code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", tsv, "--alignment-methods",
