@@ -340,7 +340,8 @@ def weight_shapes(source: str, folder: Path | None) -> tuple[str, dict[str, list
                     raise
                 state = torch.load(path, map_location="cpu", weights_only=True)
         except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
-            raise EngineError(f"cannot read its weights: {shown(path)} ({first_line(error)})") from None
+            raise EngineError(f"cannot read its weights: {shown(path)} is not a whole torch archive "
+                              f"({first_line(error)})") from None
         return {key: list(value.shape) for key, value in state.items() if isinstance(value, Tensor)}
 
     for name, read in zip(WEIGHT_FILES, (header, shards, archive), strict=True):

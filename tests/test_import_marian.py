@@ -451,6 +451,25 @@ def test_a_config_json_that_does_not_fit_its_weights_is_refused_before_it_is_all
     assert lines[-1].startswith(f"error: --hf-model {folder}: {message}"), lines[-1]
 
 
+def test_weights_saved_by_torch_are_compared_with_config_json_too(shared_model, tmp_path):
+    """Older Hub models hold pytorch_model.bin: its shapes are read memory-mapped; a damaged one is named."""
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "opus-mt-de-en"
+    shutil.copytree(shared_model[0], folder)
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    assert load_marian(str(folder)).config.src_vocab_size == 41  # and a new padding
+    with_config(vocab_size=10**9)(folder)
+    with pytest.raises(EngineError, match=r": vocab_size=1000000000, but model.shared.weight in "
+                                          r"pytorch_model.bin has 40 rows$"):
+        load_marian(str(folder))
+    weights = folder / "pytorch_model.bin"
+    weights.write_bytes(weights.read_bytes()[:3000])
+    with pytest.raises(EngineError, match=r": cannot read its weights: pytorch_model.bin is not a whole "):
+        load_marian(str(folder))
+
+
 def tiny_t5(folder):
     from transformers import T5Config, T5ForConditionalGeneration
 
