@@ -427,6 +427,16 @@ def load_hf_model(name: str, device):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """evaluate.py on ``argv`` (default ``sys.argv[1:]``); its exit status. Ctrl-C, while a checkpoint loads
+    or ``--translate -`` waits on stdin, ends it as it ends train.py: one line, status 130 (128 + SIGINT)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     chosen = mode(args)
     try:

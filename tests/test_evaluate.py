@@ -189,6 +189,22 @@ def test_translate_from_stdin(tiny_run, capsys, monkeypatch):
     assert code == 0 and out.count("\n") == 2  # one line per input line
 
 
+def test_ctrl_c_while_reading_stdin_ends_in_one_line_and_status_130(tiny_run, capsys, monkeypatch):
+    """It ended in a KeyboardInterrupt traceback."""
+    import io
+
+    class Waiting(io.RawIOBase):  # a terminal nobody has typed into: Ctrl-C arrives while it is read
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(Waiting())))
+    code, out, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
+    assert (code, out, err) == (130, "", "Interrupted.\n")
+
+
 @pytest.mark.parametrize(
     "text, stdin, message",
     [
