@@ -179,6 +179,19 @@ def test_the_objective_adds_lambda_times_the_alignment_loss_and_both_are_logged(
     assert m.hparams.alignment_layer == 1 and m.hparams.alignment_head == 1  # saved with the run
 
 
+def test_the_supervised_training_loss_compiles_without_a_graph_break():
+    """The head's weights and the loss trace into the one graph of the training forward (packed here: a
+    graph break would split the compiled step, and usually marks a host sync)."""
+    torch.manual_seed(0)
+    m = module(num_heads=2, num_decoder_layers=2, alignment_layer=1, alignment_head=2)
+    batch = aligned_batch()
+    tokens = batch.src_tokens.numel() + batch.tgt_tokens.numel()
+    assert 1 - tokens / (batch.src.numel() + batch.tgt_in.numel()) >= PACK_FROM
+    explained = torch._dynamo.explain(m._training_loss)(batch)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
