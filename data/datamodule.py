@@ -393,9 +393,11 @@ class TranslationDataModule(L.LightningDataModule):
     def _raw_splits(self) -> dict[str, list[Pair]]:
         if self._raw is None:
             raw = self._read_splits()
-            if self.chinese_script is not None and self._chinese_sides is None:
-                self._chinese_sides = _chinese_sides(raw["train"], self.chinese_script)
-            self._raw = {split: self.read_pairs(pairs) for split, pairs in raw.items()}
+            if self.chinese_script is not None:
+                if self._chinese_sides is None:
+                    self._chinese_sides = _chinese_sides(raw["train"], self.chinese_script)
+                raw = {split: self.read_pairs(pairs) for split, pairs in raw.items()}
+            self._raw = raw
         return self._raw
 
     # --- Text read as the data is read: typed, scored, or a split ------------------------------------------
