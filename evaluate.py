@@ -39,7 +39,7 @@ from analysis.word_alignment import THRESHOLD
 from data.corpora import CorpusError
 from data.gold import DIRECTIONS
 from evaluation.ablation import AnalysisError
-from evaluation.gold_report import read_gold_option
+from evaluation.gold_report import GOLD_CHOOSE, read_gold_option
 from evaluation.inputs import (
     InputError,
     OutputExistsError,
@@ -96,7 +96,7 @@ COUNTS = ("beam_size", "batch_size", "max_len", "average_last", "importance_sent
           "alignment_sentences", "ig_steps")  # at least 1 (max_len, average_last and alignment_sentences may
 # be left out)
 # Of a gold set's files; --alignment-threshold also serves data scored on words (the Han-script toy).
-GOLD_OPTIONS = ("gold_sentences", "gold_zero_based", "gold_direction")
+GOLD_OPTIONS = ("gold_sentences", "gold_zero_based", "gold_direction", "gold_choose", "links_out")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
@@ -219,6 +219,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
         help="auto (default): the gold's direction from file names such as ja-en.gold against the run's "
              "source and target languages, else as given; reversed: swap its sides for a model that "
              "translates the other way; forward: as given")
+    add(gold, "--gold-choose", type=int, default=GOLD_CHOOSE, metavar="N", only={EXPLAIN},
+        help=f"choose each method's map (layer, head, extraction) on the gold set's first N pairs and "
+             f"report it on the others (default: {GOLD_CHOOSE}, the pairs training scores); 0, or a set of N "
+             "pairs or fewer: chosen and reported on the same pairs, and the tables say so")
+    add(gold, "--links-out", metavar="DIR", only={EXPLAIN},
+        help="write each method's chosen map's links, and the diagonal's, for every gold pair to "
+             "DIR/<method>.links (Pharaoh, 1-based, in the gold file's direction), for any scorer to check")
     add(gold, "--alignment-threshold", type=finite_float, default=THRESHOLD, metavar="SHARE", only={EXPLAIN},
         help=f"the thresholded extractions keep links with at least this share of their row (and column) "
              f"(default: {THRESHOLD}); for gold sets and data whose words are not its tokens")
@@ -275,6 +282,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     elif args.gold_sentences is None or len(args.gold_sentences) > 2:
         parser.error("--gold-alignments needs --gold-sentences FILE (source ||| target lines) or "
                      "--gold-sentences SOURCE TARGET (two line-aligned files)")
+    if args.gold_choose < 0:
+        parser.error(f"--gold-choose must be at least 0, got {args.gold_choose}")
     if not 0.0 < args.alignment_threshold <= 1.0:
         parser.error(f"--alignment-threshold must be in (0, 1], got {args.alignment_threshold}")
     explain = "--gold-alignments" if args.gold_alignments is not None else "--alignment-methods"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from analysis.aer import score_links
 from analysis.explain.registry import METHODS, explain
 from analysis.explain.scores import AlignmentScores, HeadScores, LayerScore
 from analysis.explain.trace import Explanation
@@ -36,6 +37,7 @@ from analysis.word_alignment import (
 from data.batching import Batch, check_fits
 from data.corpora import CorpusError
 from data.gold import GoldSet
+from data.special import SPECIALS
 from data.tokenizer import Tokenizer
 from data.words import WordTokens, encode_pair_words
 from evaluation.forced import forced_pass
@@ -62,6 +64,19 @@ def encode_gold(gold: GoldSet, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenize
         source, target = encode_pair_words(pair, src_tokenizer, tgt_tokenizer)
         items.append(GoldItem(source, target, set(pair.alignment or ()), set(pair.possible or ())))
     return items
+
+
+def reading(items: Sequence[GoldItem]) -> dict[str, dict[str, int]]:
+    """Per side, how the model reads the gold: its ``tokens``, those it reads as ``unknown``, and the
+    ``unread_words``, words without a token of their own (inside a token that spells the word before, where
+    the text the model reads joins two gold words: the gold's ``な ろ`` in MeCab's ``なろ``)."""
+    counts = {}
+    for side in ("source", "target"):
+        read = [getattr(item, side) for item in items]
+        counts[side] = {"tokens": sum(len(r.ids) for r in read),
+                        "unknown": sum(r.ids.count(SPECIALS.unk_id) for r in read),
+                        "unread_words": sum(r.count - len(set(r.words) - {NO_WORD}) for r in read)}
+    return counts
 
 
 def fits(item: GoldItem, max_len: int) -> bool:
@@ -214,22 +229,108 @@ class WordAlignmentScores:
             heads = HeadScores(self.per_head["argmax"].aer, self.head_agreement)
         return AlignmentScores(rows, heads, self.seconds)
 
-    def best(self, extraction: str) -> dict:
-        """The map of lowest AER under ``extraction``, layers before heads (the first of ties): its layer,
-        head (counted from 1; None for a layer's own map), precision, recall and AER."""
-        layer_scores = self.per_layer[extraction]
-        found = [(aer, i, None) for i, aer in enumerate(layer_scores.aer)]  # (AER, layer, head)
+    def candidates(self, extraction: str) -> list[tuple[float, int, int | None]]:
+        """Every map under ``extraction`` as (AER, layer index, head index or None for the layer's own map),
+        layers before heads."""
+        found = [(aer, i, None) for i, aer in enumerate(self.per_layer[extraction].aer)]
         if self.per_head is not None:
             found += [(aer, i, h) for i, row in enumerate(self.per_head[extraction].aer)
                       for h, aer in enumerate(row)]
-        _, i, h = min(found, key=lambda candidate: candidate[0])
-        scores = layer_scores if h is None else self.per_head[extraction]
+        return found
 
-        def at(values: list) -> float:
-            return values[i] if h is None else values[i][h]
+    def at(self, extraction: str, layer: int, head: int | None) -> dict:
+        """One map's figures: its layer's name, head (counted from 1; None for a layer's own map),
+        precision, recall and AER."""
+        scores = self.per_layer[extraction] if head is None else self.per_head[extraction]
 
-        return {"layer": self.layers[i], "head": None if h is None else h + 1,
-                "precision": at(scores.precision), "recall": at(scores.recall), "aer": at(scores.aer)}
+        def value(values: list) -> float:
+            return values[layer] if head is None else values[layer][head]
+
+        return {"layer": self.layers[layer], "head": None if head is None else head + 1,
+                "precision": value(scores.precision), "recall": value(scores.recall),
+                "aer": value(scores.aer)}
+
+    def best(self, extraction: str) -> dict:
+        """The map of lowest AER under ``extraction`` (the first of ties), as :meth:`at` gives it."""
+        _, layer, head = min(self.candidates(extraction), key=lambda candidate: candidate[0])
+        return self.at(extraction, layer, head)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One map of a method: an extraction, a layer (index) and a head (index, or None for the layer's map)."""
+
+    extraction: str
+    layer: int
+    head: int | None
+
+
+def choose(scores: WordAlignmentScores, extractions: Sequence[str] | None = None) -> dict[str, Choice]:
+    """Per extraction, the map of lowest AER in ``scores`` (the first of ties), and under ``"best"`` the
+    lowest of them all (the first extraction of ties, in ``extractions``' order, default every one
+    scored)."""
+    chosen, lowest = {}, None
+    for extraction in extractions or list(scores.per_layer):
+        aer, layer, head = min(scores.candidates(extraction), key=lambda candidate: candidate[0])
+        chosen[extraction] = Choice(extraction, layer, head)
+        if lowest is None or aer < lowest[0]:
+            lowest = (aer, chosen[extraction])
+    assert lowest is not None
+    return chosen | {"best": lowest[1]}
+
+
+def reported(choices: dict[str, Choice], choosing: WordAlignmentScores, reporting: WordAlignmentScores
+             ) -> dict[str, dict]:
+    """Each choice's figures on the reporting pairs (``at``), with its extraction and its AER on the pairs
+    that chose it (``chosen_aer``)."""
+    return {name: reporting.at(c.extraction, c.layer, c.head)
+            | {"extraction": c.extraction, "chosen_aer": choosing.at(c.extraction, c.layer, c.head)["aer"]}
+            for name, c in choices.items()}
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Which gold pairs choose each method's map and which report it (0-based ``[start, end)`` of the items
+    scored); the same pairs where the set has too few to part."""
+
+    choose: tuple[int, int]
+    report: tuple[int, int]
+
+    @classmethod
+    def of(cls, count: int, choose: int) -> "Parts":
+        """The first ``choose`` pairs choose and the others report; all ``count`` pairs do both where they are
+        no more than ``choose`` (or ``choose`` is 0)."""
+        if 0 < choose < count:
+            return cls((0, choose), (choose, count))
+        return cls((0, count), (0, count))
+
+    @property
+    def apart(self) -> bool:
+        return self.choose != self.report
+
+    def describe(self) -> str:
+        """``chosen on gold pairs 1–100, reported on pairs 101–582 (482)``, counted from 1."""
+        (a, b), (c, d) = self.choose, self.report
+        if not self.apart:
+            return f"chosen and reported on the same gold pairs 1–{b} ({b}): no pairs held out to report on"
+        return f"chosen on gold pairs {a + 1}–{b}, reported on pairs {c + 1}–{d} ({d - c})"
+
+    def as_dict(self) -> dict:
+        (a, b), (c, d) = self.choose, self.report
+        return {"choose": [a + 1, b], "report": [c + 1, d], "apart": self.apart}
+
+
+def diagonal_links(source_words: int, target_words: int) -> set[Link]:
+    """The baseline a map must beat: each target word ``j`` (0-based) linked to the source word under its
+    middle, ``⌊(j + ½) · |src| / |tgt|⌋``, the diagonal of the pair's word grid."""
+    return {((2 * j + 1) * source_words // (2 * target_words), j) for j in range(target_words)}
+
+
+def diagonal_score(items: Sequence[GoldItem]) -> dict:
+    """The diagonal's precision, recall and AER on ``items``, by ``analysis.aer``'s scorer."""
+    score = score_links([diagonal_links(item.source.count, item.target.count) for item in items],
+                        [item.sure for item in items], [item.possible for item in items])
+    return {"precision": score.precision, "recall": score.recall, "aer": score.aer}
 
 
 def _scores(counts: Tensor) -> LinkScores:
@@ -288,6 +389,35 @@ def gold_alignment(
         if progress is not None:
             progress(len(batch.index))
     return {name: word_scores(counts[name], layers[name], seconds[name]) for name in methods}
+
+
+def chosen_links(
+    model: Transformer,
+    items: Sequence[GoldItem],
+    choices: dict[str, Choice],
+    *,
+    threshold: float = THRESHOLD,
+    ig_steps: int | None = None,
+    batch_size: int = 32,
+) -> dict[str, list[set[Link]]]:
+    """Per method of ``choices``, the links its chosen map proposes for each of ``items`` (0-based
+    ``(source word, target word)``, in the items' order), read as ``gold_alignment`` scores them."""
+    links: dict[str, list[set[Link]]] = {name: [set() for _ in items] for name in choices}
+    sources, targets = [item.source.ids for item in items], [item.target.ids for item in items]
+    for batch in length_sorted_batches(sources, targets, batch_size):
+        trace = forced_pass(model, batch).trace
+        words = BatchWords.of(items, batch)
+        for name, choice in choices.items():
+            e = word_explanation(explain(name, trace, ig_steps=ig_steps), words)
+            if choice.head is None:
+                maps = e.per_layer[:, choice.layer]  # (B, Tw, Sw)
+            else:
+                maps = e.per_head[:, choice.layer, choice.head]  # (B, Tw, Sw)
+            found = extract(maps.unsqueeze(1), e.src_valid, e.tgt_valid, [choice.extraction],
+                            threshold=threshold)[choice.extraction][:, 0]  # (B, Tw, Sw)
+            for row, index in enumerate(batch.index.tolist()):
+                links[name][index] = {(s, t) for t, s in found[row].nonzero().tolist()}
+    return links
 
 
 def as_dict(scores: WordAlignmentScores) -> dict:

@@ -24,7 +24,9 @@ from tqdm import tqdm
 
 from analysis.explain.registry import METHODS
 from analysis.word_alignment import EXTRACTIONS
-from data.gold import GoldSet, read_gold_for
+from data.corpora import CorpusError
+from data.gold import GoldSet, as_trained, gold_reversed, read_gold_for, write_links
+from data.pairs import Pair
 from evaluation.ablation import AnalysisError
 from evaluation.explanation_report import (
     PICTURED_SENTENCES,
@@ -33,36 +35,88 @@ from evaluation.explanation_report import (
     flat_table,
     write_lens,
 )
-from evaluation.gold_alignment import WordAlignmentScores, as_dict, gold_alignment, gold_items
+from evaluation.gold_alignment import (
+    Parts,
+    as_dict,
+    choose,
+    chosen_links,
+    diagonal_links,
+    diagonal_score,
+    gold_alignment,
+    gold_items,
+    reading,
+    reported,
+)
+
+GOLD_CHOOSE = 100  # the gold pairs that choose each method's map; training scores the same first 100
+
+
+def corpus_pairs(dm) -> list[Pair]:
+    """The run's test and validation pairs, which a gold set is often taken from (KFTT's, from its tune
+    split); none where the run's corpus cannot be read here (an imported model has none)."""
+    try:
+        return dm.pairs("test") + dm.pairs("val")
+    except (CorpusError, OSError):
+        return []
 
 
 def read_gold_option(args, run) -> tuple[GoldSet, str]:
-    """The gold set of --gold-alignments and --gold-sentences in the run's direction, and why that direction.
+    """The gold set of --gold-alignments and --gold-sentences in the run's direction, each side read as the
+    run's corpus writes the same sentence where it has it (``data.gold.as_trained``); and why that
+    direction, with how many sides the corpus had.
 
     Raises:
         CorpusError: a file is unreadable or malformed (the message names the file and line).
     """
     dm = run.datamodule
     sentences = args.gold_sentences
-    return read_gold_for(
+    gold, why = read_gold_for(
         sentences[0], args.gold_alignments, dm.source_lang, dm.target_lang,
         one_based=not args.gold_zero_based, direction=args.gold_direction,
         target_sentences=sentences[1] if len(sentences) > 1 else None,
     )
+    gold, read = as_trained(gold, corpus_pairs(dm))
+    return gold, f"{why}; {read}"
 
 
-def print_best(scores: dict[str, WordAlignmentScores]) -> None:
-    """Each method's best map under the forward arg-max, then the best AER of every extraction."""
-    print(f"{'method':22s} {'best map (forward arg-max)':26s} {'precision':>9s} {'recall':>7s} {'AER':>6s}")
-    for name, method in scores.items():
-        best = method.best("argmax")
-        where = best["layer"] + ("" if best["head"] is None else f" head {best['head']}")
-        print(f"{name:22s} {where:26s} {best['precision']:9.3f} {best['recall']:7.3f} {best['aer']:6.3f}")
-    extractions = list(next(iter(scores.values())).per_layer)
-    print(f"\nbest AER by extraction: {'; '.join(f'{EXTRACTIONS[e].short} = {e}' for e in extractions)}")
+def map_name(best: dict) -> str:
+    """``layer 2`` or ``layer 2 head 3``: where a chosen map is."""
+    return best["layer"] + ("" if best["head"] is None else f" head {best['head']}")
+
+
+def print_best(best: dict[str, dict[str, dict]], parts: Parts, diagonal: dict) -> None:
+    """Each method's map chosen under the forward arg-max and over every extraction, then every
+    extraction's chosen map's AER, all as reported on the reporting pairs; the diagonal beside them."""
+    print(f"maps {parts.describe()}")
+    print(f"{'method':22s} {'chosen map':40s} {'precision':>9s} {'recall':>7s} {'AER':>6s} {'chose at':>8s}")
+    for name, chosen in best.items():
+        for key in ("argmax", "best"):
+            row = chosen[key]
+            where = f"{map_name(row)}, {EXTRACTIONS[row['extraction']].short}"
+            print(f"{name:22s} {where:40s} {row['precision']:9.3f} {row['recall']:7.3f} {row['aer']:6.3f} "
+                  f"{row['chosen_aer']:8.3f}")
+    print(f"{'diagonal (baseline)':22s} {'target word j to source word (j + ½)·S/T':40s} "
+          f"{diagonal['precision']:9.3f} {diagonal['recall']:7.3f} {diagonal['aer']:6.3f}")
+    extractions = [e for e in next(iter(best.values())) if e != "best"]
+    print(f"\nAER by extraction, each its own chosen map: "
+          f"{'; '.join(f'{EXTRACTIONS[e].short} = {e}' for e in extractions)}")
     print(f"{'method':22s} " + " ".join(f"{EXTRACTIONS[e].short:>10s}" for e in extractions))
-    for name, method in scores.items():
-        print(f"{name:22s} " + " ".join(f"{method.best(e)['aer']:10.3f}" for e in extractions))
+    for name, chosen in best.items():
+        print(f"{name:22s} " + " ".join(f"{chosen[e]['aer']:10.3f}" for e in extractions))
+
+
+def write_links_out(folder: Path, links: dict[str, list[set]], swapped: bool) -> list[Path]:
+    """Each method's links as ``<folder>/<method>.links``: one Pharaoh line a gold pair, 1-based, in the
+    gold file's direction (swapped back where the model translates the other way)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, pairs in links.items():
+        if swapped:
+            pairs = [{(target, source) for source, target in found} for found in pairs]
+        path = folder / f"{name}.links"
+        write_links(path, pairs, one_based=True)
+        written.append(path)
+    return written
 
 
 def run_gold_alignment(
@@ -71,7 +125,9 @@ def run_gold_alignment(
     """Score the methods on the gold set of --gold-alignments (its first --alignment-sentences pairs, else
     all), or on ``data`` (a split's pairs whose gold words are not its tokens, the Han-script toy's, and the
     split's name), and explain the first PICTURED_SENTENCES pairs over their words; write the JSON files and
-    print the tables. The figures are the caller's to draw (``viz.reports.draw_alignment_methods``)."""
+    print the tables. Each method's map (layer, head, extraction) is chosen on the first --gold-choose pairs
+    and its figures are those of the others (``Parts``); a split is chosen and reported on the same pairs.
+    The figures are the caller's to draw (``viz.reports.draw_alignment_methods``)."""
     dm, model = run.datamodule, run.module.model
     if data is None:
         gold, direction = read_gold_option(args, run)
@@ -82,39 +138,71 @@ def run_gold_alignment(
         where = name
     pairs = gold.pairs[: args.alignment_sentences] if args.alignment_sentences else gold.pairs
     items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len, where)
-    if not any(item.sure for item in items):  # every AER would be 1.0, whatever the model does
-        raise AnalysisError(f"{where}: the {len(items)} pairs scored have no sure gold link to score against")
+    read = reading(items)
+    print("read: " + "; ".join(f"{side} {c['tokens']} tokens, {c['unknown']} unknown, {c['unread_words']} "
+                               "words inside another word's token" for side, c in read.items()),
+          file=sys.stderr)
+    parts = Parts.of(len(items), args.gold_choose if data is None else 0)
+    choosing_items, reporting_items = items[slice(*parts.choose)], items[slice(*parts.report)]
+    if not any(item.sure for item in reporting_items):  # every AER would be 1.0, whatever the model does
+        scored = "reported on" if parts.apart else "scored"
+        links_file = args.gold_alignments if data is None else where  # the file whose links are missing
+        raise AnalysisError(f"{links_file}: the {len(reporting_items)} pairs {scored} have no sure gold link "
+                            "to score against")
     # Named as the data's --alignment-methods files are (``alignment_methods_val``), a gold set's after it.
     stem = directory / (f"gold_{name}" if data is None else f"alignment_methods_{name}")
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
     check_new(json_path, args.overwrite)
     directory.mkdir(parents=True, exist_ok=True)
     methods = args.alignment_methods or list(METHODS)  # checked by parse_args
-    bar = tqdm(total=len(items), desc="explaining gold pairs", unit="sent", disable=args.quiet,
-               file=sys.stderr)
+    bar = tqdm(total=len(items) + (args.links_out is not None) * len(items), desc="explaining gold pairs",
+               unit="sent", disable=args.quiet, file=sys.stderr)
     start = time.perf_counter()
-    scores = gold_alignment(model, items, methods=methods, threshold=args.alignment_threshold,
-                            ig_steps=args.ig_steps, batch_size=min(args.batch_size, 32), progress=bar.update)
+    options = {"methods": methods, "threshold": args.alignment_threshold, "ig_steps": args.ig_steps,
+               "batch_size": min(args.batch_size, 32)}
+    choosing = gold_alignment(model, choosing_items, progress=bar.update, **options)
+    reporting = choosing if not parts.apart else gold_alignment(model, reporting_items, progress=bar.update,
+                                                                **options)
+    choices = {method: choose(scores) for method, scores in choosing.items()}
+    best = {method: reported(choices[method], choosing[method], reporting[method]) for method in methods}
+    diagonal = diagonal_score(reporting_items)
+    links_files = []
+    if data is None and args.links_out is not None:
+        links = chosen_links(model, items, {method: chosen["best"] for method, chosen in choices.items()},
+                             threshold=args.alignment_threshold, ig_steps=args.ig_steps,
+                             batch_size=options["batch_size"])
+        links["diagonal"] = [diagonal_links(item.source.count, item.target.count) for item in items]
+        bar.update(len(items))
+        swapped = gold_reversed(args.gold_direction, [args.gold_alignments, args.gold_sentences[0]],
+                                dm.source_lang, dm.target_lang)[0]
+        links_files = [str(path) for path in write_links_out(Path(args.links_out), links, swapped)]
     seconds = time.perf_counter() - start
     bar.close()
-    sure, possible = (sum(len(item.sure) for item in items), sum(len(item.possible) for item in items))
+    sure, possible = (sum(len(item.sure) for item in reporting_items),
+                      sum(len(item.possible) for item in reporting_items))
     result = {
         "checkpoint": args.checkpoint, "gold_alignments": args.gold_alignments,
         "gold_sentences": args.gold_sentences, "direction": direction, "sentences": len(items),
-        "sure_links": sure, "possible_links": possible, "dropped_links": gold.dropped,
+        "parts": parts.as_dict() | {"about": parts.describe()}, "sure_links": sure,
+        "possible_links": possible, "dropped_links": gold.dropped, "read": read,
         "options": {"ig_steps": args.ig_steps, "threshold": args.alignment_threshold}, "seconds": seconds,
-        "best": {name: {e: method.best(e) for e in method.per_layer} for name, method in scores.items()},
-        "method_seconds": {name: method.seconds for name, method in scores.items()},
+        "best": {method: {e: row for e, row in rows.items() if e != "best"} for method, rows in best.items()},
+        "chosen": {method: chosen["best"] for method, chosen in best.items()},
+        "diagonal": diagonal, "links_out": links_files,
+        "method_seconds": {method: choosing[method].seconds + (parts.apart and reporting[method].seconds)
+                           for method in methods},
     }
-    every = {"scores": {name: as_dict(method) for name, method in scores.items()},
-             "table": flat_table({name: method.alignment_scores() for name, method in scores.items()})}
+    every = {"scores": {method: as_dict(scores) for method, scores in reporting.items()},
+             "table": flat_table({method: scores.alignment_scores() for method, scores in reporting.items()})}
+    if parts.apart:
+        every["choosing_scores"] = {method: as_dict(scores) for method, scores in choosing.items()}
     json_path.write_text(json.dumps(result | every, indent=1, ensure_ascii=False), encoding="utf-8")
     sentences = [explain_sentence(model, dm, pair, methods, args.ig_steps, gold=item)
                  for pair, item in zip(pairs[:PICTURED_SENTENCES], items, strict=False)]
-    best = {name: {e: best["aer"] for e, best in named.items()} for name, named in result["best"].items()}
-    report = AlignmentMethodsReport({name: method.alignment_scores() for name, method in scores.items()},
-                                    sentences, stem, result, lens_files=[], extractions=best)
+    aers = {method: {e: row["aer"] for e, row in named.items()} for method, named in result["best"].items()}
+    figures = {method: scores.alignment_scores() for method, scores in reporting.items()}
+    report = AlignmentMethodsReport(figures, sentences, stem, result, lens_files=[], extractions=aers)
     for number, sentence in enumerate(sentences, start=1):
         report.lens_files.append(write_lens(sentence, report.path(f"_sentence{number}_lens.json")))
-    print_best(scores)
+    print_best(best, parts, diagonal)
     return report

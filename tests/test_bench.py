@@ -1062,6 +1062,7 @@ def test_kftt_alignment_dry_run_trains_the_recipe_then_scores_it_and_eflomal(tmp
     assert f"evaluate.py {out}/runs/kftt_ja_en/version_0/checkpoints/last.ckpt --gold-alignments" in evaluate
     methods = "attention shift_att value_norms rollout grad_x_input integrated_gradients"
     assert f"--alignment-methods {methods}" in evaluate
+    assert f"--gold-choose 100 --analysis-out {out}/figures --links-out {out}/links" in evaluate
     assert eflomal.endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'}")
     assert main(["--dry-run", "--checkpoint", "x.ckpt", "--no-eflomal", "--methods", "attention"]) == 0
     (evaluate,) = capsys.readouterr().out.splitlines()
@@ -1071,15 +1072,24 @@ def test_kftt_alignment_dry_run_trains_the_recipe_then_scores_it_and_eflomal(tmp
 def test_kftt_alignment_table_rows_come_from_the_scores_and_skip_without_the_corpus(tmp_path, capsys):
     from bench.kftt_alignment import PUBLISHED, main, table
 
-    best = {"argmax": {"layer": "layer 2", "head": None, "precision": 0.5, "recall": 0.25, "aer": 0.6},
-            "argmax_grow_diag_final_and": {"layer": "layer 1", "head": 3, "precision": 0.4, "recall": 0.3,
-                                           "aer": 0.65}}
+    best = {"argmax": {"layer": "layer 2", "head": None, "precision": 0.5, "recall": 0.25, "aer": 0.6,
+                       "chosen_aer": 0.55},
+            "threshold": {"layer": "layer 1", "head": 3, "precision": 0.4, "recall": 0.3, "aer": 0.65,
+                          "chosen_aer": 0.5}}
+    parts = {"choose": [1, 100], "report": [101, 582], "apart": True,
+             "about": "chosen on gold pairs 1–100, reported on pairs 101–582 (482)"}
+    diagonal = {"precision": 0.11, "recall": 0.1, "aer": 0.889}
     eflomal = {"scores": {"forward": {"precision": 0.536, "recall": 0.374, "aer": 0.559}}}
-    rows = table({"best": {"attention": best}}, eflomal)
-    assert rows[2] == "| attention | argmax | layer 2 | 50.0% | 25.0% | 60.0 |"
-    assert rows[3] == "| attention | argmax_grow_diag_final_and | layer 1 head 3 | 40.0% | 30.0% | 65.0 |"
-    assert rows[4] == "| eflomal, 30k pairs | forward | | 53.6% | 37.4% | 55.9 |"
-    assert len(rows) == 5 + len(PUBLISHED) and rows[-1].endswith("| 37.4–38.4 |")
+    rows = table({"best": {"attention": best}, "parts": parts, "diagonal": diagonal}, eflomal)
+    assert rows[0] == "Maps chosen on gold pairs 1–100, reported on pairs 101–582 (482)."
+    assert rows[2] == ("| aligner | extraction | map chosen on pairs 1–100 | precision | recall | "
+                       "AER (pairs 101–582) | AER where chosen |")
+    assert rows[4] == "| attention | forward arg-max | layer 2 | 50.0% | 25.0% | 60.0 | 55.0 |"
+    assert rows[5] == ("| attention | threshold, each target word's row | layer 1 head 3 | 40.0% | 30.0% "
+                       "| 65.0 | 50.0 |")
+    assert rows[6] == "| diagonal: target word j to source word ⌊(j + ½)·S/T⌋ | | | 11.0% | 10.0% | 88.9 | |"
+    assert rows[7] == "| eflomal, 30k pairs (all gold pairs) | forward | | 53.6% | 37.4% | 55.9 | |"
+    assert len(rows) == 8 + len(PUBLISHED) and rows[-1].endswith("| 37.4–38.4 | |")
     assert main(["--corpora", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out.startswith("skipped: the KFTT corpus is not in")
 

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from data.gold import read_gold_for
+from analysis.aer import score_links
+from data.gold import parse_links, read_gold, read_gold_for
 from tests.conftest import last_json, run_evaluate, train_chinese
 from training.checkpoints import load_run
 from viz.run_writer import write_run
@@ -61,7 +62,8 @@ def test_every_method_is_scored_on_the_gold_words_and_drawn(gold_run, tmp_path, 
         assert len(method) == 7  # every extraction
         for best in method.values():
             assert 0.0 <= best["aer"] <= 1.0 and best["layer"] in ("layer 1", "layer 2", "embeddings")
-    assert "best map (forward arg-max)" in stdout and "best AER by extraction" in stdout
+    assert "maps chosen and reported on the same gold pairs 1–3 (3): no pairs held out" in stdout
+    assert "AER by extraction, each its own chosen map" in stdout
     stored = json.loads((out / "gold_en-zh.json").read_text(encoding="utf-8"))
     attention = stored["scores"]["attention"]
     assert len(attention["per_layer"]["argmax"]["aer"]) == 2
@@ -78,6 +80,45 @@ def test_every_method_is_scored_on_the_gold_words_and_drawn(gold_run, tmp_path, 
     assert code == 0, err
     assert "direction reversed: zh-en.gold is zh-en and the model translates en to zh" in err
     assert last_json(stdout)["best"]["attention"] == result["best"]["attention"]
+
+
+@pytest.mark.parametrize("name", ["en-zh", "zh-en"])
+def test_maps_chosen_on_the_first_pairs_are_reported_on_the_others_and_their_links_score_alike(
+    gold_run, tmp_path, capsys, name
+):
+    """--gold-choose 1: each method's map (layer, head, extraction) is the lowest AER on pair 1, and its
+    figures are those of pairs 2-3. --links-out writes each chosen map's links and the diagonal's, 1-based
+    and in the gold file's direction (zh-en: swapped back from the model's en-zh); read back as any scorer
+    would and scored by analysis.aer, they give the printed figures."""
+    checkpoint, files = gold_run
+    sentences, links = files[name]
+    out = tmp_path / "links"
+    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
+                                     sentences, "--alignment-methods", "attention", "value_norms",
+                                     "--gold-choose", "1", "--links-out", out,
+                                     "--analysis-out", tmp_path / "a")
+    assert code == 0, err
+    result = last_json(stdout)
+    about = "chosen on gold pairs 1–1, reported on pairs 2–3 (2)"
+    assert result["parts"] == {"choose": [1, 1], "report": [2, 3], "apart": True, "about": about}
+    assert f"maps {about}" in stdout and "diagonal (baseline)" in stdout
+    stored = json.loads((tmp_path / "a" / f"gold_{name}.json").read_text(encoding="utf-8"))
+    for method in ("attention", "value_norms"):
+        chosen, choosing = result["chosen"][method], stored["choosing_scores"][method]
+        candidates = [aer for extraction in choosing["per_layer"]
+                      for aer in [*choosing["per_layer"][extraction]["aer"],
+                                  *(a for row in choosing["per_head"][extraction]["aer"] for a in row)]]
+        assert chosen["chosen_aer"] == min(candidates)
+        assert result["best"][method][chosen["extraction"]] == chosen
+    gold = read_gold(sentences, links, one_based=True)
+    for method in ("attention", "value_norms", "diagonal"):
+        lines = (out / f"{method}.links").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 3
+        found = [parse_links(line, one_based=True)[0] for line in lines]
+        score = score_links(found[1:], gold.sure()[1:], gold.possible()[1:])
+        expected = result["diagonal"] if method == "diagonal" else result["chosen"][method]
+        assert (score.precision, score.recall, score.aer) == pytest.approx(
+            (expected["precision"], expected["recall"], expected["aer"]))
 
 
 def test_two_sentence_files_zero_based_links_and_the_first_pairs(gold_run, tmp_path, capsys):
