@@ -395,6 +395,9 @@ def _main(args: list[str]) -> TrainCLI:
     else:
         start_step = check_resume_checkpoint(checkpoint, cli.model)
     check_save_folders(cli.trainer)
+    problem = cli.model.alignment_problem(cli.datamodule)  # guided alignment's head and labels, together
+    if problem is not None:
+        raise SystemExit(f"error: {problem}")
     try:  # validation's BLEU: ja-mecab and ko-mecab need packages of their own
         bleu_metric(validation_bleu_tokenizer(cli.datamodule))
         rank_zero_info(validation_bleu_line(cli.datamodule))

@@ -290,6 +290,22 @@ def test_a_head_without_labels_or_labels_without_a_head_stop_the_run_before_it_s
         train(toy_module(labelled), labelled)
 
 
+@pytest.mark.parametrize("given", ["head", "labels", "bad labels"])
+def test_train_py_stops_a_mismatched_or_badly_labelled_run_in_one_line(tmp_path, given):
+    from tests.conftest import train_tiny
+
+    bad = tmp_path / "train.align"
+    bad.write_text("0-0\n" * 3 + "0-99\n" + "0-0\n" * 396, encoding="utf-8")  # tiny.yaml: 400 pairs
+    head = ["--model.alignment_layer", "1", "--model.alignment_head", "1"]
+    options, message = {
+        "head": (head, "^error: --model.alignment_layer and --model.alignment_head supervise a head"),
+        "labels": (["--data.alignment_labels", str(bad)], "^error: --data.alignment_labels .* needs a head"),
+        "bad labels": ([*head, "--data.alignment_labels", str(bad)], f"^error: {bad}:4: link 0-99 is past"),
+    }[given]
+    with pytest.raises(SystemExit, match=message):
+        train_tiny(tmp_path, "--trainer.max_steps", "1", *options)
+
+
 # -- the labels: read, mapped to tokens, collated ------------------------------------------------------------
 
 

@@ -616,19 +616,22 @@ class TranslationModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         if splits and hasattr(datamodule, "check_fits"):  # any other data module: its own business
             datamodule.check_fits(self.config.max_len, splits)
-        if stage == "fit":
-            labels = getattr(datamodule, "alignment_labels", None)
-            if self.alignment_head is not None and labels is None:
-                raise ValueError(
-                    "--model.alignment_layer and --model.alignment_head supervise a head with the links of "
-                    "--data.alignment_labels (a file, or eflomal), which is not given"
-                )
-            if self.alignment_head is None and labels is not None:
-                raise ValueError(
-                    f"--data.alignment_labels {labels} needs a head to supervise: give "
+        problem = self.alignment_problem(datamodule) if stage == "fit" else None
+        if problem is not None:
+            raise ValueError(problem)
+
+    def alignment_problem(self, datamodule) -> str | None:
+        """Why guided alignment cannot train on ``datamodule``: a supervised head without its labels, or
+        labels without a head; None where it can (train.py asks before training: one line, no traceback)."""
+        labels = getattr(datamodule, "alignment_labels", None)
+        if self.alignment_head is not None and labels is None:
+            return ("--model.alignment_layer and --model.alignment_head supervise a head with the links of "
+                    "--data.alignment_labels (a file, or eflomal), which is not given")
+        if self.alignment_head is None and labels is not None:
+            return (f"--data.alignment_labels {labels} needs a head to supervise: give "
                     "--model.alignment_layer and --model.alignment_head (the paper's is a head of the "
-                    "penultimate decoder layer)"
-                )
+                    "penultimate decoder layer)")
+        return None
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Dropout draws from a generator seeded by the step (as fairseq does), so a resumed run draws exactly
