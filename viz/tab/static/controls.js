@@ -4,7 +4,8 @@
 import {h} from "./dom.js";
 import {colourBar} from "./heatmap.js";
 import {
-  aligns, currentMethod, currentStep, draw, kindTitle, selectKind, selectMethod, selectRun, selectSentence, selectStep, state,
+  aligns, currentMethod, currentStep, draw, kindTitle, runOptions, selectKind, selectMethod, selectRun, selectSentence,
+  selectStep, state,
 } from "./state.js";
 
 const ui = {};
@@ -44,9 +45,11 @@ export function toolbars(right) {
   return [toolbar, second];
 }
 
-/** Fill the run selector from the state's list of runs. */
+/** Fill the run selector from the state's lists of runs (`runOptions`), keeping the shown run chosen. */
 export function listRuns() {
-  ui.runSelect.replaceChildren(...state.runs.map((r) => h("option", {value: r.run}, r.run)));
+  ui.runSelect.replaceChildren(...runOptions().map((o) => h("option",
+    {value: o.value, disabled: o.disabled, title: o.title || null, class: o.disabled ? "unavailable" : null}, o.label)));
+  if (state.run) ui.runSelect.value = state.run.run;
 }
 
 export function loading(on) {

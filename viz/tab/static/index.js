@@ -18,7 +18,8 @@
 //   static/heatmap.js, static/lines.js, static/style.js, static/dom.js: drawing, style sheet, DOM helpers
 //
 // DOM hooks (stable, for tests):
-//   #run-select, #step-slider (range over step indices), #step-label (shows the step number), #sentence-select,
+//   #run-select (a run ./runs lists without maps is a disabled `option.unavailable` labelled with its reason),
+//   #empty (no run has maps yet; its #waiting-runs lists the others, `li[data-run]`), #step-slider (range over step indices), #step-label (shows the step number), #sentence-select,
 //   #kind-encoder / #kind-decoder / #kind-cross (buttons; the active one has class `active`), #method-select
 //   (the explanation method of the cross maps, values = method names), #gold-toggle (checkbox), #grid with cells
 //   `.head-cell[data-layer][data-head]` (0-based; the open map has class `selected`, overlaid maps `overlay`,
@@ -47,7 +48,7 @@ import {bestMap, drawGrid, gridSection} from "./static/grid.js";
 import {explained, mapOf, mapSet} from "./static/maps.js";
 import {bannerSection, drawBanner, explainCustom, syncTranslate, translateControls} from "./static/sentence.js";
 import {
-  currentMethod, currentStep, kindOf, nearest, prefetchSteps, refreshRuns, start, state, update, wire,
+  currentMethod, currentStep, kindOf, nearest, prefetchSteps, refreshRuns, start, state, unavailableRuns, update, wire,
 } from "./static/state.js";
 import {drawStats, statsSection} from "./static/stats.js";
 import {CSS} from "./static/style.js";
@@ -62,22 +63,28 @@ export async function render() {
   const app = h("div", {id: "app"});
   document.body.append(app, tooltip());
   app.append(h("div", {class: "note"}, "Loading runs…"));
-  let runs, vocabulary;
+  let answer, vocabulary;
   try {
-    [vocabulary, runs] = await Promise.all([fetchJSON(vocabularyUrl()), fetchJSON(runsUrl())]);
-    runs = runs.runs || [];
+    [vocabulary, answer] = await Promise.all([fetchJSON(vocabularyUrl()), fetchJSON(runsUrl())]);
   } catch (e) {
     app.replaceChildren(h("div", {id: "message"}, `Could not list runs: ${e.message}`));
     return;
   }
+  const runs = answer.runs || [];
+  state.unavailable = unavailableRuns(answer);
   if (!runs.length) {
     app.replaceChildren(emptyState());
-    // Training may start later: look again, and draw the tab once a run has attention data.
+    // Training may start later, and a run in training gets its first maps at its first validation: look again,
+    // and draw the tab once a run has them.
     const timer = setInterval(async () => {
-      const again = await fetchJSON(runsUrl()).then((r) => r.runs || []).catch(() => []);
-      if (again.length) {
+      const again = await fetchJSON(runsUrl()).catch(() => null);
+      if (!again) return;
+      if ((again.runs || []).length) {
         clearInterval(timer);
         render();
+      } else {
+        state.unavailable = unavailableRuns(again);
+        app.replaceChildren(emptyState());
       }
     }, RUNS_POLL_MS);
     return;
@@ -104,25 +111,32 @@ function sync() {
 // While a run trains, new validations add steps: look again now and then.
 async function pollRuns() {
   if (document.hidden || state.playing) return;
-  let runs;
+  let answer;
   try {
-    runs = (await fetchJSON(runsUrl())).runs || [];
+    answer = await fetchJSON(runsUrl());
   } catch {
     return; // the next look may work; a failing backend shows its errors on the next draw
   }
-  if (!runs.length || JSON.stringify(runs) === JSON.stringify(state.runs)) return;
-  refreshRuns(runs);
+  const runs = answer.runs || [];
+  const unavailable = unavailableRuns(answer);
+  const sameRuns = JSON.stringify(runs) === JSON.stringify(state.runs);
+  if (!runs.length || (sameRuns && JSON.stringify(unavailable) === JSON.stringify(state.unavailable))) return;
+  state.unavailable = unavailable;
+  if (!sameRuns) refreshRuns(runs);
   listRuns();
-  update();
+  if (!sameRuns) update();
 }
 
+// No run has maps: the runs listed without them, each with why and when its first maps come.
 function emptyState() {
+  const listed = state.unavailable.map((r) => h("li", {"data-run": r.run}, h("code", {}, r.run), ": ", r.reason));
   return h(
     "div",
     {class: "empty", id: "empty"},
     h("h1", {}, "No attention data yet"),
     h("p", {}, "None of the runs in this log directory has logged attention maps."),
-    h("p", {}, "Train with ", h("code", {}, "python train.py"), "; attention is logged at each validation."),
+    listed.length ? h("ul", {id: "waiting-runs"}, listed) : null,
+    h("p", {}, "Train with ", h("code", {}, "python train.py"), "; maps are logged from a run's first validation."),
     h("p", {}, "This tab looks for new data every 30 seconds."),
   );
 }

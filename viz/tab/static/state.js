@@ -8,6 +8,7 @@ import {sameHead} from "./dom.js";
 export const state = {
   vocabulary: null, // ./vocabulary: the kinds, methods and limits, as the backend defines them
   runs: [],
+  unavailable: [], // the runs listed without maps, by name: [{run, reason}] (unavailableRuns)
   run: null, // the run's entry from ./runs
   stepIndex: 0,
   sentence: 0,
@@ -46,6 +47,23 @@ export const draw = () => hooks.draw();
 export function update() {
   hooks.sync();
   return hooks.draw();
+}
+
+/** The runs ./runs lists without maps, by name, each with the one line that says why: those waiting for their
+ * first maps (`waiting`) and those whose data this tab cannot read (`skipped`). */
+export function unavailableRuns(answer) {
+  const listed = {...answer.skipped, ...answer.waiting};
+  return Object.keys(listed).sort().map((run) => ({run, reason: listed[run]}));
+}
+
+/** The run selector's options: the runs with maps, then the unavailable ones, greyed (disabled) with their
+ * reason, so that none can be chosen to an error. */
+export function runOptions() {
+  return [
+    ...state.runs.map((r) => ({value: r.run, label: r.run, disabled: false, title: ""})),
+    ...state.unavailable.map((r) => ({value: r.run, label: `${r.run} · ${r.reason}`, disabled: true,
+      title: r.reason})),
+  ];
 }
 
 export const currentStep = () => state.run.steps[state.stepIndex];

@@ -190,6 +190,8 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 .empty { margin: 60px auto; max-width: 560px; text-align: center; color: var(--muted); font-size: 14px; }
 .empty h1 { font-size: 18px; color: var(--ink); font-weight: 600; }
 .empty code { background: var(--soft); padding: 1px 5px; border-radius: 3px; color: var(--ink); }
+.empty ul { display: inline-block; text-align: left; padding-left: 18px; }
+#run-select option.unavailable { color: var(--muted); }
 .loading { color: var(--muted); font-size: 12px; visibility: hidden; }
 .loading.on { visibility: visible; }
 `;
