@@ -35,6 +35,16 @@ def load_processor(model: bytes):
         raise ValueError(f"not a SentencePiece model ({str(error).strip().splitlines()[0]})") from None
 
 
+def _encode_with_offsets(processor, text: str):
+    """SentencePiece's pieces of ``text``, each with the ``begin`` and ``end`` of the UTF-8 bytes of ``text``
+    it spells. Releases differ in how they are asked: older ones answer ``out_type="immutable_proto"`` (and
+    give serialized bytes for ``"proto"``), newer ones (0.2.3) refuse it and answer ``"proto"``."""
+    try:
+        return processor.encode(text, out_type="immutable_proto").pieces
+    except ValueError:
+        return processor.encode(text, out_type="proto").pieces
+
+
 class SentencePieceTokenizer:
     """One side's SentencePiece model and vocabulary, in this project's ids.
 
@@ -71,7 +81,7 @@ class SentencePieceTokenizer:
             offset, text = end + 2, text[end + 2:]
         else:
             offset = 0
-        encoded = self._processor.encode(text, out_type="proto").pieces
+        encoded = _encode_with_offsets(self._processor, text)
         # SentencePiece counts UTF-8 bytes of the text as given (before its normalisation); characters here.
         character = {}
         position = 0
