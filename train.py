@@ -46,7 +46,7 @@ from training.module import (
 )
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
 from training.resume import ExactResume, check_resume_checkpoint
-from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint
+from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint, open_checkpoint
 from training.sigterm import install_sigterm_handling
 from viz.logger import AttentionLogger
 
@@ -296,6 +296,10 @@ def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
     if not path.exists():
         raise SystemExit(f"error: --resume {target}: no such run directory or checkpoint")
     if path.is_file():
+        try:  # refused at once, as evaluate.py and the ATTENTION tab refuse it: not a checkpoint, a zip bomb
+            open_checkpoint(path).close()
+        except CheckpointError as error:  # its message starts with the path
+            raise SystemExit(f"error: --resume {error}") from None
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         return path, run_dir
     try:  # the rule evaluate.py and the ATTENTION tab apply too

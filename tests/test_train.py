@@ -541,6 +541,47 @@ def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothin
     assert listing(run) == before
 
 
+@pytest.mark.parametrize(
+    "target, problem",
+    [
+        ("config.yaml", "not a checkpoint (not a PyTorch zip archive; truncated or another format)"),
+        ("checkpoints/last.ckpt",
+         "refused: its pickle (data.pkl) would expand to 80.0 MiB; a checkpoint's holds at most 64.0 MiB"),
+    ],
+)
+def test_resume_checks_a_checkpoint_file_as_evaluate_does_before_loading_it(tmp_path, tiny_run, monkeypatch,
+                                                                           target, problem):
+    """torch.load read these first: the run's config.yaml got torch's "Please file an issue" message, and a
+    292 KB zip bomb took 1.66 GB of memory before it was found not to be a training checkpoint."""
+    from tests.test_run_checkpoints import bomb
+
+    run = copy_run(tiny_run, tmp_path)
+    bomb(run / "checkpoints" / "last.ckpt", inflated=80 * 2**20)
+    before = listing(run)
+    loads = []
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: loads.append(args))
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path, "--resume", str(run / target))
+    assert str(stopped.value.code) == f"error: --resume {run / target}: {problem}"
+    assert loads == [] and listing(run) == before
+
+
+def test_the_resumed_checkpoint_is_loaded_through_the_checked_opener(tmp_path, monkeypatch):
+    # The file is checked again as it is loaded: it may have been replaced since the run's was chosen.
+    from tests.test_run_checkpoints import bomb
+    from training.resume import check_resume_checkpoint
+
+    path = bomb(tmp_path / "last.ckpt", inflated=80 * 2**20, name="archive/data/0")
+    loads = []
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: loads.append(args))
+    with pytest.raises(SystemExit) as stopped:
+        check_resume_checkpoint(path, torch.nn.Linear(1, 1))
+    assert str(stopped.value.code) == (
+        f"error: --resume {path}: refused: it would expand to 80.0 MiB from a file of 0.3 MiB (a zip bomb?)"
+    )
+    assert loads == []
+
+
 def test_a_run_that_trains_nothing_says_so(tmp_path, capsys, tiny_run):
     train_tiny(tmp_path / "new", "--trainer.max_epochs", "0")
     out = capsys.readouterr().out

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from model import TransformerConfig
+from training.run_checkpoints import CheckpointError, open_checkpoint
 from training.upgrade import upgrade_state_dict
 
 
@@ -122,15 +123,21 @@ def rebase_checkpoint_paths(state: dict[str, Any], dirpath: str) -> None:
 
 
 def check_resume_checkpoint(path: Path, module: torch.nn.Module) -> int:
-    """Load the weights of checkpoint ``path`` into ``module``, or stop with a one-line ``SystemExit`` if it
-    does not load under ``torch.load(weights_only=True)`` or does not fit ``module`` (say, the ``last.ckpt``
+    """Load the weights of checkpoint ``path`` into ``module``, or stop with a one-line ``SystemExit`` if
+    ``training.run_checkpoints.open_checkpoint`` refuses it, it does not load under
+    ``torch.load(weights_only=True)`` or it does not fit ``module`` (say, the ``last.ckpt``
     of another run): so that ``--resume`` fails before it writes anything into the run's directory.
 
     Returns:
         the checkpoint's ``global_step``: how many optimiser steps its run had taken.
     """
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        # The opener evaluate.py and the tab read through: a file that is no zip archive (the run's
+        # config.yaml), or one that would inflate far beyond a checkpoint (a zip bomb), is refused unread.
+        with open_checkpoint(path) as file:
+            checkpoint = torch.load(file, map_location="cpu", weights_only=True)
+    except CheckpointError as error:  # its message starts with the path
+        raise SystemExit(f"error: --resume {error}") from None
     except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as error:
         raise SystemExit(
             f"error: --resume {path}: cannot load it as a checkpoint with torch.load(weights_only=True): "
