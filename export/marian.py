@@ -304,8 +304,11 @@ def weight_shapes(source: str, folder: Path | None) -> tuple[str, dict[str, list
     from transformers.utils import cached_file
 
     def find(name: str) -> str | None:
-        return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
-                           _raise_exceptions_for_connection_errors=False)
+        try:
+            return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
+                               _raise_exceptions_for_connection_errors=False)
+        except OSError as error:  # a gated or private Hub model, a cache that cannot be written
+            raise EngineError(f"cannot read its weights ({first_line(error)})") from None
 
     def shown(path: str) -> str:
         return str(path if folder is None else Path(path).relative_to(folder))
