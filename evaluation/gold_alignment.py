@@ -99,16 +99,17 @@ def gold_items(
     return items
 
 
-def check_sure_links(items: Sequence[GoldItem], where: str) -> None:
+def check_sure_links(items: Sequence[GoldItem], where: str, scored: str = "scored") -> None:
     """The rule for gold pairs about to be scored, in evaluate.py and in training alike: at least one of them
     has a sure link, else every method's AER is 1.0 whatever the model does.
 
     Raises:
-        CorpusError: none has (every link past its sentence's end, say), named by ``where`` (the links file).
+        CorpusError: none has (every link past its sentence's end, say), named by ``where`` (the links file);
+            the message calls the pairs ``scored`` (``reported on``, where other pairs chose the maps).
     """
     if not any(item.sure for item in items):
         raise CorpusError(where, None,
-                          f"the {len(items)} pairs scored have no sure gold link to score against")
+                          f"the {len(items)} pairs {scored} have no sure gold link to score against")
 
 
 def token_cells(item: GoldItem, links) -> list[list[int]]:

@@ -27,7 +27,6 @@ from analysis.word_alignment import EXTRACTIONS
 from data.corpora import CorpusError
 from data.gold import GoldSet, as_trained, gold_reversed, read_gold_for, write_links
 from data.pairs import Pair
-from evaluation.ablation import AnalysisError
 from evaluation.explanation_report import (
     PICTURED_SENTENCES,
     AlignmentMethodsReport,
@@ -38,6 +37,7 @@ from evaluation.explanation_report import (
 from evaluation.gold_alignment import (
     Parts,
     as_dict,
+    check_sure_links,
     choose,
     chosen_links,
     diagonal_links,
@@ -144,11 +144,8 @@ def run_gold_alignment(
           file=sys.stderr)
     parts = Parts.of(len(items), args.gold_choose if data is None else 0)
     choosing_items, reporting_items = items[slice(*parts.choose)], items[slice(*parts.report)]
-    if not any(item.sure for item in reporting_items):  # every AER would be 1.0, whatever the model does
-        scored = "reported on" if parts.apart else "scored"
-        links_file = args.gold_alignments if data is None else where  # the file whose links are missing
-        raise AnalysisError(f"{links_file}: the {len(reporting_items)} pairs {scored} have no sure gold link "
-                            "to score against")
+    check_sure_links(reporting_items, args.gold_alignments if data is None else where,
+                     "reported on" if parts.apart else "scored")
     # Named as the data's --alignment-methods files are (``alignment_methods_val``), a gold set's after it.
     stem = directory / (f"gold_{name}" if data is None else f"alignment_methods_{name}")
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")

@@ -151,14 +151,23 @@ def test_a_run_made_from_a_gold_set_says_nothing_more_of_its_direction(gold_run,
     assert [r.getMessage() for r in caplog.records if "direction" in r.getMessage()] == []
 
 
-def test_a_bad_links_line_is_one_line_naming_file_and_line(gold_run, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "lines, error",
+    [
+        ("1-1\n2x2\n1-1\n", "{links}:2: link '2x2' is not i-j (sure), ipj or i?j (possible)"),
+        # Every link past its sentence's end: nothing to score against (training refuses it alike,
+        # test_gold_logging).
+        ("9-9\n9-9 8p8\n9-9\n", "{links}: the 3 pairs scored have no sure gold link to score against"),
+    ],
+)
+def test_bad_links_are_one_line_naming_the_file(gold_run, tmp_path, capsys, lines, error):
     checkpoint, files = gold_run
-    links = tmp_path / "bad.gold"
-    links.write_text("1-1\n2x2\n1-1\n", encoding="utf-8")
+    links = tmp_path / "en-zh.gold"
+    links.write_text(lines, encoding="utf-8")
     code, _, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
                                 files["en-zh"][0], "--analysis-out", tmp_path / "a")
     assert code == 1
-    assert err.strip() == f"error: {links}:2: link '2x2' is not i-j (sure), ipj or i?j (possible)"
+    assert err.strip().splitlines()[-1] == "error: " + error.format(links=links)
 
 
 @pytest.mark.parametrize(
