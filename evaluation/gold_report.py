@@ -15,6 +15,7 @@ and, by viz.reports:
     gold_<name>_sentence<k>_lens.png      its logit lens
 """
 
+import dataclasses
 import json
 import sys
 import time
@@ -75,6 +76,7 @@ def read_gold_option(args, run) -> tuple[GoldSet, str]:
         one_based=not args.gold_zero_based, direction=args.gold_direction,
         target_sentences=sentences[1] if len(sentences) > 1 else None,
     )
+    gold = dataclasses.replace(gold, pairs=dm.read_pairs(gold.pairs))  # its script, as the run's data
     gold, read = as_trained(gold, corpus_pairs(dm))
     return gold, f"{why}; {read}"
 

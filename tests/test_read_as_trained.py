@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("opencc")
 
 from data.datamodule import TranslationDataModule
-from tests.conftest import CHINESE_PAIRS, chinese_tsv_corpus, run_evaluate, train_chinese
+from tests.conftest import CHINESE_PAIRS, chinese_tsv_corpus, last_json, run_evaluate, train_chinese
 from tests.test_plugin import get, serve
 from training.checkpoints import load_run
 
@@ -85,6 +85,18 @@ def test_scored_pairs_are_read_as_the_data(simplified_run, tmp_path, capsys):
     assert code == 0, err
     assert '"source": "我们喝茶。"' in output.read_text(encoding="utf-8")
     assert '"source": "他们看书。"' in output.read_text(encoding="utf-8")
+
+
+def test_a_gold_set_evaluate_scores_is_read_as_the_data(simplified_run, tmp_path, capsys):
+    sentences, links = tmp_path / "zh-en.src-tgt", tmp_path / "zh-en.gold"
+    sentences.write_text("我們 喝 茶 。 ||| We drink tea .\n他們 看 書 。 ||| They read books .\n",
+                         encoding="utf-8")
+    links.write_text("1-1 2-2 3-3 4-4\n1-1 2-2 3-3 4-4\n", encoding="utf-8")
+    code, out, err = run_evaluate(capsys, simplified_run, "--gold-alignments", links, "--gold-sentences",
+                                  sentences, "--alignment-methods", "attention",
+                                  "--analysis-out", tmp_path / "a")
+    assert code == 0, err
+    assert last_json(out)["read"]["source"]["unknown"] == 0  # 們 and 書 read as 们 and 书
 
 
 def test_a_loaded_run_converts_without_its_data(simplified_run, tmp_path):
