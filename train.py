@@ -35,7 +35,12 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from analysis.metrics import bleu_metric
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
-from training.callbacks import EpochLength, InterruptCheckpoint, SaveTokenizers
+from training.callbacks import (
+    EpochLength,
+    InterruptCheckpoint,
+    SaveTokenizers,
+    plain_progress_unless_terminal,
+)
 from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
 from training.memory import HostMemory
 from training.module import (
@@ -139,6 +144,7 @@ class TrainCLI(LightningCLI):
         trainer = super().instantiate_trainer(**{"precision": self.precision_choice.precision, **kwargs})
         # Last, so that its release and reading at a validation's end follow the attention logger's work.
         trainer.callbacks.append(HostMemory())
+        plain_progress_unless_terminal(trainer)  # a redirected log gets lines: the rich bar writes none there
         install_sigterm_handling(trainer)
         return trainer
 

@@ -1,10 +1,15 @@
-"""Small callbacks for a safe run: a checkpoint on interruption, tokenizers saved beside the logs."""
+"""Small callbacks for a safe run: a checkpoint on interruption, tokenizers saved beside the logs, progress
+that a redirected log shows too."""
 
+import datetime
 import signal
 import sys
+import time
 from pathlib import Path
+from typing import TextIO
 
 import lightning as L
+from lightning.pytorch.callbacks import ProgressBar, RichProgressBar, TQDMProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from training.run_checkpoints import INTERRUPTED_CHECKPOINT
@@ -107,3 +112,87 @@ class EpochLength(L.Callback):
         batches = len(loader)
         trainer.fit_loop.max_batches = batches  # what trainer.num_training_batches reads
         trainer.val_check_batch = batches
+
+
+class LineProgress(ProgressBar):
+    """Progress as plain lines on standard output, for a log that is not a terminal.
+
+    Lightning's bars redraw one line in place: the rich one (Lightning's choice whenever rich is installed)
+    writes nothing to a file, tqdm's a single line of carriage returns. Here, while training, a line at most
+    every ``every_seconds`` seconds (epoch, batch of the epoch, step, batches per second, the progress-bar
+    metrics such as the loss); a line at each epoch's end and after each validation (its ``val/`` metrics);
+    and one when training ends. Epochs are counted from 0, as in checkpoint names.
+    """
+
+    def __init__(self, every_seconds: float = 30.0) -> None:
+        super().__init__()
+        self.every_seconds = every_seconds
+        self._enabled = True
+        self._started = self._last_time = 0.0
+        self._last_step = self._epoch_start_step = 0
+        self._epoch_started = 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._started = self._last_time = time.monotonic()
+        self._last_step = trainer.global_step
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._epoch_started = time.monotonic()
+        self._epoch_start_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        now = time.monotonic()
+        if not self._enabled or now - self._last_time < self.every_seconds:
+            return
+        rate = (trainer.global_step - self._last_step) / max(now - self._last_time, 1e-9)
+        metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
+        self.print(f"epoch {trainer.current_epoch}, batch {batch_idx + 1}/{self.total_train_batches}, "
+                   f"step {trainer.global_step}: {rate:.1f} batches/s" + _listed(metrics))
+        self._last_time, self._last_step = now, trainer.global_step
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._enabled:
+            return
+        batches = trainer.global_step - self._epoch_start_step
+        rate = batches / max(time.monotonic() - self._epoch_started, 1e-9)
+        self.print(f"epoch {trainer.current_epoch} done: {batches} batches, step {trainer.global_step}, "
+                   f"{rate:.1f} batches/s")
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._enabled or trainer.sanity_checking:
+            return
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        where = f"validation at step {trainer.global_step} (epoch {trainer.current_epoch})"
+        self.print(where + _listed(metrics))
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._enabled:
+            elapsed = datetime.timedelta(seconds=round(time.monotonic() - self._started))
+            self.print(f"training ended at step {trainer.global_step}, after {elapsed}")
+
+    def print(self, *args, **kwargs) -> None:
+        print(*args, **kwargs, flush=True)
+
+
+def _listed(metrics: dict) -> str:
+    """``, name value, name value`` (numbers to 4 significant digits), or nothing."""
+    return "".join(f", {name} {value:.4g}" if isinstance(value, (int, float)) else f", {name} {value}"
+                   for name, value in metrics.items())
+
+
+def plain_progress_unless_terminal(trainer: L.Trainer, stream: TextIO | None = None) -> None:
+    """Put ``LineProgress`` in place of Lightning's own progress bar when ``stream`` (standard output by
+    default) is not a terminal: a log redirected to a file, a pipe, a job scheduler's output. No bar
+    (``--trainer.enable_progress_bar false``) and a bar of one's own class are left alone."""
+    stream = sys.stdout if stream is None else stream
+    bar = trainer.progress_bar_callback
+    if type(bar) not in (RichProgressBar, TQDMProgressBar) or getattr(stream, "isatty", lambda: False)():
+        return
+    trainer.callbacks[trainer.callbacks.index(bar)] = LineProgress()
