@@ -11,6 +11,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from tests.test_plugin import get, serve
 from viz.tab.events import NO_PROBES, run_settings, waiting_note
+from viz.tab.metadata import RUN_TAG
 from viz.tab.summary import json_summary
 
 GENERAL = "no attention logged yet: train.py logs a run's first maps at its first validation"
@@ -28,6 +29,8 @@ def training_run(folder, settings: dict | None = None, scalars=("train/loss",)):
 
 TATOEBA = {"trainer": {"max_epochs": 40, "check_val_every_n_epoch": 1, "val_check_interval": None},
            "attention": {"every_n_epochs": 5}}
+TATOEBA_NOTE = ("no attention logged yet: maps come at the first validation, after epoch 1 (every 5 epochs "
+                "after, and at the end of training)")
 
 
 def test_runs_lists_a_run_without_maps_with_when_its_first_maps_come(tmp_path, tiny_run):
@@ -39,10 +42,17 @@ def test_runs_lists_a_run_without_maps_with_when_its_first_maps_come(tmp_path, t
     assert [run["run"] for run in answer["runs"]] == ["toy"]
     assert answer["waiting"] == {
         "elsewhere": GENERAL,
-        "tatoeba/version_0": "no attention logged yet: maps come at the first validation, after epoch 1 "
-                             "(every 5 epochs after, and at the end of training)",
+        "tatoeba/version_0": TATOEBA_NOTE,
     }
     assert answer["skipped"] == {}
+
+
+def test_a_run_that_started_training_is_listed_from_its_first_summary(tmp_path):
+    folder = training_run(tmp_path / "run", TATOEBA)
+    with SummaryWriter(str(folder)) as writer:  # what the attention logger writes as training starts
+        writer.file_writer.add_summary(json_summary(RUN_TAG, {"every_n_epochs": 5}), 0)
+    client, _ = serve(tmp_path)
+    assert get(client, "/runs")["waiting"] == {"run": TATOEBA_NOTE}
 
 
 def test_a_run_whose_summaries_hold_no_probe_is_waiting_not_dropped(tmp_path):

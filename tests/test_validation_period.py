@@ -2,16 +2,18 @@
 end of training, whatever N: a run shorter than N epochs shows in the ATTENTION tab from its first validation,
 and its last weights are drawn and scored however training stopped."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
+from tensorboard.util import tensor_util
 
 from tests.conftest import read_events, train_tiny
 from training.module import due_at_validation, last_validation
-from viz.tab.metadata import sentence_tag
+from viz.tab.metadata import RUN_TAG, sentence_tag
 
 # configs/tiny.yaml cut to 2 batches an epoch: one validation at each epoch's end (steps 2, 4, 6). Lightning
-# logs a validation's scalars at the count of batches stepped before its epoch's last: one below the maps' step.
+# logs a validation's scalars at the count of batches stepped before its epoch's last: the maps' step less 1.
 QUIET = ("--trainer.limit_train_batches", "2", "--attention.every_n_epochs", "5",
          "--model.decode_every_n_epochs", "5", "--attention.stats_sentences", "0",
          "--attention.explanation_sentences", "0", "--attention.explain_probes", "false",
@@ -30,6 +32,10 @@ def test_a_run_shorter_than_the_period_logs_at_its_first_and_last_validation_onl
     maps, bleu = logged_steps(run)
     assert maps == [2, 6]  # epochs 1 and 3; not epoch 2, and the last once
     assert bleu == [1, 5]
+    # As training starts, a summary that shows the tab and lists the run before its first maps.
+    (start,) = read_events(run).Tensors(RUN_TAG)
+    assert start.step == 0
+    assert json.loads(tensor_util.make_ndarray(start.tensor_proto).item()) == {"every_n_epochs": 5}
 
 
 def test_a_run_stopped_between_validations_logs_its_last_weights_at_the_end(tmp_path):

@@ -64,7 +64,7 @@ from evaluation.gold_alignment import (
 from training.module import due_at_validation
 from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
 from viz.tab.gold_words import gold_words_record
-from viz.tab.metadata import explain_tag, sentence_tag, statistic_tag
+from viz.tab.metadata import RUN_TAG, explain_tag, sentence_tag, statistic_tag
 from viz.tab.summary import json_summary, tensor_summary
 
 # Scored at each validation unless chosen otherwise: every method but Integrated Gradients, whose path
@@ -202,8 +202,17 @@ class AttentionLogger(L.Callback):
     def _due(self, trainer) -> bool:
         return due_at_validation(trainer, self.every_n_epochs, done_before=self._logged_step is not None)
 
+    @rank_zero_only
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start_step = trainer.global_step
+        experiment = getattr(trainer.logger, "experiment", None)
+        writer = _file_writer(experiment)
+        if self.every_n_epochs and writer is not None:
+            # Now, not at the first validation: TensorBoard shows the tab, and the tab lists the run, from the
+            # start of training, saying when the first maps come.
+            summary = json_summary(RUN_TAG, {"every_n_epochs": self.every_n_epochs})
+            writer.add_summary(summary, trainer.global_step)
+            experiment.flush()
 
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -21,7 +21,9 @@ TensorBoard hands it to this plugin (and to no other tab). Tags:
 - ``attention/statistics/<kind>/<name>``: float32 (L, H), one head statistic over many validation sentences;
 - ``attention/explain/<method>/<score>``: float32, a method's scores against the gold alignment over the
   ``explanation_sentences``: ``aer``, ``agreement`` (L,), and ``head_aer``, ``head_agreement`` (L, H) for
-  methods with heads; ``attention/explain/<method>/layers``: JSON ``{"label", "layers"}``.
+  methods with heads; ``attention/explain/<method>/layers``: JSON ``{"label", "layers"}``;
+- ``attention/run``: JSON ``{"every_n_epochs"}``, written as training starts, so that TensorBoard shows the
+  tab and the tab lists the run (waiting, with when its first maps come) before its first maps.
 """
 
 import json
@@ -35,6 +37,7 @@ PLUGIN_NAME = "attention"
 VERSION = 1  # of the tags and contents above
 
 _KIND = "|".join(KINDS)
+RUN_TAG = "attention/run"
 SENTENCE_TAG = re.compile(rf"^attention/sentence_(\d+)/(text|{_KIND})$")
 STATISTIC_TAG = re.compile(rf"^attention/statistics/({_KIND})/(\w+)$")
 SENTENCE_EXPLAIN_TAG = re.compile(r"^attention/sentence_(\d+)/explain/(\w+)$")  # not the per_layer maps

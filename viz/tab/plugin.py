@@ -71,6 +71,7 @@ from viz.tab.live import MAX_BEAM, MAX_TEXT_CHARACTERS, RUN_BEAM, LiveRuns
 from viz.tab.metadata import (
     EXPLAIN_TAG,
     PLUGIN_NAME,
+    RUN_TAG,
     SENTENCE_EXPLAIN_TAG,
     STATISTIC_TAG,
     explain_tag,
@@ -248,18 +249,23 @@ class AttentionPlugin(base_plugin.TBPlugin):
             except MalformedRun as error:
                 skipped[run] = str(error)
                 continue
-            if described is None:
-                waiting[run] = NO_PROBES
+            if described is None:  # the start of training only, or summaries without a whole probe
+                started = set(tags) == {RUN_TAG}
+                waiting[run] = self._waiting(request, run) if started else NO_PROBES
                 continue
             checkpoint, note, _ = self._live.checkpoint(run)  # looked up afresh: training saves new ones
             methods = _with_attention(described["methods"], described["num_layers"]["cross"])
             runs.append(described | {"methods": methods, "can_translate": checkpoint is not None,
                                      "translate_note": note})
-        for run in sorted(set(self._logged.run_names(request)) - set(listing)):  # training, no maps yet
-            logdir = self._live.logdir
-            settings = run_settings(None if logdir is None else logdir / run)
-            waiting[run] = waiting_note(settings, validated=self._logged.has_scalar(request, run, "val/loss"))
+        for run in sorted(set(self._logged.run_names(request)) - set(listing)):  # events, none of this tab's
+            waiting[run] = self._waiting(request, run)
         return {"runs": runs, "waiting": dict(sorted(waiting.items())), "skipped": skipped}
+
+    def _waiting(self, request, run: str) -> str:
+        """Why a run has no maps yet and when its first come (``waiting_note``), from the config it saved."""
+        logdir = self._live.logdir
+        settings = run_settings(None if logdir is None else logdir / run)
+        return waiting_note(settings, validated=self._logged.has_scalar(request, run, "val/loss"))
 
     @_route
     def _serve_attention(self, request) -> dict:
