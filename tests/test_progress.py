@@ -32,6 +32,14 @@ def test_lightnings_bar_stays_in_a_terminal_and_gives_way_to_lines_in_a_log(bar)
     assert sum(isinstance(c, L.pytorch.callbacks.ProgressBar) for c in in_log.callbacks) == 1
 
 
+def test_a_notebooks_output_keeps_lightnings_bar():
+    """A Jupyter kernel's standard output is no terminal, but the notebook draws the bar."""
+    notebook_output = type("OutStream", (io.StringIO,), {"__module__": "ipykernel.iostream"})()
+    trainer = bare_trainer(callbacks=[RichProgressBar()])
+    plain_progress_unless_terminal(trainer, notebook_output)
+    assert type(trainer.progress_bar_callback) is RichProgressBar
+
+
 def test_no_bar_asked_and_a_bar_of_ones_own_are_left_alone():
     quiet = bare_trainer(enable_progress_bar=False)
     plain_progress_unless_terminal(quiet, io.StringIO())

@@ -189,10 +189,13 @@ def _listed(metrics: dict) -> str:
 
 def plain_progress_unless_terminal(trainer: L.Trainer, stream: TextIO | None = None) -> None:
     """Put ``LineProgress`` in place of Lightning's own progress bar when ``stream`` (standard output by
-    default) is not a terminal: a log redirected to a file, a pipe, a job scheduler's output. No bar
-    (``--trainer.enable_progress_bar false``) and a bar of one's own class are left alone."""
+    default) is not a terminal: a log redirected to a file, a pipe, a job scheduler's output. A Jupyter
+    notebook's output (not a terminal, but it draws both bars), no bar (``--trainer.enable_progress_bar
+    false``) and a bar of one's own class are left alone."""
     stream = sys.stdout if stream is None else stream
     bar = trainer.progress_bar_callback
     if type(bar) not in (RichProgressBar, TQDMProgressBar) or getattr(stream, "isatty", lambda: False)():
+        return
+    if type(stream).__module__.startswith("ipykernel."):
         return
     trainer.callbacks[trainer.callbacks.index(bar)] = LineProgress()
