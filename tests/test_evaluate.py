@@ -647,9 +647,12 @@ def test_a_byte_order_mark_on_stdin_is_dropped(tiny_run, capsys, monkeypatch):
          "malformed checkpoint (hyper_parameters is a list, not a mapping)"),
         (lambda c: c["datamodule_hyper_parameters"].update(toy_train_size="many"),
          "malformed data settings: toy_train_size is 'many', expected int"),
-        (lambda c: c["hyper_parameters"].update(d_ff=10**9),
+        (lambda c: c["hyper_parameters"].update(d_ff=128),
          ("weights do not fit the saved model settings (model.encoder_layers.0.feed_forward.up.weight has "
-          "shape (64, 32), the settings make it (1000000000, 32))")),
+          "shape (64, 32), the settings make it (128, 32))")),
+        (lambda c: c["hyper_parameters"].update(d_ff=10**9),
+         ("invalid model settings (d_ff must be at most 262144, got 1000000000: one d_model × d_ff weight "
+          "matrix alone would take 119.2 GiB)")),
     ],
 )
 def test_a_checkpoint_with_malformed_settings_is_one_line_error(tiny_run, tmp_path, capsys, change, message):
