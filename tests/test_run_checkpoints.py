@@ -133,6 +133,26 @@ def test_a_checkpoint_link_that_loops_is_named(run, tmp_path):
     assert str(error.value) == f"{last}: a loop of symbolic links; refused"
 
 
+def test_a_checkpoints_folder_that_loops_is_named_alike_by_evaluate_resume_and_the_tab(tmp_path, capsys):
+    """evaluate.py said "no checkpoint yet" where the tab said the true thing: a loop of symbolic links."""
+    from evaluate import main as evaluate
+    from train import find_resume_checkpoint
+    from viz.tab.live import LiveRuns
+
+    logs = (tmp_path / "logs").resolve()
+    run = logs / "run"
+    run.mkdir(parents=True)
+    (run / "checkpoints").symlink_to("checkpoints")  # ln -s checkpoints run/checkpoints
+    loop = f"{run / 'checkpoints'}: a loop of symbolic links; refused"
+    for given in (run, run / "checkpoints"):
+        assert evaluate([str(given), "--translate", "a"]) == 1
+        assert capsys.readouterr().err == f"error: {loop}\n"
+    with pytest.raises(SystemExit) as stopped:
+        find_resume_checkpoint(str(run))
+    assert str(stopped.value.code) == f"error: --resume {run}: {loop}"
+    assert LiveRuns(logs).checkpoint("run") == (None, loop, 422)
+
+
 def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
     path = saved(tmp_path / "epoch9-step999.ckpt", 12, 1000)
     assert checkpoint_step(path) == 12

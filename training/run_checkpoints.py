@@ -19,6 +19,7 @@ Only ``torch`` and the standard library are imported here, so that the tab appli
 Lightning.
 """
 
+import errno
 import logging
 import os
 import pickle
@@ -54,12 +55,33 @@ class CheckpointRefused(CheckpointError):
 
 
 def resolved(path: Path) -> Path:
-    """``path`` with its symbolic links followed; CheckpointError naming it if they loop (``ln -s checkpoints
-    checkpoints``), so that one run's loop is that run's error, not the caller's crash."""
+    """``path`` with its symbolic links followed; CheckpointError naming the link that loops (``ln -s
+    checkpoints checkpoints``), so that one run's loop is that run's error, not the caller's crash, and not
+    taken for a missing folder. Every reader of a run's checkpoints words a loop here."""
+    try:
+        path.stat()  # ELOOP on every Python; Path.resolve returns such a path unresolved on 3.13
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _loop(path) from None
     try:
         return path.resolve()
-    except RuntimeError:  # Path.resolve's answer to a loop on Python 3.11 and 3.12 (3.13 returns the path)
-        raise CheckpointError(f"{path}: a loop of symbolic links; refused") from None
+    except RuntimeError:  # Path.resolve's answer to a loop on Python 3.11 and 3.12: one made since
+        raise _loop(path) from None
+
+
+def _loop(path: Path) -> CheckpointError:
+    return CheckpointError(f"{_first_loop(path)}: a loop of symbolic links; refused")
+
+
+def _first_loop(path: Path) -> Path:
+    """The shortest leading part of ``path`` that the system cannot follow for a loop of links (ELOOP)."""
+    for part in (*reversed(path.parents), path):
+        try:
+            part.stat()
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                return part
+    return path
 
 
 def first_line(error: BaseException, limit: int = 200) -> str:
@@ -77,6 +99,7 @@ def checkpoint_folder(path: str | os.PathLike[str]) -> Path:
     itself."""
     path = Path(path)
     nested = path / CHECKPOINT_FOLDER
+    resolved(nested)  # a loop of links is named, where is_dir would answer False: "no checkpoint yet"
     return nested if nested.is_dir() else path
 
 
@@ -98,7 +121,7 @@ def open_checkpoint(path: Path) -> BinaryIO:
     Raises FileNotFoundError if it is gone, CheckpointError (one line, naming ``path``) if it is refused.
     """
     # Checked before opening: opening a FIFO waits for a writer, and a device such as /dev/zero never ends.
-    mode = os.stat(path).st_mode
+    mode = os.stat(resolved(path)).st_mode  # a loop of links named as everywhere
     if not stat.S_ISREG(mode):
         kind = next((name for is_kind, name in _NOT_REGULAR.items() if is_kind(mode)), "a special file")
         raise CheckpointError(f"{path}: not a checkpoint file ({kind}, not a regular file)")
