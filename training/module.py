@@ -596,8 +596,8 @@ class TranslationModule(L.LightningModule):
             return
         logged = {name: float(value) for name, value in self.trainer.callback_metrics.items()}
         metrics = {
-            f"final/{name.split('/')[-1]}": float(value)
-            for name, value in self.trainer.callback_metrics.items()
+            f"final/{name.split('/')[-1]}": value
+            for name, value in (logged | self._end_scores).items()
             if name.startswith("val/")
         }
         if metrics:
