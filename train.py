@@ -332,13 +332,17 @@ def write_into(config: Namespace, run_dir: Path) -> None:
 def refuse_a_folder_that_holds_a_run(trainer: Trainer) -> None:
     """Stop with one line if a new run would write into the folder of another (``--trainer.logger.init_args
     .version`` given one that exists): Lightning's config saving would stop it with a traceback, and a run
-    folder without a config would have its checkpoints overwritten."""
-    if trainer.logger is None or trainer.logger.log_dir is None:
+    folder without a config would have its checkpoints overwritten. Without a logger (``--trainer.logger
+    false``) the run's folder is ``--trainer.default_root_dir``."""
+    if trainer.logger is None:
+        run_dir, option = Path(trainer.default_root_dir), "--trainer.default_root_dir"
+    elif trainer.logger.log_dir is None:
         return
-    run_dir = Path(trainer.logger.log_dir)
+    else:
+        run_dir, option = Path(trainer.logger.log_dir), "--trainer.logger.init_args.version"
     if (run_dir / "config.yaml").exists() or any((run_dir / CHECKPOINT_FOLDER).glob("*.ckpt")):
         raise SystemExit(
-            f"error: {run_dir} already holds a run; pick another --trainer.logger.init_args.version "
+            f"error: {run_dir} already holds a run; pick another {option} "
             f"or resume it with --resume {run_dir}"
         )
 

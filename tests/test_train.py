@@ -519,6 +519,24 @@ def test_training_into_a_folder_that_holds_a_run_stops_with_one_line_and_writes_
     assert listing(run) == before
 
 
+def test_a_second_run_without_a_logger_in_the_same_folder_stops_with_one_line_and_writes_nothing(
+    tmp_path, tiny_run
+):
+    """Lightning's config saving stopped it with a RuntimeError traceback ("expected config.yaml to NOT
+    exist"). Without a logger a run writes its config and checkpoints into --trainer.default_root_dir."""
+    from train import main
+
+    run = Path(shutil.copytree(tiny_run, tmp_path / "plain"))  # what a first run without a logger left
+    before = listing(run)
+    with pytest.raises(SystemExit) as stopped:
+        main(["--config", TINY_CONFIG, "--trainer.logger", "false", "--trainer.default_root_dir", str(run)])
+    assert str(stopped.value.code) == (
+        f"error: {run} already holds a run; pick another --trainer.default_root_dir or resume it with "
+        f"--resume {run}"
+    )
+    assert listing(run) == before
+
+
 def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothing(tmp_path, tiny_run):
     run = copy_run(tiny_run, tmp_path)
     marker = tmp_path / "the pickle ran"
