@@ -42,7 +42,7 @@ from data.corpora import (
     read_tsv,
 )
 from data.encoded import EncodedPairs, Side
-from data.gold import DIRECTIONS, Direction, GoldSet, Link, not_repeating, read_gold_for
+from data.gold import DIRECTIONS, Direction, GoldSet, Link, as_trained, not_repeating, read_gold_for
 from data.pairs import Pair, word_spans
 from data.scripts import (
     OPENCC_CONFIGS,
@@ -754,8 +754,12 @@ class TranslationDataModule(L.LightningDataModule):
             gold, why = read_gold_for(self.gold_sentences, self.gold_alignments, self.source_lang,
                                       self.target_lang, one_based=not self.gold_zero_based,
                                       direction=self.gold_direction)
-            rank_zero_info(f"{gold.summary()}; direction {why}")
-            self._gold = dataclasses.replace(gold, pairs=self.read_pairs(gold.pairs))
+            gold = dataclasses.replace(gold, pairs=self.read_pairs(gold.pairs))
+            # Each side as the run's own test or validation split writes the same sentence, as evaluate.py
+            # reads it, so that training and evaluate.py score one reading (data.gold.as_trained).
+            gold, read = as_trained(gold, self.pairs("test") + self.pairs("val"))
+            rank_zero_info(f"{gold.summary()}; direction {why}; {read}")
+            self._gold = gold
         return self._gold
 
     def _encoded_split(self, split: SplitName) -> EncodedPairs:
