@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from analysis.explain.trace import Explanation
-from viz.plots import _check_tokens, _label_size, new_figure
+from viz.plots import _check_tokens, _label_size, new_figure, set_column_labels
 
 
 def display_rows(scores: torch.Tensor) -> torch.Tensor:
@@ -68,7 +68,7 @@ def methods_figure(
                     links[:, 0], links[:, 1], s=12, facecolors="none", edgecolors="red", linewidths=0.8
                 )
             ax.set_title(f"{labels.get(name, name)}, {explanation.layers[j]}", fontsize=6)
-            ax.set_xticks(range(S), source_tokens, rotation=90, fontsize=fontsize)
+            set_column_labels(ax, range(S), source_tokens, fontsize)
             ax.set_yticks(range(T), target_tokens if j == 0 else [""] * T, fontsize=fontsize)
             ax.tick_params(length=0)
     fig.colorbar(image, ax=axes, fraction=0.03, pad=0.01).ax.tick_params(labelsize=7)
@@ -132,7 +132,7 @@ def logit_lens_figure(
             color = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
             ax.text(j, i, _check_tokens([top_tokens[i][j]], 1, "token")[0], ha="center", va="center",
                     fontsize=6, color=color)
-    ax.set_xticks(range(T), target_tokens, rotation=90, fontsize=7)
+    set_column_labels(ax, range(T), target_tokens, 7)
     ax.set_yticks(range(L), list(layers), fontsize=7)
     ax.tick_params(length=0)
     ax.set_xlabel("produced token (colour: its probability; text: the layer's top token)", fontsize=7)
