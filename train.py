@@ -66,6 +66,13 @@ class TrainCLI(LightningCLI):
         self.resume_dir = resume_dir  # the run --resume continues: it writes there, whatever its config says
         super().__init__(*args, **kwargs)
 
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        parser = super().init_parser(**kwargs)
+        # A refused setting is its one error line (after jsonargparse's tip to run --help), not the usage of
+        # every option first: about 130 lines that push the reason off the screen.
+        parser.print_usage = lambda file=None: None
+        return parser
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(

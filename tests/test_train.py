@@ -368,6 +368,7 @@ def test_bad_settings_stop_the_run_before_its_first_step(tmp_path, capsys, args,
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert f"error: {message}" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 2  # the reason (and the tip to run --help), no page of usage
     assert not (tmp_path / "tiny").exists()  # nothing ran: no run directory
 
 
