@@ -37,6 +37,7 @@ from typing import Literal
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from data.corpora import CorpusError
 from data.scripts import Normalization, PreTokenize
 from data.sentencepiece_tokenizer import MARKER, SentencePieceTokenizer
 from data.special import SPECIALS
@@ -223,10 +224,20 @@ class Tokenizer:
         return cls(tok)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`to_json` to ``path``, creating its folder if needed."""
+        """Write :meth:`to_json` to ``path``, creating its folder if needed; whole or not at all.
+
+        Raises:
+            CorpusError: the write failed (a full disk): one line naming ``path``, and no part of it left.
+        """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json(), encoding="utf-8")
+        staged = path.with_name(f".{path.name}.partial")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_text(self.to_json(), encoding="utf-8")
+            staged.replace(path)
+        except OSError as error:
+            staged.unlink(missing_ok=True)
+            raise CorpusError(path, None, f"cannot write it ({error.strerror or error})") from error
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Tokenizer":

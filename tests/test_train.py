@@ -1113,6 +1113,26 @@ def test_a_full_disk_keeps_every_checkpoint_whole_and_stops_in_one_line(tmp_path
     assert find_resume_checkpoint(str(run)) == (folder / "last.ckpt", run)
 
 
+def test_a_full_disk_as_the_tokenizers_are_saved_stops_in_one_line_naming_the_file(tmp_path, monkeypatch):
+    """The run's first write, its tokenizers beside the events, ended in an OSError traceback and left a
+    0-byte src_tokenizer.json."""
+    write_text = Path.write_text
+
+    def full(path, *args, **kwargs):
+        if path.name.endswith("tokenizer.json.partial"):
+            path.open("w").close()  # the file is made, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(SystemExit) as stopped:
+        train_tiny(tmp_path)
+    message = str(stopped.value.code)
+    assert re.fullmatch(r"error: \S+/tiny/version_0/src_tokenizer\.json: cannot write it "
+                        r"\(No space left on device\)", message), message
+    assert not [p.name for p in (tmp_path / "tiny" / "version_0").iterdir() if "tokenizer" in p.name]
+
+
 @pytest.mark.parametrize(
     ("raised", "why"),
     [
