@@ -23,6 +23,7 @@ from analysis.explain.registry import METHODS
 from analysis.explain.scores import AlignmentScores
 from analysis.explain.trace import Explanation
 from data.pairs import Pair
+from evaluation.inputs import write_whole
 
 PICTURED_SENTENCES = 3
 DEFAULT_SENTENCES = 200  # of a split, without --alignment-sentences
@@ -112,8 +113,8 @@ def write_lens(sentence: ExplainedSentence, path: Path) -> Path:
         {"layer": label, "positions": [_lens_position(sentence, i, t) for t in range(len(sentence.target))]}
         for i, label in enumerate(sentence.layer_labels)
     ]}
-    path.write_text(json.dumps(about, ensure_ascii=False, indent=1), encoding="utf-8")
-    return path
+    text = json.dumps(about, ensure_ascii=False, indent=1)
+    return write_whole(path, lambda staged: staged.write_text(text, encoding="utf-8"))
 
 
 def _lens_position(sentence: ExplainedSentence, layer: int, t: int) -> dict:
@@ -161,7 +162,8 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> Align
                   if method.heads is not None},
         "method_seconds": {name: method.seconds for name, method in scores.items()},
     }
-    json_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    text = json.dumps(result, indent=1)
+    write_whole(json_path, lambda staged: staged.write_text(text, encoding="utf-8"))
     report = AlignmentMethodsReport(scores, sentences, stem, result, lens_files=[])
     for number, sentence in enumerate(sentences, start=1):
         report.lens_files.append(write_lens(sentence, report.path(f"_sentence{number}_lens.json")))

@@ -48,6 +48,7 @@ from evaluation.gold_alignment import (
     reading,
     reported,
 )
+from evaluation.inputs import write_whole
 
 GOLD_CHOOSE = 100  # the gold pairs that choose each method's map; training scores the same first 100
 
@@ -195,7 +196,8 @@ def run_gold_alignment(
              "table": flat_table({method: scores.alignment_scores() for method, scores in reporting.items()})}
     if parts.apart:
         every["choosing_scores"] = {method: as_dict(scores) for method, scores in choosing.items()}
-    json_path.write_text(json.dumps(result | every, indent=1, ensure_ascii=False), encoding="utf-8")
+    text = json.dumps(result | every, indent=1, ensure_ascii=False)
+    write_whole(json_path, lambda staged: staged.write_text(text, encoding="utf-8"))
     sentences = [explain_sentence(model, dm, pair, methods, args.ig_steps, gold=item)
                  for pair, item in zip(pairs[:PICTURED_SENTENCES], items, strict=False)]
     aers = {method: {e: row["aer"] for e, row in named.items()} for method, named in result["best"].items()}

@@ -23,6 +23,7 @@ from data.pairs import Pair
 from data.tokenizer import Tokenizer
 from evaluation.ablation import AnalysisError, ablation_losses, ablation_translations
 from evaluation.head_masks import Head, all_heads
+from evaluation.inputs import write_whole
 from evaluation.translate import pair_batches
 from model import Transformer
 
@@ -205,6 +206,5 @@ def write_importance(
     """Write the JSON (with ``about``: what was measured on what) to ``paths["json"]``; the heatmaps at the
     other paths are ``viz.reports.draw_head_importance``'s to draw."""
     paths["json"].parent.mkdir(parents=True, exist_ok=True)
-    paths["json"].write_text(
-        json.dumps({**(about or {}), **importance.as_dict()}, indent=1) + "\n", encoding="utf-8"
-    )
+    text = json.dumps({**(about or {}), **importance.as_dict()}, indent=1) + "\n"
+    write_whole(paths["json"], lambda staged: staged.write_text(text, encoding="utf-8"))

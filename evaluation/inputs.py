@@ -8,6 +8,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -193,3 +194,16 @@ def check_sentences_fit(
 
     encoded = tokenizer.encode_batch(sentences)
     check_fits([(i, ids, []) for i, ids in enumerate(encoded)], max_len, where)
+
+def write_whole(path: Path, write: Callable[[Path], object]) -> Path:
+    """``path`` written by ``write(staged)`` into a file beside it, then renamed: whole or not at all. A
+    failed write (a full disk) removes the staged file and raises an ``OSError`` that names ``path``, so that
+    evaluate.py says which file it could not write."""
+    staged = path.with_name(f".{path.name}.partial")
+    try:
+        write(staged)
+        staged.replace(path)
+    except OSError as error:
+        staged.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+    return path

@@ -1,6 +1,9 @@
 """Head ablation: masks against zeroed slices, batched against one at a time, pruning, alignment, the CLI."""
 
+import errno
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -250,6 +253,29 @@ def test_head_importance_writes_a_table_json_and_heatmaps(tiny_run, capsys):
     # Refuses to overwrite what it wrote.
     code, _, err = run_evaluate(capsys, checkpoint, "--head-importance", "--quiet")
     assert code == 1 and "exists" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_full_disk_names_the_figure_it_could_not_write_and_leaves_no_part_of_it(tiny_run, capsys, tmp_path,
+                                                                                  monkeypatch):
+    """A full disk while the heatmaps were written said "No space left on device" naming no file, and left a
+    0-byte PNG."""
+    from matplotlib.figure import Figure
+
+    savefig = Figure.savefig
+
+    def full(figure, path, *args, **kwargs):
+        if "cross" in Path(path).name:
+            Path(path).write_bytes(b"")  # the file is made, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return savefig(figure, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    out = tmp_path / "analysis"
+    code, _, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--head-importance",
+                                "--importance-sentences", "4", "--analysis-out", out, "--quiet")
+    figure = out / "head_importance_test_cross.png"
+    assert (code, err.strip()) == (1, f"error: {figure}: No space left on device")
+    assert not [p.name for p in out.iterdir() if "cross" in p.name]  # nothing of the figure, whole or not
 
 
 def test_alignment_reports_the_best_cross_attention_head_and_the_head_average(tiny_run, capsys):

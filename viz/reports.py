@@ -13,6 +13,7 @@ from analysis.axes import KIND_LABELS, KINDS
 from analysis.word_alignment import EXTRACTIONS
 from evaluation.explanation_report import AlignmentMethodsReport, ExplainedSentence
 from evaluation.importance import HeadImportance
+from evaluation.inputs import write_whole
 from viz.explain_figures import logit_lens_figure, methods_figure, scores_figure
 from viz.plots import layer_head_matrix
 
@@ -31,7 +32,7 @@ def draw_head_importance(importance: HeadImportance, paths: dict[str, Path]) -> 
         figure = layer_head_matrix(
             importance.matrix(kind, deltas), title, vmin=-limit, vmax=limit, fmt=fmt, cmap="RdBu_r"
         )
-        figure.savefig(paths[kind], dpi=120)
+        _save(figure, paths[kind], dpi=120)
     return [paths[kind] for kind in KINDS]
 
 
@@ -90,6 +91,7 @@ def _layer_order(label: str) -> tuple[int, str]:
     return (int(number) if number.isdigit() else 0, label)
 
 
-def _save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path)
-    return path
+def _save(figure: Figure, path: Path, **options) -> Path:
+    """``figure`` written whole at ``path`` or not at all; a failed write names ``path``."""
+    suffix = path.suffix[1:] or "png"  # the staged file's name ends otherwise
+    return write_whole(path, lambda staged: figure.savefig(staged, format=suffix, **options))
