@@ -115,4 +115,3 @@ def write_output(path: str, sentences: list[dict]) -> int:
         print(f"error: --output {path}: {error.strerror or error}; it was not written", file=sys.stderr)
         return 1
     return 0
-
