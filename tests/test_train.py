@@ -497,6 +497,7 @@ def test_a_run_resumed_mid_epoch_shows_the_epoch_length_and_no_argument_warning(
     monkeypatch.setattr(sys, "argv", argv)
     # Lightning shows Rich's bar where rich is installed (transformers brings it): read tqdm's here.
     monkeypatch.setattr("lightning.pytorch.trainer.connectors.callback_connector._RICH_AVAILABLE", False)
+    monkeypatch.setattr("train.plain_progress_unless_terminal", lambda trainer: None)  # as in a terminal
     recwarn.clear()
     cli = main()  # as `python train.py --resume RUN ...` runs it
     # Lightning skips on_train_epoch_start in an epoch it restarts mid-way: the bar showed "Training: 3/?".
