@@ -114,7 +114,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, set[Mode]]]:
     parser.add_argument(
         "checkpoint", nargs="?",
         help="a .ckpt file written by train.py, or a run folder: its newest weights (last.ckpt, or "
-        "interrupted.ckpt when a stopped run saved later ones; see training/run_checkpoints.py); or none "
+        "interrupted.ckpt when a stopped run saved later ones; see training/checkpoints.py); or none "
         "with --hf-model",
     )
     task = parser.add_argument_group("instead of scoring (one at most)").add_mutually_exclusive_group()

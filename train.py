@@ -37,11 +37,18 @@ from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from training.callbacks import (
     EpochLength,
-    InterruptCheckpoint,
     SaveTokenizers,
     plain_progress_unless_terminal,
 )
-from training.checkpoint_io import AtomicCheckpointIO, check_save_folders
+from training.checkpoint_io import (
+    AtomicCheckpointIO,
+    ExactResume,
+    InterruptCheckpoint,
+    check_resume_checkpoint,
+    check_save_folders,
+    install_sigterm_handling,
+)
+from training.checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint, open_checkpoint
 from training.memory import HostMemory
 from training.module import (
     NonFiniteLossError,
@@ -50,9 +57,6 @@ from training.module import (
     validation_bleu_tokenizer,
 )
 from training.precision import PrecisionChoice, choose_precision, probe_hardware
-from training.resume import ExactResume, check_resume_checkpoint
-from training.run_checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint, open_checkpoint
-from training.sigterm import install_sigterm_handling
 from viz.logger import AttentionLogger
 
 # Head statistics are computed and logged by rank 0 alone, on purpose.
@@ -304,7 +308,7 @@ def accept_auto_precision(parser: LightningArgumentParser) -> None:
 
 def find_resume_checkpoint(target: str) -> tuple[Path, Path]:
     """The checkpoint to resume from and its run directory, from a checkpoint path, or a run directory: its
-    newest weights (``training.run_checkpoints.newest_checkpoint``)."""
+    newest weights (``training.checkpoints.newest_checkpoint``)."""
     path = Path(target)
     if not path.exists():
         raise SystemExit(f"error: --resume {target}: no such run directory or checkpoint")

@@ -19,9 +19,9 @@ from training.checkpoints import (
     average_state_dicts,
     last_checkpoints,
     load_run,
+    newest_checkpoint,
 )
 from training.module import TranslationModule
-from training.run_checkpoints import newest_checkpoint
 
 
 def choose_checkpoint(checkpoint: str) -> str:

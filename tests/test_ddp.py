@@ -26,7 +26,7 @@ import torch
 
 from tests import ddp_helpers
 from tests.conftest import REPO, TINY_CONFIG
-from training.sigterm import FlagOnlySignalConnector
+from training.checkpoint_io import FlagOnlySignalConnector
 
 QUIET = ["--attention.every_n_epochs", "0", "--trainer.enable_model_summary", "false"]
 

@@ -452,7 +452,7 @@ def test_exporting_a_source_longer_than_max_len_is_a_one_line_error(tmp_path):
 
 
 def test_exporting_the_attention_of_overflowing_weights_is_a_one_line_error(tmp_path):
-    from training.run_checkpoints import CheckpointError
+    from training.checkpoints import CheckpointError
 
     model, src_tok, tgt_tok = export_model(max_len=8)
     with torch.no_grad():

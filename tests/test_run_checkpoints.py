@@ -10,8 +10,8 @@ import pytest
 import torch
 from tensorboard.plugins import base_plugin
 
-from training import run_checkpoints
-from training.run_checkpoints import (
+from training import checkpoints
+from training.checkpoints import (
     CheckpointError,
     CheckpointMissing,
     CheckpointRefused,
@@ -103,7 +103,7 @@ def test_a_checkpoint_deleted_while_the_folder_is_read_is_left_out(run, monkeypa
             path.unlink()  # gone between the listing and the read
         return read(path)
 
-    monkeypatch.setattr(run_checkpoints, "checkpoint_step", rotating)
+    monkeypatch.setattr(checkpoints, "checkpoint_step", rotating)
     assert newest_checkpoint(run) == run / "checkpoints" / "epoch1-step20.ckpt"
 
 
@@ -113,7 +113,7 @@ def test_a_file_link_out_of_the_allowed_folder_is_refused_before_it_is_read(run,
     last.unlink()
     last.symlink_to(outside)
     opened = []
-    monkeypatch.setattr(run_checkpoints, "checkpoint_step", lambda path: opened.append(path) or 0)
+    monkeypatch.setattr(checkpoints, "checkpoint_step", lambda path: opened.append(path) or 0)
     with pytest.raises(CheckpointRefused, match=r"last.ckpt resolves to a file outside .*logs; refused"):
         newest_checkpoint(run, inside=(tmp_path / "logs").resolve())
     assert last not in opened

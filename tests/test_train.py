@@ -27,9 +27,9 @@ from data.tokenizer import Tokenizer
 from evaluation.forced import sentence_pass
 from tests.conftest import PAD, REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from train import _pop_resume, find_resume_checkpoint
-from training.callbacks import INTERRUPTED_CHECKPOINT, InterruptCheckpoint
+from training.checkpoint_io import InterruptCheckpoint, rng_states, set_rng_states
+from training.checkpoints import INTERRUPTED_CHECKPOINT
 from training.module import NonFiniteLossError, TranslationModule
-from training.resume import rng_states, set_rng_states
 from viz import logger as attention_logging
 from viz.logger import AttentionLogger
 
@@ -552,7 +552,7 @@ def test_resume_refuses_a_checkpoint_that_does_not_load_safely_and_writes_nothin
     with pytest.raises(SystemExit) as stopped:
         train_tiny(tmp_path, "--resume", str(run))
     message = str(stopped.value.code)
-    # Refused while the run's newest checkpoint is chosen (training.run_checkpoints), the file named.
+    # Refused while the run's newest checkpoint is chosen (training.checkpoints), the file named.
     assert message.startswith(
         f"error: --resume {run}: {run / 'checkpoints' / 'last.ckpt'}: corrupt or unsafe checkpoint ("
     )
@@ -589,7 +589,7 @@ def test_resume_checks_a_checkpoint_file_as_evaluate_does_before_loading_it(tmp_
 def test_the_resumed_checkpoint_is_loaded_through_the_checked_opener(tmp_path, monkeypatch):
     # The file is checked again as it is loaded: it may have been replaced since the run's was chosen.
     from tests.test_run_checkpoints import bomb
-    from training.resume import check_resume_checkpoint
+    from training.checkpoint_io import check_resume_checkpoint
 
     path = bomb(tmp_path / "last.ckpt", inflated=80 * 2**20, name="archive/data/0")
     loads = []
@@ -721,7 +721,7 @@ def test_best_checkpoint_is_the_epoch_of_lowest_validation_loss(tiny_run):
 
 
 def test_resume_takes_the_newest_weights_of_last_and_interrupted(tmp_path):
-    """The rule of training.run_checkpoints (tested in full in test_run_checkpoints.py)."""
+    """The rule of training.checkpoints (tested in full in test_run_checkpoints.py)."""
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
     last, interrupted = checkpoints / "last.ckpt", checkpoints / "interrupted.ckpt"
@@ -1146,7 +1146,7 @@ def test_a_checkpoint_write_that_torch_reports_failed_is_one_line_and_anything_e
     tmp_path, monkeypatch, raised, why
 ):
     from training.checkpoint_io import AtomicCheckpointIO
-    from training.run_checkpoints import CheckpointError
+    from training.checkpoints import CheckpointError
 
     def save(checkpoint, file):
         file.write(b"PK\x03\x04")

@@ -8,7 +8,7 @@ import torch
 
 from model import HeadMask, Transformer
 from tests.conftest import BOS, PAD, random_ids, tiny_config
-from training.upgrade import upgrade_state_dict
+from training.checkpoints import upgrade_state_dict
 
 
 def batch(src_len=6, tgt_len=5, b=3):

@@ -6,10 +6,9 @@ import torch
 
 from model import Transformer
 from tests.conftest import tiny_config
-from training.checkpoints import load_run, read_checkpoint
+from training.checkpoint_io import check_resume_checkpoint
+from training.checkpoints import OLD_NORM_NAMES, load_run, read_checkpoint, upgrade_state_dict
 from training.module import TranslationModule
-from training.resume import check_resume_checkpoint
-from training.upgrade import OLD_NORM_NAMES, upgrade_state_dict
 
 
 def with_old_names(state_dict: dict) -> dict:

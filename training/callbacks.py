@@ -1,86 +1,13 @@
-"""Small callbacks for a safe run: a checkpoint on interruption, tokenizers saved beside the logs, progress
-that a redirected log shows too."""
+"""Small callbacks for a run: tokenizers saved beside the logs, each epoch's own length, progress that a
+redirected log shows too. The interrupt checkpoint is ``training.checkpoint_io.InterruptCheckpoint``."""
 
 import datetime
-import signal
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
 import lightning as L
 from lightning.pytorch.callbacks import ProgressBar, RichProgressBar, TQDMProgressBar
-from lightning.pytorch.utilities.exceptions import SIGTERMException
-
-from training.run_checkpoints import INTERRUPTED_CHECKPOINT
-
-
-# Not OnExceptionCheckpoint: its mere presence makes every fit(ckpt_path=None) look for a "last" to resume.
-class InterruptCheckpoint(L.Callback):
-    """Save ``checkpoints/interrupted.ckpt`` when Ctrl-C (SIGINT) or SIGTERM stops a run, and only then.
-
-    Any other exception (a non-finite loss, running out of memory, a bug) saves nothing: the weights may be
-    damaged, and the last good checkpoint (``last.ckpt``) is what to resume from. ``signal`` records which
-    signal stopped the run, for its exit status (128 + the signal's number, as a shell reports it).
-
-    A run of several processes saves only when stopped by SIGTERM, which every process handles at the same
-    step: saving is collective, and Ctrl-C may reach one process alone.
-
-    A batch that was in flight when the signal came (Ctrl-C lands in the middle of a training step) is not
-    counted: the checkpoint says the epoch stands after the last batch that was trained on, so that a resumed
-    run draws that batch again and numbers its steps as an uninterrupted run does.
-    """
-
-    def __init__(self) -> None:
-        self.signal: signal.Signals | None = None
-
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        if isinstance(exception, KeyboardInterrupt):
-            self.signal = signal.SIGINT
-        elif isinstance(exception, SIGTERMException):
-            self.signal = signal.SIGTERM
-        else:
-            return
-        checkpoint = trainer.checkpoint_callback
-        if checkpoint is None or checkpoint.dirpath is None:
-            return
-        if trainer.global_step == 0:
-            message = "Interrupted before the first training step: no checkpoint saved."
-        elif trainer.world_size > 1 and self.signal != signal.SIGTERM:
-            # Saving is collective (rank 0 writes, every rank waits at a barrier). Only SIGTERM reaches every
-            # process at the same step (Lightning shares it at each step); a Ctrl-C may have reached this rank
-            # alone, and a save here would wait for ranks that never come.
-            message = (
-                f"no {INTERRUPTED_CHECKPOINT} in a run of {trainer.world_size} processes stopped by Ctrl-C: "
-                "only SIGTERM (kill PID) stops every process at the same step"
-            )
-        else:
-            forget_batch_in_flight(trainer)
-            path = Path(checkpoint.dirpath) / INTERRUPTED_CHECKPOINT
-            trainer.save_checkpoint(path)
-            message = f"Saved {path}; continue with: python train.py --resume {path}"
-        if trainer.is_global_zero:
-            print(message, file=sys.stderr, flush=True)
-
-
-def forget_batch_in_flight(trainer: L.Trainer) -> None:
-    """Put the training loop's counters and the training data's position back to the end of the last batch
-    that was trained on, if a batch had been taken and its training step had not finished.
-
-    Lightning would resume such a state one step off: it counts the batch as begun and numbers the next logged
-    step one higher, while the data loader would skip the batch.
-    """
-    progress = trainer.fit_loop.epoch_loop.batch_progress
-    if progress.current.ready == progress.current.processed:
-        return  # between batches, or after the step (in on_train_batch_end): Lightning resumes these exactly
-    for counts in (progress.current, progress.total):
-        counts.ready = counts.started = counts.processed
-    progress.is_last_batch = False  # the batch not trained on may have been the epoch's last
-    loader = trainer.train_dataloader
-    if callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None)):
-        loader.load_state_dict({**loader.state_dict(), "yielded": progress.current.processed})
 
 
 class SaveTokenizers(L.Callback):

@@ -22,8 +22,8 @@ from model import Transformer, TransformerConfig
 from model.config import Activation, Positional
 from model.decoding import MAX_BEAM_SIZE
 from model.packing import TokenIndex
+from training.checkpoints import upgrade_state_dict
 from training.schedule import LearningRateSchedule, Schedule
-from training.upgrade import upgrade_state_dict
 
 
 def sum_dtype(device: torch.device) -> torch.dtype:

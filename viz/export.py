@@ -14,7 +14,7 @@ from data.tokenizer import Tokenizer
 from evaluation.forced import sentence_pass
 from evaluation.translate import Hypothesis
 from model import Transformer
-from training.run_checkpoints import CheckpointError
+from training.checkpoints import CheckpointError
 from viz.headview import write_head_view
 from viz.plots import attention_heatmap
 

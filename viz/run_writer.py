@@ -30,8 +30,7 @@ from data.datamodule import TranslationDataModule
 from data.folders import staged_folder
 from data.gold import GoldSet, format_links
 from data.pairs import Pair
-from training.checkpoints import LoadedRun
-from training.run_checkpoints import CHECKPOINT_FOLDER
+from training.checkpoints import CHECKPOINT_FOLDER, LoadedRun
 from viz.logger import AttentionLogger
 
 PROBES = 4  # probe sentences shown in the tab, as a training run's default

@@ -1,7 +1,7 @@
 """The ATTENTION tab's live side: a run's newest checkpoint, loaded once and kept while the file is unchanged,
 translating a typed sentence and explaining the translation.
 
-On the CPU, with the checkpoint that ``training.run_checkpoints.newest_checkpoint`` chooses (as ``train.py
+On the CPU, with the checkpoint that ``training.checkpoints.newest_checkpoint`` chooses (as ``train.py
 --resume`` does). Nothing is ever written to the run folder.
 """
 
@@ -16,7 +16,7 @@ from analysis.explain.trace import Explanation
 from evaluation.explanations import explain_pass, lens_of, lens_record
 from evaluation.forced import sentence_pass
 from evaluation.translate import translate_hypotheses
-from training.run_checkpoints import (
+from training.checkpoints import (
     CheckpointError,
     CheckpointMissing,
     CheckpointRefused,
