@@ -11,12 +11,12 @@
 
 A lever is ``configs/multi30k.yaml`` with one change (``LEVERS``). The levers named together train at the same
 time, each process on ``--threads`` torch threads (default 1) for ``--minutes`` (default 60), as
-``bench/joeynmt.sh`` runs its two recipes. Then every run is scored on the validation set (1014 sentences,
-beam 5) in each way of using its weights (``VARIANTS``: the last weights, with length penalty 1.0, and for
-the recipe's own training also 0.6 and 1.4; for ``steps``, the last 3, 5 or 10 checkpoints averaged; for
-``ema``, also the raw weights beside their average). ``--test`` then applies each run's best variant on the
-validation set, once, to test2016, test2017 and mscoco2017. Scores go to ``<out>/scores.jsonl`` (one JSON line
-per evaluation) and a table closes the run; ``--score-only`` scores the runs already in ``--out`` again.
+``bench/peers/joeynmt.sh`` runs its two recipes. Then every run is scored on the validation set (1014
+sentences, beam 5) in each way of using its weights (``VARIANTS``: the last weights, with length penalty 1.0,
+and for the recipe's own training also 0.6 and 1.4; for ``steps``, the last 3, 5 or 10 checkpoints averaged;
+for ``ema``, also the raw weights beside their average). ``--test`` then applies each run's best variant on
+the validation set, once, to test2016, test2017 and mscoco2017. Scores go to ``<out>/scores.jsonl`` (one JSON
+line per evaluation) and a table closes the run; ``--score-only`` scores the runs already in ``--out`` again.
 
 ``--beside PEER`` trains a peer's baseline (``PEERS``: eole's or Marian's recipe sized to the hour,
 docs/peers.md, or JoeyNMT's cpu-hour recipe, docs/joeynmt.md) at the same time, on ``--threads`` threads for
@@ -67,13 +67,13 @@ LEVERS: dict[str, tuple[str, ...]] = {
     "fp32": ("--trainer.precision=32-true",),
 }
 
-# Peers that can train beside the levers: their baseline scripts (bench/peers.py) and the options that choose
-# their recipe for the hour, run with the same budget; JoeyNMT's is its cpu-hour recipe as tuned
-# (bench/joeynmt_tune.py picked it as it is: docs/joeynmt.md).
+# Peers that can train beside the levers: their baseline scripts (bench/peers/common.py) and the options that
+# choose their recipe for the hour, run with the same budget; JoeyNMT's is its cpu-hour recipe as tuned
+# (bench/peers/joeynmt_tune.py picked it as it is: docs/joeynmt.md).
 PEERS = {
-    "eole": ("bench/eole_baseline.py",),
-    "marian": ("bench/marian_baseline.py",),
-    "joeynmt": ("bench/joeynmt_baseline.py", "--recipe", "cpu-hour"),
+    "eole": ("bench/peers/eole_baseline.py",),
+    "marian": ("bench/peers/marian_baseline.py",),
+    "joeynmt": ("bench/peers/joeynmt_baseline.py", "--recipe", "cpu-hour"),
 }
 
 

@@ -19,9 +19,9 @@ The figures, each from the module that measures it (``bench/speed_common.py`` ho
 3. model FLOP/s in training as a fraction of the machine's measured matmul FLOP/s (in the training dtype);
 4. ``model.Transformer``'s training step packed (computing on the tokens only) against padded;
 5. ``model.Transformer`` against JoeyNMT's Transformer, where its environment exists
-   (``bench/speed_joeynmt.py``): training on the random batches and on ``train.py``'s own, and greedy
+   (``bench/peers/speed_joeynmt.py``): training on the random batches and on ``train.py``'s own, and greedy
    decoding of ours with and without its cache beside JoeyNMT's; and against eole's, training on both kinds of
-   batches (``bench/speed_eole.py``).
+   batches (``bench/peers/speed_eole.py``).
 
 ``--repeats K`` runs the whole measurement K times and ends with the median and the range of every ratio.
 
@@ -43,10 +43,10 @@ import torch
 if __package__ in (None, ""):  # run as `python bench/speed.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.peers.speed_eole import EOLE_VENV, bench_eole, eole_lines
+from bench.peers.speed_joeynmt import JOEYNMT_VENV, bench_joeynmt, joeynmt_lines
 from bench.speed_common import QUICK, BenchConfig, bench_matmul, describe_machine, make_batches, padding_share
 from bench.speed_decoding import bench_decoding, decode_length, decoding_lines
-from bench.speed_eole import EOLE_VENV, bench_eole, eole_lines
-from bench.speed_joeynmt import JOEYNMT_VENV, bench_joeynmt, joeynmt_lines
 from bench.speed_training import (
     AUTOCAST_DTYPES,
     PRECISIONS,
@@ -224,11 +224,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument(
         "--joeynmt-venv", type=Path, default=JOEYNMT_VENV,
-        help="JoeyNMT's virtual environment (bench/joeynmt_baseline.py makes it); skipped without it",
+        help="JoeyNMT's virtual environment (bench/peers/joeynmt_baseline.py makes it); skipped without it",
     )  # fmt: skip
     parser.add_argument(
         "--eole-venv", type=Path, default=EOLE_VENV,
-        help="eole's virtual environment (bench/eole_baseline.py makes it); skipped without it",
+        help="eole's virtual environment (bench/peers/eole_baseline.py makes it); skipped without it",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.data is not None and not (args.data / "train.de").is_file():

@@ -10,7 +10,7 @@ import contextlib
 import math
 import statistics
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -238,17 +238,6 @@ def recipe_data(data_path: Path, count: int, device: torch.device) -> RecipeData
     references = [pair.target for pair in dm.pairs("test")]
     lengths = [len(ids) for ids in dm.tgt_tokenizer.encode_batch(references)]
     return RecipeData(batches, dm.tgt_vocab_size, lengths)
-
-
-def recipe_batches_saved(cfg: BenchConfig, recipe: RecipeData | None) -> dict | None:
-    """The ``recipe`` entry a peer's ``speed`` command reads beside the random batches (``time_in_venv``'s
-    ``extra``): the benchmark's sizes at the recipe's vocabulary and its batches; None without ``--data``."""
-    if recipe is None:
-        return None
-    return {"recipe": {
-        "config": asdict(replace(cfg, vocab_size=recipe.vocab_size)),
-        "batches": [asdict(b) for b in recipe.batches[: cfg.train_warmup + cfg.train_iters]],
-    }}  # fmt: skip
 
 
 def bench_recipe_training(cfg: BenchConfig, device: torch.device, recipe: RecipeData) -> dict:

@@ -21,9 +21,6 @@ from tests.weight_surgery import suppress_eos
 CORPORA = Path(
     os.environ.get("CORPORA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "corpora")
 )
-# the peers' environments, which bench/eole_baseline.py and bench/marian_baseline.py make
-EOLE_VENV = Path(__file__).resolve().parents[1] / "bench" / ".eole-venv"
-MARIAN_VENV = Path(__file__).resolve().parents[1] / "bench" / ".marian-venv"
 
 # The tutorial's own mix of float and boolean masks; pytest applies its own warning filters inside each test.
 pytestmark = pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask:UserWarning")
@@ -461,78 +458,14 @@ def test_ctranslate2_quick_run_table_matches_its_json(tmp_path, capsys):
         assert float(same.rstrip("%")) == pytest.approx(100 * r["same_tokens_as_pytorch"], abs=0.051)
 
 
-# -- JoeyNMT's side of bench/speed.py, checked without JoeyNMT (bench/joeynmt_*.py: tests/test_joeynmt.py) --
-
-
-def test_speed_skips_joeynmt_without_its_venv_and_says_why(tmp_path):
-    from bench.speed_joeynmt import bench_joeynmt, joeynmt_lines
+def test_speed_recipe_rows_skip_train_pys_batches_without_data():
     from bench.speed_training import recipe_lines
 
-    skipped = bench_joeynmt(QUICK, torch.device("cpu"), tmp_path / "none")
-    assert skipped == {"skipped": f"no JoeyNMT environment in {tmp_path / 'none'} "
-                                  "(python bench/joeynmt_baseline.py makes it)"}
     training = {"ours": {"target_tokens_per_s": 1500.0}, "tutorial": {"target_tokens_per_s": 1000.0},
                 "ratio": 1.5, "padding_share": 0.3}
     lines = recipe_lines({"config": {}, "training": training})
     assert lines[3] == f"{'random batches':26}{1500:>11}{1000:>10}{'1.50x':>8}{'30.0%':>9}"
     assert lines[4] == f"{'train.py batches':26}skipped: no --data given"
-    assert joeynmt_lines({"config": {}, "joeynmt": skipped})[-1] == f"  skipped: {skipped['skipped']}"
-
-
-def test_speed_skips_eole_without_its_venv_or_on_a_gpu_and_says_why(tmp_path):
-    from bench.speed_eole import bench_eole, eole_lines
-
-    skipped = bench_eole(QUICK, torch.device("cpu"), tmp_path / "none")
-    assert skipped == {"skipped": f"no eole environment in {tmp_path / 'none'} "
-                                  "(python bench/eole_baseline.py makes it)"}  # fmt: skip
-    assert eole_lines({"eole": skipped})[-1] == f"  skipped: {skipped['skipped']}"
-    on_gpu = bench_eole(QUICK, torch.device("cuda"), tmp_path)
-    assert on_gpu == {"skipped": "eole's part runs on the CPU only"}
-
-
-@pytest.mark.skipif(not (EOLE_VENV / "bin" / "python").exists(), reason=f"no eole environment in {EOLE_VENV}")
-def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches():
-    from dataclasses import replace
-
-    from bench.speed_common import make_batches
-    from bench.speed_eole import bench_eole, eole_lines
-    from bench.speed_training import RecipeData
-
-    # train.py's batches stand in here as random ones at another vocabulary size, as the recipe's has
-    other = replace(QUICK, vocab_size=QUICK.vocab_size + 40)
-    recipe = RecipeData(make_batches(other, other.train_warmup + other.train_iters, torch.device("cpu")),
-                        other.vocab_size, [])  # fmt: skip
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        result = bench_eole(QUICK, torch.device("cpu"), EOLE_VENV, recipe)
-    finally:
-        torch.set_num_threads(threads)
-    assert "skipped" not in result, result
-    for part in (result, result["recipe"]):
-        assert part["ours"]["params"] == part["eole"]["params"]  # biases where ours has them, no output bias
-        assert part["training_ratio"] == pytest.approx(
-            part["ours"]["target_tokens_per_s"] / part["eole"]["target_tokens_per_s"]
-        )
-    # the recipe's vocabulary reached both models: 40 more rows in each of the two embeddings and the output
-    assert result["recipe"]["ours"]["params"] - result["ours"]["params"] == 40 * QUICK.d_model * 3
-    assert eole_lines({"eole": result})[-1].startswith(f"{'train.py batches':26}")
-
-
-def test_speed_eole_rows_put_both_kinds_of_batches_side_by_side():
-    from bench.speed_eole import eole_lines
-
-    eole = {
-        "ours": {"params": 10, "target_tokens_per_s": 1500.0},
-        "eole": {"params": 10, "target_tokens_per_s": 1000.0}, "training_ratio": 1.5,
-        "recipe": {"ours": {"params": 12, "target_tokens_per_s": 1100.0},
-                   "eole": {"params": 12, "target_tokens_per_s": 1000.0}, "training_ratio": 1.1},
-    }  # fmt: skip
-    lines = eole_lines({"eole": eole})
-    assert lines[3] == f"{'random batches':26}{1500:>11}{1000:>10}{'1.50x':>8}"
-    assert lines[4] == f"{'train.py batches':26}{1100:>11}{1000:>10}{'1.10x':>8}"
-    del eole["recipe"]
-    assert eole_lines({"eole": eole})[4:] == [f"{'train.py batches':26}skipped: no --data given"]
 
 
 def test_speed_padding_share_counts_source_and_target_padding():
@@ -567,7 +500,8 @@ def test_speed_measures_the_ratio_on_the_recipe_batches(tmp_path):
         assert 10 <= decode_length(None, recipe.reference_lengths, 16) <= 20  # a short caption's tokens
         import yaml
 
-        settings = yaml.safe_load((JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml").read_text())["data"]
+        recipe_file = Path(__file__).resolve().parents[1] / "configs" / "multi30k.yaml"
+        settings = yaml.safe_load(recipe_file.read_text())["data"]
         for b in batches:  # the recipe's token budget: sentences times the longest padded sequence
             assert b.src.numel() <= settings["max_tokens"] and b.tgt_out.numel() <= settings["max_tokens"]
             shifted = b.tgt_in[:, 1:] != PAD_ID  # train.py's shift: tgt_in is BOS + tgt_out's tokens
@@ -638,58 +572,6 @@ def test_speed_options_for_decode_length_and_repeats_are_checked(capsys):
         with pytest.raises(SystemExit):
             parse_args(argv)
         assert message in capsys.readouterr().err
-
-
-def test_speed_joeynmt_rows_put_ours_with_and_without_the_cache_beside_joeynmt():
-    from bench.speed_joeynmt import joeynmt_lines
-
-    joey = {
-        "ours": {"params": 10, "target_tokens_per_s": 1200.0, "greedy_sentences_per_s": 300.0,
-                 "uncached_greedy_sentences_per_s": 60.0},
-        "joeynmt": {"params": 10, "target_tokens_per_s": 1000.0, "greedy_sentences_per_s": 50.0},
-        "training_ratio": 1.2, "greedy_ratio": 6.0, "uncached_greedy_ratio": 1.2,
-        "recipe": {"ours": {"target_tokens_per_s": 1100.0}, "joeynmt": {"target_tokens_per_s": 1000.0},
-                   "training_ratio": 1.1},
-    }  # fmt: skip
-    lines = joeynmt_lines({"config": {"decode_steps": 16, "batch_size": 64}, "joeynmt": joey})
-    assert lines[3] == f"{'random batches':26}{1200:>11}{1000:>10}{'1.20x':>8}"
-    assert lines[4] == f"{'train.py batches':26}{1100:>11}{1000:>10}{'1.10x':>8}"
-    assert lines[5].startswith("greedy decoding, 16 tokens, batch 64")
-    assert lines[6:] == [
-        f"{'ours, KV cache':26}{'300.0':>11}{'6.00x':>11}",
-        f"{'ours, prefix re-run':26}{'60.0':>11}{'1.20x':>11}",
-        f"{'JoeyNMT, prefix re-run':26}{'50.0':>11}{'1.00x':>11}",
-    ]
-    del joey["recipe"]
-    assert joeynmt_lines({"config": {"decode_steps": 16, "batch_size": 64}, "joeynmt": joey})[4] == (
-        f"{'train.py batches':26}skipped: no --data given"
-    )
-
-
-
-JOEYNMT_SH = Path(__file__).resolve().parents[1] / "bench" / "joeynmt.sh"
-
-
-def test_joeynmt_sh_skips_without_the_corpus_and_checks_minutes(tmp_path):
-    import subprocess
-
-    def joeynmt_sh(*args, minutes="60"):
-        env = {**os.environ, "MINUTES": minutes}
-        return subprocess.run(["bash", str(JOEYNMT_SH), *args], cwd=JOEYNMT_SH.parents[1], check=False,
-                              capture_output=True, text=True, timeout=60, env=env)
-
-    done = joeynmt_sh(str(tmp_path / "absent"), str(tmp_path / "out"))
-    assert done.returncode == 0
-    assert done.stdout.strip() == (
-        f"skipped: no Multi30k in {tmp_path / 'absent'}/multi30k "
-        "(give the corpora folder as the first argument)"
-    )
-    (tmp_path / "multi30k").mkdir()
-    (tmp_path / "multi30k" / "train.de").write_text("Hallo.\n")
-    done = joeynmt_sh(str(tmp_path), str(tmp_path / "out"), minutes="1.5")
-    assert done.returncode == 1
-    assert done.stderr.strip() == "error: MINUTES must be a whole number of minutes from 1 to 1439, got '1.5'"
-    assert not (tmp_path / "out").exists()  # nothing started, nothing written
 
 
 def test_explanation_curve_draws_every_logged_method(tiny_run, tmp_path, capsys):
@@ -766,7 +648,7 @@ def test_levers_beside_a_peer_start_its_baseline_first_with_the_same_budget(
     started = [line for line in lines if script in line]
     trains = [i for i, line in enumerate(lines) if " train.py " in line]
     assert len(started) == 1 and lines.index(started[0]) < min(trains)  # the peer's clock starts first
-    parse_args = importlib.import_module(f"bench.{peer}_baseline").parse_args
+    parse_args = importlib.import_module(f"bench.peers.{peer}_baseline").parse_args
     given = parse_args(started[0].split(f"{script} ")[1].split())
     assert (given.minutes, given.threads, given.out) == (45, 1, out / peer)
     assert given.data == REPO.parent / "shared" / "corpora" / "multi30k"
@@ -876,7 +758,7 @@ def test_every_lever_makes_a_config_that_train_py_accepts_and_changes_what_it_na
     from bench.multi30k_levers import LEVERS
     from train import main
 
-    recipe_file = JOEYNMT_SH.parents[1] / "configs" / "multi30k.yaml"
+    recipe_file = Path(__file__).resolve().parents[1] / "configs" / "multi30k.yaml"
 
     def config(*args):
         with pytest.raises(SystemExit) as exit_:
@@ -993,6 +875,10 @@ def test_kftt_eflomal_aligns_and_scores_a_small_synthetic_corpus(tmp_path, capsy
         score = scores[name]
         row = f"{name:<22}{score['precision']:>10.1%}{score['recall']:>10.1%}{100 * score['aer']:>8.1f}"
         assert row in printed.splitlines()
+    assert results["pairs"] == "all gold pairs"
+    reported = main(["--corpora", str(corpora), "--samplers", "1", "--report-from", "11"])
+    assert reported["pairs"] == "gold pairs 11–20" and "AER on gold pairs 11–20" in capsys.readouterr().out
+    assert reported["scores"]["forward"] != scores["forward"]  # scored on 10 of the 20 pairs
 
 
 def test_kftt_eflomal_without_the_corpus_says_so_and_returns(tmp_path, capsys):
@@ -1052,21 +938,64 @@ def test_cjk_pieces_skips_without_the_corpus_and_refuses_bad_options(tmp_path, c
 # -- bench/kftt_alignment.py: the lab on KFTT's gold beside eflomal and the published table ------------------
 
 
-def test_kftt_alignment_dry_run_trains_the_recipe_then_scores_it_and_eflomal(tmp_path, capsys):
-    from bench.kftt_alignment import main
+def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_and_eflomal(tmp_path, capsys):
+    from bench.kftt_alignment import SUPERVISION, main
 
     out = tmp_path / "o"
-    assert main(["--dry-run", "--out", str(out), "--corpora", str(tmp_path / "c")]) == 0
-    train, evaluate, eflomal = capsys.readouterr().out.splitlines()
-    assert "train.py --config configs/kftt_ja_en.yaml" in train and "--data.gold_alignments" in train
-    assert f"evaluate.py {out}/runs/kftt_ja_en/version_0/checkpoints/last.ckpt --gold-alignments" in evaluate
+    corpora = str(tmp_path / "c")
+    assert main(["--dry-run", "--out", str(out), "--corpora", corpora, "--max-time", "00:00:05:00"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 + 2 * 4 + 1
+    names = ("sup_ja_en", "unsup_ja_en", "sup_en_ja", "unsup_en_ja")
+    supervision = " ".join(SUPERVISION)
+    for line, name in zip(lines[:4], names, strict=True):
+        source, target = name.split("_")[1:]
+        assert "train.py --config configs/kftt_ja_en.yaml" in line and "--data.gold_alignments" in line
+        assert f"--data.source_lang {source} --data.target_lang {target}" in line
+        assert (supervision in line) == name.startswith("sup"), line
+        assert "--trainer.max_time 00:00:05:00" in line and f"--trainer.logger.init_args.name {name}" in line
     methods = "attention shift_att value_norms rollout grad_x_input integrated_gradients"
-    assert f"--alignment-methods {methods}" in evaluate
-    assert f"--gold-choose 100 --analysis-out {out}/figures --links-out {out}/links" in evaluate
-    assert eflomal.endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'}")
+    for name, evaluate, bleu in zip(names, lines[4:12:2], lines[5:12:2], strict=True):
+        checkpoint = f"{out}/runs/{name}/version_0/checkpoints/last.ckpt"
+        assert f"evaluate.py {checkpoint} --gold-alignments" in evaluate
+        assert f"--alignment-methods {methods}" in evaluate
+        assert f"--analysis-out {out}/figures/{name} --links-out {out}/links/{name}" in evaluate
+        assert f"evaluate.py {checkpoint} --split val" in bleu
+    assert lines[-1].endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'} --report-from 101")
+    (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints").mkdir(parents=True)
+    (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert main(["--dry-run", "--out", str(out), "--corpora", corpora, "--no-eflomal"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"reusing {out}/runs/sup_ja_en/version_0/checkpoints/last.ckpt"
+    assert [name for name in names if any(f"name {name} " in line for line in lines[1:4])] == list(names[1:])
     assert main(["--dry-run", "--checkpoint", "x.ckpt", "--no-eflomal", "--methods", "attention"]) == 0
-    (evaluate,) = capsys.readouterr().out.splitlines()
+    evaluate, bleu = capsys.readouterr().out.splitlines()
     assert "evaluate.py x.ckpt" in evaluate and "--alignment-methods attention --ig-steps" in evaluate
+    assert "evaluate.py x.ckpt --split val" in bleu
+
+
+def test_kftt_alignment_symmetrises_two_directions_forward_arg_max_on_the_reporting_pairs(tmp_path):
+    """The supervised runs' ``attention.argmax.links`` of each direction (1-based, in the gold's ja-en
+    orientation) joined by grow-diag-final-and, scored on the pairs from the reporting one on: the first pair
+    is left out of the score, the others score as their joined links against the gold."""
+    from analysis.aer import score_links
+    from analysis.symmetrise import grow_diag_final_and
+    from bench.kftt_alignment import symmetrised
+
+    files = {"sentences": tmp_path / "gold.src-tgt", "links": tmp_path / "gold.links"}
+    files["sentences"].write_text("a b c ||| x y z\nd e ||| u v\nf g ||| s t\n", encoding="utf-8")
+    files["links"].write_text("1-1\n1-1 2-2\n1-2 2-1\n", encoding="utf-8")
+    forward = ["3-3", "1-1 2-1", "1-2 2-1"]
+    reverse = ["1-1", "1-1 2-2", "2-1"]
+    for name, lines in (("sup_ja_en", forward), ("sup_en_ja", reverse)):
+        (tmp_path / "links" / name).mkdir(parents=True)
+        (tmp_path / "links" / name / "attention.argmax.links").write_text("\n".join(lines) + "\n")
+    scores = symmetrised(tmp_path, files, ["attention"], True, 2)
+    joined = [grow_diag_final_and({(0, 0), (1, 0)}, {(0, 0), (1, 1)}),  # 0-based, ja-en, pairs 2 and 3
+              grow_diag_final_and({(0, 1), (1, 0)}, {(1, 0)})]
+    expected = score_links(joined, [{(0, 0), (1, 1)}, {(0, 1), (1, 0)}], [set(), set()])
+    assert scores["attention"] == vars(expected)
+    assert scores != symmetrised(tmp_path, files, ["attention"], True, 1)  # pair 1 joins (3-3 is wrong)
 
 
 def test_kftt_alignment_table_rows_come_from_the_scores_and_skip_without_the_corpus(tmp_path, capsys):
@@ -1079,225 +1008,26 @@ def test_kftt_alignment_table_rows_come_from_the_scores_and_skip_without_the_cor
     parts = {"choose": [1, 100], "report": [101, 582], "apart": True,
              "about": "chosen on gold pairs 1–100, reported on pairs 101–582 (482)"}
     diagonal = {"precision": 0.11, "recall": 0.1, "aer": 0.889}
-    eflomal = {"scores": {"forward": {"precision": 0.536, "recall": 0.374, "aer": 0.559}}}
-    rows = table({"best": {"attention": best}, "parts": parts, "diagonal": diagonal}, eflomal)
+    eflomal = {"pairs": "gold pairs 101–582",
+               "scores": {"forward": {"precision": 0.536, "recall": 0.374, "aer": 0.559}}}
+    symmetric = {"both directions, supervised heads": {"attention": {"precision": 0.7, "recall": 0.6,
+                                                                     "aer": 0.35}}}
+    run = {"best": {"attention": best}, "parts": parts, "diagonal": diagonal}
+    rows = table({"ja→en, supervised head": run}, symmetric, eflomal)
     assert rows[0] == "Maps chosen on gold pairs 1–100, reported on pairs 101–582 (482)."
     assert rows[2] == ("| aligner | extraction | map chosen on pairs 1–100 | precision | recall | "
                        "AER (pairs 101–582) | AER where chosen |")
-    assert rows[4] == "| attention | forward arg-max | layer 2 | 50.0% | 25.0% | 60.0 | 55.0 |"
-    assert rows[5] == ("| attention | threshold, each target word's row | layer 1 head 3 | 40.0% | 30.0% "
-                       "| 65.0 | 50.0 |")
-    assert rows[6] == "| diagonal: target word j to source word ⌊(j + ½)·S/T⌋ | | | 11.0% | 10.0% | 88.9 | |"
-    assert rows[7] == "| eflomal, 30k pairs (all gold pairs) | forward | | 53.6% | 37.4% | 55.9 | |"
-    assert len(rows) == 8 + len(PUBLISHED) and rows[-1].endswith("| 37.4–38.4 | |")
+    assert rows[4] == ("| ja→en, supervised head: attention | forward arg-max | layer 2 | 50.0% | 25.0% "
+                       "| 60.0 | 55.0 |")
+    assert rows[5] == ("| ja→en, supervised head: attention | threshold, each target word's row "
+                       "| layer 1 head 3 | 40.0% | 30.0% | 65.0 | 50.0 |")
+    assert rows[6] == ("| both directions, supervised heads: attention | grow-diag-final-and of the two "
+                       "directions' forward arg-max | | 70.0% | 60.0% | 35.0 | |")
+    assert rows[7] == "| diagonal: target word j to source word ⌊(j + ½)·S/T⌋ | | | 11.0% | 10.0% | 88.9 | |"
+    assert rows[8] == "| eflomal, 30k pairs (gold pairs 101–582) | forward | | 53.6% | 37.4% | 55.9 | |"
+    assert len(rows) == 9 + len(PUBLISHED) and rows[-1].endswith("| 37.4–38.4 | |")
     assert main(["--corpora", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out.startswith("skipped: the KFTT corpus is not in")
-
-
-# -- bench/eole_baseline.py and bench/marian_baseline.py (bench/peers.py), checked without eole or Marian ----
-
-
-
-def test_eole_config_is_the_wmt17_spm_recipe_with_the_stated_changes(tmp_path):
-    import yaml
-
-    from bench.eole_baseline import parse_args, recipe_changes, write_config
-
-    data = tmp_path / "multi30k"
-    args = parse_args(["--data", str(data), "--minutes", "7", "--threads", "2", "--vocab-size", "6000"])
-    cfg = yaml.safe_load(write_config(args, tmp_path).read_text())
-    out = tmp_path.resolve()
-    # The changes: Multi30k, no validation set, one SentencePiece BPE and one vocabulary for both sides, ...
-    assert cfg["data"] == {"corpus_1": {"path_src": str(data.resolve() / "train.de"),
-                                        "path_tgt": str(data.resolve() / "train.en")}}  # fmt: skip
-    assert cfg["transforms"] == ["sentencepiece", "filtertoolong"]
-    spm = str(out / "spm.model")
-    assert cfg["transforms_configs"]["sentencepiece"] == {"src_subword_model": spm, "tgt_subword_model": spm}
-    assert cfg["src_vocab"] == cfg["tgt_vocab"] == str(out / "vocab.shared") and cfg["share_vocab"] is True
-    assert (cfg["src_vocab_size"], cfg["tgt_vocab_size"], cfg["n_sample"]) == (6000, 6000, 0)
-    # ... this project's sizes and recipe in eole's terms, on the CPU ...
-    m, t = cfg["model"], cfg["training"]
-    assert (m["layers"], m["hidden_size"], m["heads"], m["transformer_ff"]) == (3, 256, 4, 512)
-    assert m["embeddings"]["word_vec_size"] == 256 and m["share_embeddings"] and m["share_decoder_embeddings"]
-    assert (t["dropout"], t["attention_dropout"], t["label_smoothing"], t["max_grad_norm"]) == ([0.15], [0.0],
-                                                                                                 0.1, 1.0)
-    assert (t["batch_type"], t["batch_size"], t["accum_count"]) == ("tokens", 1024, [1])
-    assert (t["learning_rate"], t["warmup_steps"], t["decay_method"]) == (0.001, 300, "cosine")
-    assert (t["gpu_ranks"], t["compute_dtype"], t["num_workers"]) == ([], "fp32", 0)
-    assert "valid_steps" not in t and t["model_path"] == str(out / "model")
-    # ... and the recipe as it is
-    assert (t["optim"], t["adam_beta2"], t["normalization"]) == ("adamw", 0.998, "tokens")
-    assert t["param_init_method"] == "xavier_uniform"
-    changes = recipe_changes(args)
-    assert changes[1].startswith("joint SentencePiece BPE of 6000 learnt on Multi30k train")
-    assert changes[-2] == "CPU fp32, 2 torch thread(s), no data-loading workers (recipe: GPU bf16, 4 workers)"
-    assert changes[-1].startswith("training stops after 7 min")
-
-
-def test_eole_learning_rate_warms_up_then_reaches_zero_with_the_time_budget():
-    from bench.eole_venv import Budget, lr_factor
-
-    assert [lr_factor(step, 4, 0.0) for step in (1, 2, 4)] == [0.25, 0.5, 1.0]
-    assert lr_factor(5, 4, 0.0) == 1.0  # no time spent yet: no decay
-    # half the time for 50 updates: 100 in all, so 46 of the 96 after warm-up are done
-    assert lr_factor(50, 4, 0.5) == pytest.approx(0.5 * (1 + math.cos(math.pi * 46 / 96)))
-    assert lr_factor(100, 4, 1.0) == 0.0 and lr_factor(100, 4, 1.5) == 0.0
-    budget = Budget(3600)
-    assert budget.fraction() == 0.0 and not budget.spent()  # the clock starts with the first batch
-    budget.stop()  # the watchdog's SIGINT
-    assert budget.spent()
-
-
-def test_eole_training_progress_from_its_log():
-    from bench.eole_baseline import training_progress
-
-    log = """\
-[2026-11-26 18:43:01,012 INFO] Step 100/50000; acc: 8.7; ppl: 1886.86; xent: 7.54; lr: 3.33e-04; 164 sec;
-time budget spent at update 101
-[2026-11-26 18:43:10,276 INFO] Saving optimizer and weights to step_101, and symlink to /tmp/eole/model
-"""
-    assert training_progress(log) == {"updates": 101, "last_train_accuracy": 8.7}
-    assert training_progress("") == {"updates": 0}
-
-
-def test_marian_config_is_the_transformer_example_with_the_stated_changes(tmp_path):
-    import yaml
-
-    from bench.marian_baseline import parse_args, recipe_changes, write_config
-
-    data = tmp_path / "multi30k"
-    args = parse_args(["--data", str(data), "--threads", "2", "--layers", "2", "--lr", "0.001"])
-    cfg = yaml.safe_load(write_config(args, tmp_path).read_text())
-    out = tmp_path.resolve()
-    assert cfg["train-sets"] == [str(data.resolve() / "train.de"), str(data.resolve() / "train.en")]
-    assert cfg["vocabs"] == [str(out / "vocab.spm")] * 2 and cfg["dim-vocabs"] == [8000, 8000]
-    assert "valid-sets" not in cfg and cfg["model"] == str(out / "model" / "model.npz")
-    assert (cfg["enc-depth"], cfg["dec-depth"], cfg["dim-emb"], cfg["transformer-heads"]) == (2, 2, 256, 4)
-    assert (cfg["transformer-dim-ffn"], cfg["transformer-dropout"]) == (512, 0.15)
-    assert cfg["label-smoothing"] == 0.1
-    assert (cfg["mini-batch-words"], cfg["clip-norm"], cfg["cpu-threads"]) == (1024, 1.0, 2)
-    assert (cfg["learn-rate"], cfg["lr-warmup"], cfg["lr-decay-inv-sqrt"]) == (0.001, 300, [300])
-    # the recipe as it is: post-LN ("dan"), all embeddings tied, its Adam and cost
-    assert (cfg["transformer-postprocess"], cfg["tied-embeddings-all"], cfg["cost-type"]) == ("dan", True,
-                                                                                             "ce-mean-words")
-    assert cfg["optimizer-params"] == [0.9, 0.98, 1e-09] and cfg["sigterm"] == "save-and-exit"
-    assert recipe_changes(args)[2] == (
-        "model: 2+2 layers, width 256, 4 heads, feed-forward 512 (recipe: 6+6, 512, 8, 2048)"
-    )
-
-
-def test_marian_training_progress_from_its_log():
-    from bench.marian_baseline import training_progress
-
-    log = """\
-[2026-11-26 18:34:18] Ep. 1 : Up. 20 : Sen. 640 : Cost 6.44068050 * 4,599 @ 928 after 15,397 : Time 0.29s
-[2026-11-26 18:34:19] Ep. 2 : Up. 40 : Sen. 1,280 : Cost 6.10000000 * 4,599 @ 928 after 30,000 : Time 0.29s
-[2026-11-26 18:44:22] Training interrupted (via signal).
-"""
-    assert training_progress(log) == {"epochs": 2, "updates": 40, "last_train_cost": 6.1}
-    assert training_progress("") == {"epochs": 0, "updates": 0}
-    timed = """\
-[2026-11-26 22:58:30] Ep. 1 : Up. 260 : Sen. 17,022 : Cost 5.13926792 : Time 10.00s : 1000.00 words/s
-[2026-11-26 22:58:48] Ep. 1 : Up. 280 : Sen. 18,412 : Cost 5.12024498 : Time 30.00s : 2000.00 words/s
-"""
-    # (10 s × 1000 + 30 s × 2000) / 40 s: weighted by each display's time, not averaged per line
-    assert training_progress(timed) == {"epochs": 1, "updates": 280, "last_train_cost": 5.12024498,
-                                        "target_tokens_per_s": 1750.0}  # fmt: skip
-
-
-@pytest.mark.parametrize("module", ["eole_baseline", "marian_baseline"])
-def test_peer_baselines_skip_cleanly_without_the_corpus_and_name_bad_options(module, tmp_path, capsys):
-    import importlib
-
-    baseline = importlib.import_module(f"bench.{module}")
-    venv = tmp_path / "venv"
-    assert baseline.main(["--data", str(tmp_path / "absent"), "--venv", str(venv), "--out",
-                          str(tmp_path / "out")]) is None  # fmt: skip
-    skipped = f"skipped: no Multi30k in {tmp_path / 'absent'} (missing train.de"
-    assert capsys.readouterr().out.startswith(skipped)
-    assert not venv.exists() and not (tmp_path / "out").exists()  # nothing installed, nothing written
-    with pytest.raises(SystemExit):
-        baseline.parse_args(["--batch-tokens", "0"])
-    assert "--batch-tokens must be positive, got 0" in capsys.readouterr().err
-
-
-def test_peer_scoring_names_the_split_and_refuses_a_missing_translation(tmp_path):
-    from bench.peers import score_split
-
-    refs, hyps = tmp_path / "val.en", tmp_path / "val.hyp.en"
-    refs.write_text("A dog runs on the grass.\nTwo men are talking.\n", encoding="utf-8")
-    hyps.write_text("A dog runs on the grass.\nTwo men are talking.\n", encoding="utf-8")
-    scores = score_split(hyps, refs, "val")
-    assert (scores["test_split"], scores["sentences"], scores["bleu"]) == ("val", 2, pytest.approx(100.0))
-    hyps.write_text("A dog runs on the grass.\n", encoding="utf-8")
-    with pytest.raises(RuntimeError, match="1 translations of 2 sentences"):
-        score_split(hyps, refs, "val")
-
-
-SAVES_THEN_DIES_BY_SIGTERM = """
-import os, signal, sys, time
-print("Training started", flush=True)
-def save_and_exit(*_):
-    print("saved", flush=True)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)  # as Marian does: exit 143 after saving
-signal.signal(signal.SIGTERM, save_and_exit)
-while True:
-    time.sleep(0.01)
-"""
-
-
-def test_peer_watchdog_sends_the_peers_signal_and_accepts_a_death_by_it(tmp_path):
-    import signal
-    import sys
-
-    from bench.peers import train_with_budget
-
-    log = tmp_path / "train.out"
-    command = [sys.executable, "-c", SAVES_THEN_DIES_BY_SIGTERM]
-    times = train_with_budget(command, dict(os.environ), log, 0.5, started="Training started", name="Marian",
-                              stop_signal=signal.SIGTERM)  # fmt: skip
-    assert times["stopped_by_budget"] is True and 0.5 <= times["train_seconds"] < 5
-    assert log.read_text().splitlines() == ["Training started", "saved"]
-    # a peer that never prints its start line failed, even with exit 0
-    with pytest.raises(RuntimeError, match=f"Marian training failed \\(exit 0\\); see {log}"):
-        train_with_budget([sys.executable, "-c", "print('loading')"], dict(os.environ), log, 5,
-                          started="Training started", name="Marian")  # fmt: skip
-
-
-@pytest.mark.skipif(not (EOLE_VENV / "bin" / "python").exists(), reason=f"no eole environment in {EOLE_VENV}")
-def test_eole_venv_patches_apply_to_the_installed_eole():
-    import subprocess
-
-    code = ("import eole.trainer\nfrom eole.utils import optimizers\n"
-            "from bench.eole_venv import Budget, patch_trainer\npatch_trainer(Budget(60))\n"
-            "assert eole.trainer.Trainer._accum_batches.__name__ == 'budgeted'\n"
-            "print(optimizers.make_learning_rate_decay_fn.__name__)")  # fmt: skip
-    done = subprocess.run([str(EOLE_VENV / "bin" / "python"), "-c", code], cwd=EOLE_VENV.parents[1],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "decay_fn"
-
-
-@pytest.mark.skipif(not (MARIAN_VENV / "bin" / "pymarian").exists(),
-                    reason=f"no Marian environment in {MARIAN_VENV}")
-def test_marian_wheel_trains_on_the_cpu(tmp_path):
-    """pymarian's trainer, built with CPU support, makes a few updates of a tiny model on one thread."""
-    import subprocess
-
-    src, tgt = tmp_path / "s.de", tmp_path / "s.en"
-    src.write_text("ein Hund .\neine Katze .\nzwei Hunde .\n" * 20)
-    tgt.write_text("a dog .\na cat .\ntwo dogs .\n" * 20)
-    vocab, model = str(tmp_path / "v.yml"), tmp_path / "model.npz"
-    command = [str(MARIAN_VENV / "bin" / "pymarian"), "--type", "transformer", "--cpu-threads", "1",
-               "--train-sets", str(src), str(tgt), "--vocabs", vocab, vocab, "-m", str(model),
-               "--enc-depth", "1", "--dec-depth", "1", "--dim-emb", "16", "--transformer-dim-ffn", "32",
-               "--transformer-heads", "2", "--after", "3u", "--mini-batch", "8", "--workspace", "64",
-               "--quiet"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert model.is_file()
 
 
 def test_corpus_growth_recombines_pairs_and_reports_the_growth(tmp_path):

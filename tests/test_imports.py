@@ -101,7 +101,10 @@ def test_the_layer_rule_sees_a_breach(tmp_path, monkeypatch):
 
 
 def test_only_the_benchmark_tests_import_bench():
-    importing = [p.name for p in sorted((REPO / "tests").glob("*.py")) if "bench" in imported_modules(p)]
-    # test_bench_curves.py: the curve scripts' refusals; test_joeynmt.py: the JoeyNMT baseline's;
-    # test_memory.py: bench/memory.py reads a run's memory log
-    assert importing == ["test_bench.py", "test_bench_curves.py", "test_joeynmt.py", "test_memory.py"]
+    tests = REPO / "tests"
+    importing = [p.relative_to(tests).as_posix() for p in sorted(tests.rglob("*.py"))
+                 if "bench" in imported_modules(p)]  # fmt: skip
+    # test_bench_curves.py: the curve scripts' refusals; test_memory.py: bench/memory.py reads a run's memory
+    # log; peers/: the comparisons with JoeyNMT, eole and Marian (bench/peers/)
+    assert importing == ["peers/test_eole_marian.py", "peers/test_joeynmt.py", "peers/test_peer_speed.py",
+                         "test_bench.py", "test_bench_curves.py", "test_memory.py"]  # fmt: skip

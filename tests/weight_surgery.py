@@ -1,7 +1,7 @@
 """Weight surgery for tests and benchmarks: a model whose decodings run exactly their length limit.
 
 A device for measuring and testing decoding, not part of the model, so it lives beside the tests;
-bench/speed.py and bench/joeynmt_venv.py import it from here (``tests.weight_surgery``).
+bench/speed.py and bench/peers/joeynmt_venv.py import it from here (``tests.weight_surgery``).
 """
 
 import torch

@@ -1,7 +1,7 @@
-"""What the comparisons with other toolkits share (``bench/joeynmt_baseline.py``, ``bench/eole_baseline.py``,
-``bench/marian_baseline.py``): the peer's own virtual environment, its processes' threads, training under a
-wall-clock watchdog, scoring the translations (of test2016, or of the split a run asks for) with this
-project's sacreBLEU, and the one-line JSON result.
+"""What the comparisons with other toolkits share (``joeynmt_baseline.py``, ``eole_baseline.py``,
+``marian_baseline.py``, beside this file): the peer's own virtual environment, its processes' threads,
+training under a wall-clock watchdog, scoring the translations (of test2016, or of the split a run asks for)
+with this project's sacreBLEU, and the one-line JSON result.
 
 Each peer trains in a process of its own; the watchdog starts its clock when the peer prints the line that
 says its training loop has begun (data preparation is not part of the budget, as this project's tokenizer
@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CORPUS_FILES = ("train.de", "train.en", "val.de", "val.en", "test2016.de", "test2016.en")
 
 

@@ -1,10 +1,10 @@
 """JoeyNMT's Transformer on Multi30k de→en, trained for a fixed wall-clock budget, decoded with its own beam
 search and scored with this project's sacreBLEU.
 
-    python bench/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
-    python bench/joeynmt_baseline.py --recipe cpu-hour --minutes 60 --split val     # one tuning run
-    python bench/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
-    python bench/joeynmt_baseline.py --decode-only --out RUN --split test2016         # a finished run, again
+    python bench/peers/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
+    python bench/peers/joeynmt_baseline.py --recipe cpu-hour --minutes 60 --split val     # one tuning run
+    python bench/peers/joeynmt_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
+    python bench/peers/joeynmt_baseline.py --decode-only --out RUN --split test2016   # a finished run, again
 
 JoeyNMT (``joeynmt`` 2.3.0) pins ``protobuf<3.21``, so it lives in a virtual environment of its own
 (``--venv``, default ``bench/.joeynmt-venv``), created on first use with ``--system-site-packages``: the
@@ -58,10 +58,10 @@ from pathlib import Path
 import yaml
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import peers
-from bench.peers import REPO
+from bench.peers import common
+from bench.peers.common import REPO
 
 VENV = REPO / "bench" / ".joeynmt-venv"
 JOEYNMT = "joeynmt==2.3.0"
@@ -110,7 +110,7 @@ class Recipe:
 SCHEDULES = ("plateau", "warmupinversesquareroot", "warmupexponentialdecay")
 # Updates per minute of the cpu-hour recipe (3+3 layers, d_ff 512, 2048-token batches) on one thread of the
 # 2-core AMD EPYC beside a second one-thread run of it: 40.2 in the 5-minute pace runs of 2026-11-27
-# (docs/joeynmt.md). Another machine has another pace: bench/joeynmt_tune.py --pace-from measures it there.
+# (docs/peers.md). Another machine has another pace: bench/peers/joeynmt_tune.py --pace-from measures it.
 CPU_HOUR_UPDATES_PER_MINUTE = 40.0
 RECIPES = {
     # the documented recipe's decay_to and updates_per_minute act only if --schedule warmupexponentialdecay
@@ -130,7 +130,7 @@ SPLITS = ("test2016", "val")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    peers.add_run_args(p, "JoeyNMT", VENV, Path("runs/joeynmt"))
+    common.add_run_args(p, "JoeyNMT", VENV, Path("runs/joeynmt"))
     p.add_argument("--recipe", choices=tuple(RECIPES), default="documented",
                    help="JoeyNMT's documented GPU recipe, or the one built for a CPU hour (docs/joeynmt.md)")
     p.add_argument("--merges", type=int, default=8000, help="joint BPE merges (subword-nmt)")
@@ -156,7 +156,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="no training: decode --split with the run already in --out (a tuning run's weights "
                         "on the test set); its result goes to <out>/result_<split>.json")  # fmt: skip
     args = p.parse_args(argv)
-    peers.check_positive(p, args, "minutes", "threads", "merges", "layers", "d_ff", "batch_tokens",
+    common.check_positive(p, args, "minutes", "threads", "merges", "layers", "d_ff", "batch_tokens",
                          "validation_freq", "lr", "updates_per_minute", "sentences")  # fmt: skip
     for name in ("warmup", "clip_grad_norm"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
@@ -320,27 +320,27 @@ def setting_changes(settings: Recipe, minutes: float) -> list[str]:
     return lines
 
 
-# -- the result line, the environment and the watchdog (bench/peers.py, with JoeyNMT's names) ---------------
+# -- the result line, the environment and the watchdog (bench/peers/common.py, with JoeyNMT's names) -----
 
 
 def result_line(result: dict) -> str:
-    return peers.result_line(RESULT_PREFIX, result)
+    return common.result_line(RESULT_PREFIX, result)
 
 
 def parse_result(text: str) -> dict:
-    """The last ``RESULT_PREFIX`` line of a run's output, as a dict (``peers.parse_result``)."""
-    return peers.parse_result(text, RESULT_PREFIX, "JoeyNMT")
+    """The last ``RESULT_PREFIX`` line of a run's output, as a dict (``common.parse_result``)."""
+    return common.parse_result(text, RESULT_PREFIX, "JoeyNMT")
 
 
 def ensure_venv(venv: Path) -> Path:
-    """JoeyNMT's virtual environment, created and filled if missing (``peers.ensure_venv``); its Python."""
-    return peers.ensure_venv(venv, [JOEYNMT, *EXTRA_PACKAGES], "import joeynmt.training, joeynmt.prediction",
+    """JoeyNMT's virtual environment, created and filled if missing (``common.ensure_venv``); its Python."""
+    return common.ensure_venv(venv, [JOEYNMT, *EXTRA_PACKAGES], "import joeynmt.training, joeynmt.prediction",
                              "JoeyNMT")  # fmt: skip
 
 
 def joeynmt_command(python: Path) -> list[str]:
-    """``python -m joeynmt``, through ``bench/joeynmt_venv.py``'s fixes for today's torch."""
-    return [str(python), str(REPO / "bench" / "joeynmt_venv.py"), "joeynmt"]
+    """``python -m joeynmt``, through ``bench/peers/joeynmt_venv.py``'s fixes for today's torch."""
+    return [str(python), str(REPO / "bench" / "peers" / "joeynmt_venv.py"), "joeynmt"]
 
 
 def train_with_budget(
@@ -349,9 +349,9 @@ def train_with_budget(
     """JoeyNMT's training, interrupted (SIGINT, as Ctrl-C) ``budget_s`` after its first epoch starts.
 
     JoeyNMT catches the interrupt in its training loop and saves the current weights as ``latest.ckpt``
-    before it returns (``peers.train_with_budget``).
+    before it returns (``common.train_with_budget``).
     """
-    return peers.train_with_budget(command, env, log, budget_s, grace_s, started=TRAINING_STARTED,
+    return common.train_with_budget(command, env, log, budget_s, grace_s, started=TRAINING_STARTED,
                                    name="JoeyNMT")  # fmt: skip
 
 
@@ -420,7 +420,7 @@ def cross_check(python: Path, config: Path, checkpoint: Path, src: Path, ref: Pa
 
     ``test`` decodes the split again (the config's testing section: beam 5) and scores it with sacreBLEU
     (``sacrebleu_cfg``: 13a, cased) against its references, which are the reference lines Moses-tokenized and
-    detokenized (``bench/joeynmt_venv.py references``). Returned: JoeyNMT's BLEU, this project's BLEU of
+    detokenized (``bench/peers/joeynmt_venv.py references``). Returned: JoeyNMT's BLEU, this project's BLEU of
     ``test``'s translations against the raw references and against JoeyNMT's, how many references the Moses
     round trip changed, and how many of ``test``'s translations differ from ``translate``'s (``hyps``).
     """
@@ -445,7 +445,7 @@ def cross_check(python: Path, config: Path, checkpoint: Path, src: Path, ref: Pa
     if done.returncode != 0 or not found:
         raise RuntimeError(f"JoeyNMT's test mode failed (exit {done.returncode}); see {log}")
     joey_refs = folder / "references.en"
-    changed = subprocess.run([str(python), str(REPO / "bench" / "joeynmt_venv.py"), "references",
+    changed = subprocess.run([str(python), str(REPO / "bench" / "peers" / "joeynmt_venv.py"), "references",
                               str(test_config), str(ref), str(joey_refs)],
                              env=env, check=True, capture_output=True, text=True)  # fmt: skip
     test_hyps = (folder / "hyp.test").read_text(encoding="utf-8").splitlines()
@@ -469,18 +469,18 @@ def cross_check(python: Path, config: Path, checkpoint: Path, src: Path, ref: Pa
 def decode_and_score(args: argparse.Namespace, out: Path, python: Path, env: dict, config: Path,
                      run: dict, times: dict, progress: dict, name: str = "result.json") -> dict:  # fmt: skip
     """Decode ``--split`` with the run's ``--checkpoint`` (``latest.ckpt`` where there is no ``best.ckpt``),
-    score it, cross-check it if asked, and report it as ``<out>/<name>`` (``peers.report``)."""
+    score it, cross-check it if asked, and report it as ``<out>/<name>`` (``common.report``)."""
     checkpoint = out / "model" / f"{args.checkpoint}.ckpt"
     if not checkpoint.exists():  # no validation within the budget: no best.ckpt
         checkpoint = out / "model" / "latest.ckpt"
     src, ref = split_files(args, out)
     hyps = out / f"{args.split}.hyp.en"
     decode_seconds = translate(python, config, checkpoint, src, hyps, env)
-    scores = peers.score_split(hyps, ref, args.split)
+    scores = common.score_split(hyps, ref, args.split)
     if args.cross_check:
         progress = {**progress, "cross_check": cross_check(python, config, checkpoint, src, ref, hyps, env)}
     run = {**run, "checkpoint": checkpoint.name}
-    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress, scores, name)
+    return common.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress, scores, name)
 
 
 def decode_again(args: argparse.Namespace) -> dict:
@@ -500,7 +500,7 @@ def decode_again(args: argparse.Namespace) -> dict:
     progress = training_progress((args.out / "model" / "train.log").read_text(encoding="utf-8"))
     if "expected_updates" in earlier:
         progress["expected_updates"] = earlier["expected_updates"]
-    return decode_and_score(args, args.out, python, peers.thread_env(args.threads), args.out / "config.yaml",
+    return decode_and_score(args, args.out, python, common.thread_env(args.threads), args.out / "config.yaml",
                             run, times, progress, name=f"result_{args.split}.json")  # fmt: skip
 
 
@@ -508,12 +508,13 @@ def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
     if args.decode_only:
         return decode_again(args)
-    started = peers.start_run(args, "JoeyNMT", ensure_venv, write_config, recipe_changes(args))
+    started = common.start_run(args, "JoeyNMT", ensure_venv, write_config, recipe_changes(args))
     if started is None:
         return None
     out, python, env, config = started
     print(f"recipe: {args.recipe}", flush=True)
-    vocab = subprocess.run([str(python), str(REPO / "bench" / "joeynmt_venv.py"), "vocab", str(config)],
+    helper = REPO / "bench" / "peers" / "joeynmt_venv.py"
+    vocab = subprocess.run([str(python), str(helper), "vocab", str(config)],
                            env=env, check=True, capture_output=True, text=True)  # fmt: skip
     print(f"joint BPE and vocabulary: {vocab.stdout.strip()}", flush=True)
     model_dir = out / "model"  # JoeyNMT's train mode makes it, and refuses one that exists

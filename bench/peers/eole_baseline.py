@@ -1,12 +1,12 @@
 """eole's Transformer recipe on Multi30k de→en, sized like this project's recipe, trained for a fixed
 wall-clock budget, decoded with eole's beam search and scored with this project's sacreBLEU.
 
-    python bench/eole_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
-    python bench/eole_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
+    python bench/peers/eole_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
+    python bench/peers/eole_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
 
 eole (``eole`` 0.6.4, the successor of OpenNMT-py) pins ``protobuf==7.36.2`` and ``numpy>=2``, so it lives
 in a virtual environment of its own (``--venv``, default ``bench/.eole-venv``), made on first use with
-``--system-site-packages`` so that the system's torch is reused (``bench/peers.py``).
+``--system-site-packages`` so that the system's torch is reused (``bench/peers/common.py``).
 
 The config is eole's ``recipes/wmt17/wmt17_ende_spm.yaml`` (in its repository: a Transformer on raw text
 with an on-the-fly SentencePiece transform) with the changes of ``RECIPE_CHANGES`` and no others;
@@ -15,7 +15,7 @@ with an on-the-fly SentencePiece transform) with the changes of ``RECIPE_CHANGES
 1024-token batches, warm-up then a decay that ends with the hour, gradient norm clipped at 1, label smoothing
 0.1, one SentencePiece BPE of 8000 learnt on the training set), on the CPU in fp32, without validation.
 
-Training: ``bench/eole_venv.py train`` (eole's own ``train``, stopped by the time budget and with the
+Training: ``bench/peers/eole_venv.py train`` (eole's own ``train``, stopped by the time budget and with the
 learning rate decayed over it). Decoding: ``eole predict`` with the recipe README's settings (beam 5, batches
 of 4096 tokens; eole's default length penalty, ``avg``) of the weights at the end of the budget, on
 test2016; eole's SentencePiece transform detokenizes its output, which ``analysis.metrics`` scores as
@@ -33,10 +33,10 @@ from pathlib import Path
 import yaml
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import peers
-from bench.peers import REPO
+from bench.peers import common
+from bench.peers.common import REPO
 
 VENV = REPO / "bench" / ".eole-venv"
 EOLE = "eole==0.6.4"
@@ -67,13 +67,13 @@ RESULT_PREFIX = "eole result: "
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    peers.add_run_args(p, "eole", VENV, Path("runs/eole"))
+    common.add_run_args(p, "eole", VENV, Path("runs/eole"))
     p.add_argument("--vocab-size", type=int, default=8000, help="joint SentencePiece BPE vocabulary")
     p.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
     p.add_argument("--batch-tokens", type=int, default=1024, help="training batch in tokens")
     p.add_argument("--warmup", type=int, default=300, help="warm-up updates")
     args = p.parse_args(argv)
-    peers.check_positive(p, args, "minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup")
+    common.check_positive(p, args, "minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup")
     return args
 
 
@@ -155,8 +155,8 @@ def training_progress(log_text: str) -> dict:
 
 
 def ensure_venv(venv: Path) -> Path:
-    """eole's virtual environment, created and filled if missing (``peers.ensure_venv``); its Python."""
-    return peers.ensure_venv(venv, [EOLE], "import eole.trainer, eole.bin.main", "eole")
+    """eole's virtual environment, created and filled if missing (``common.ensure_venv``); its Python."""
+    return common.ensure_venv(venv, [EOLE], "import eole.trainer, eole.bin.main", "eole")
 
 
 def eole_cli(python: Path) -> list[str]:
@@ -178,11 +178,11 @@ def translate(python: Path, model: Path, sources: Path, hyps: Path, env: dict) -
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
-    started = peers.start_run(args, "eole", ensure_venv, write_config, recipe_changes(args))
+    started = common.start_run(args, "eole", ensure_venv, write_config, recipe_changes(args))
     if started is None:
         return None
     out, python, env, config = started
-    helper = [str(python), str(REPO / "bench" / "eole_venv.py")]
+    helper = [str(python), str(REPO / "bench" / "peers" / "eole_venv.py")]
     spm = subprocess.run([*helper, "spm", str(config)], env=env, check=True, capture_output=True, text=True)
     print(f"joint SentencePiece: {spm.stdout.strip()}", flush=True)
     subprocess.run([*eole_cli(python), "build_vocab", "--config", str(config), "--n_sample", "-1"], env=env,
@@ -190,18 +190,19 @@ def main(argv: list[str] | None = None) -> dict | None:
     entries = len((out / "vocab.shared").read_text(encoding="utf-8").splitlines())
     print(f"eole vocabulary: {entries} pieces counted in {out / 'vocab.shared'}", flush=True)
 
-    from bench.eole_venv import TRAINING_STARTED
+    from bench.peers.eole_venv import TRAINING_STARTED
 
     log = out / "train.out"
-    times = peers.train_with_budget([*helper, "train", str(config), "--minutes", str(args.minutes)], env, log,
-                                    args.minutes * 60, started=TRAINING_STARTED, name="eole")  # fmt: skip
+    command = [*helper, "train", str(config), "--minutes", str(args.minutes)]
+    times = common.train_with_budget(command, env, log,
+                                     args.minutes * 60, started=TRAINING_STARTED, name="eole")  # fmt: skip
     progress = training_progress(log.read_text(encoding="utf-8"))
 
     hyps = out / "test2016.hyp.en"
     decode_seconds = translate(python, out / "model", args.data / "test2016.de", hyps, env)
     run = {"model": "eole Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
            "checkpoint": "the weights at the end of the budget"}  # fmt: skip
-    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
+    return common.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
 
 
 if __name__ == "__main__":

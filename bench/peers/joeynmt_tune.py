@@ -1,15 +1,15 @@
 """JoeyNMT at its best for the hour: its ``cpu-hour`` recipe tuned on Multi30k's validation set, then the pick
-scored on test2016 (docs/joeynmt.md).
+scored on test2016 (docs/peers.md).
 
-    python bench/joeynmt_tune.py tune                          # the variants, two at a time, one thread each
-    python bench/joeynmt_tune.py tune --variants base lr2e-3   # ... or a pair at a time: the table merges
-    python bench/joeynmt_tune.py final                         # the best of tune's table, on test2016
-    python bench/joeynmt_tune.py final --variant 4x4           # ... or a variant named
-    MINUTES=3 SENTENCES=100 python bench/joeynmt_tune.py tune  # smoke runs: the figures mean nothing
+    python bench/peers/joeynmt_tune.py tune                          # the variants, two at a time
+    python bench/peers/joeynmt_tune.py tune --variants base lr2e-3   # ... or a pair at a time
+    python bench/peers/joeynmt_tune.py final                         # the best of tune's table, on test2016
+    python bench/peers/joeynmt_tune.py final --variant 4x4           # ... or a variant named
+    MINUTES=3 SENTENCES=100 python bench/peers/joeynmt_tune.py tune  # smoke runs: the figures mean nothing
 
 ``tune`` trains each variant of ``VARIANTS`` (``--variants``, default ``DEFAULT_VARIANTS``) for ``--minutes``
-(60, or ``$MINUTES``) with ``bench/joeynmt_baseline.py --recipe cpu-hour``, two at a time, each on one CPU
-thread (``OMP_NUM_THREADS=1``), decodes the validation set (Multi30k ``val``, 1014 sentences, or its first
+(60, or ``$MINUTES``) with ``bench/peers/joeynmt_baseline.py --recipe cpu-hour``, two at a time, each on one
+CPU thread (``OMP_NUM_THREADS=1``), decodes the validation set (Multi30k ``val``, 1014 sentences, or its first
 ``--sentences``/``$SENTENCES``) with JoeyNMT's beam search (beam 5, alpha 1.0) and writes ``tuning.md`` and
 ``tuning.json``: the variants by validation BLEU, the best one marked. The rows of an earlier ``tune`` in the
 same ``--out`` with the same budget and sentences stay in the table unless their variant runs again, so the
@@ -19,15 +19,15 @@ JoeyNMT's schedule counts updates, not minutes, so each variant's decay is sized
 (updates per minute, ``VARIANTS``). ``--pace-from`` takes the paces measured on this machine by a short
 ``tune`` of the same variants, two at a time as the hour runs them:
 
-    MINUTES=5 SENTENCES=20 python bench/joeynmt_tune.py tune --out results_joeynmt_pace        # ~15 min
-    python bench/joeynmt_tune.py tune --pace-from results_joeynmt_pace/tuning.json
+    MINUTES=5 SENTENCES=20 python bench/peers/joeynmt_tune.py tune --out results_joeynmt_pace        # ~15 min
+    python bench/peers/joeynmt_tune.py tune --pace-from results_joeynmt_pace/tuning.json
 
 ``final`` decodes test2016 with the pick's own weights, those of its tuning run (chosen on the validation set,
 then scored once on the test set; no second training), with JoeyNMT's beam search, scores it with the same
 sacreBLEU as ``evaluate.py``, and cross-checks the scoring with JoeyNMT's own ``test`` mode
-(``bench/joeynmt_baseline.py --decode-only --cross-check``). ``final.md`` and ``final.json`` hold the row and
-the cross-check. This project's rows beside it come from ``bench/multi30k_levers.py`` (the recipe in fp32,
-JoeyNMT's only precision on a CPU: ``--levers fp32``; in bf16-mixed: the seeds' mean).
+(``bench/peers/joeynmt_baseline.py --decode-only --cross-check``). ``final.md`` and ``final.json`` hold the
+row and the cross-check. This project's rows beside it come from ``bench/multi30k_levers.py`` (the recipe in
+fp32, JoeyNMT's only precision on a CPU: ``--levers fp32``; in bf16-mixed: the seeds' mean).
 """
 
 import argparse
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.joeynmt_baseline import RECIPES, VENV, parse_result
+from bench.peers.joeynmt_baseline import RECIPES, VENV, parse_result
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HOUR_WARMUP = RECIPES["cpu-hour"].warmup
 
 
@@ -111,7 +111,7 @@ def measured_pace(tuning: list[dict]) -> dict[str, float]:
 
 
 def variant_options(name: str, minutes: int, pace: dict[str, float] | None = None) -> list[str]:
-    """``bench/joeynmt_baseline.py`` options of variant ``name`` for a budget of ``minutes``: its knobs, its
+    """``joeynmt_baseline.py`` options of variant ``name`` for a budget of ``minutes``: its knobs, its
     measured ``pace`` (updates per minute) where there is one, and a warm-up scaled with a budget under an
     hour (``HOUR_WARMUP`` updates an hour)."""
     knobs = dict(VARIANTS[name].knobs)
@@ -123,13 +123,13 @@ def variant_options(name: str, minutes: int, pace: dict[str, float] | None = Non
 
 
 def joeynmt_command(args: argparse.Namespace, out: Path, variant: str) -> list[str]:
-    """``bench/joeynmt_baseline.py``'s tuning run of ``variant``: trained for the budget, scored on val."""
+    """``joeynmt_baseline.py``'s tuning run of ``variant``: trained for the budget, scored on val."""
     command = [*baseline_command(args, out, "val"), "--recipe", "cpu-hour", "--minutes", str(args.minutes)]
     return command + variant_options(variant, args.minutes, args.pace)
 
 
 def baseline_command(args: argparse.Namespace, out: Path, split: str) -> list[str]:
-    command = [sys.executable, str(REPO / "bench" / "joeynmt_baseline.py"), "--data",
+    command = [sys.executable, str(REPO / "bench" / "peers" / "joeynmt_baseline.py"), "--data",
                str(args.corpora / "multi30k"), "--threads", "1", "--split", split, "--out", str(out),
                "--venv", str(args.venv)]  # fmt: skip
     return command + ([] if args.sentences is None else ["--sentences", str(args.sentences)])
@@ -155,7 +155,7 @@ def run_side_by_side(jobs: list[tuple[str, list[str], Path]]) -> None:
 
 
 def tuning_rows(results: dict[str, dict]) -> list[dict]:
-    """One row per variant's result (``bench/joeynmt_baseline.py``'s JSON), best validation BLEU first."""
+    """One row per variant's result (``joeynmt_baseline.py``'s JSON), best validation BLEU first."""
     rows = []
     for name, r in results.items():
         s = r["settings"]
@@ -289,8 +289,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"updates per minute measured in {args.pace_from}: {args.pace}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     # The environment first, so that installing it does not eat into a run's budget.
-    subprocess.run([sys.executable, str(REPO / "bench" / "joeynmt_baseline.py"), "--venv", str(args.venv),
-                    "--venv-only"], check=True)  # fmt: skip
+    baseline = REPO / "bench" / "peers" / "joeynmt_baseline.py"
+    subprocess.run([sys.executable, str(baseline), "--venv", str(args.venv), "--venv-only"], check=True)
     (tune if args.step == "tune" else final)(args)
 
 

@@ -1,9 +1,9 @@
 """The parts of the eole comparison that import eole: run with the Python of eole's virtual environment
-(``bench/eole_baseline.py`` creates it), never with the project's own.
+(``bench/peers/eole_baseline.py`` creates it), never with the project's own.
 
-    VENV/bin/python bench/eole_venv.py spm CONFIG                 # the joint SentencePiece BPE of a config
-    VENV/bin/python bench/eole_venv.py train CONFIG --minutes 60  # `eole train`, stopped and decayed in time
-    VENV/bin/python bench/eole_venv.py speed BATCHES.pt OUT.json  # training speed beside model.Transformer
+    VENV/bin/python bench/peers/eole_venv.py spm CONFIG                 # the joint SentencePiece BPE
+    VENV/bin/python bench/peers/eole_venv.py train CONFIG --minutes 60  # `eole train`, stopped in time
+    VENV/bin/python bench/peers/eole_venv.py speed BATCHES.pt OUT.json  # speed beside model.Transformer
 
 ``spm`` learns the SentencePiece model that the config's ``sentencepiece`` transform reads, on the training
 sentences of both languages (the role of ``spm_train`` in eole's ``recipes/wmt17/prepare_wmt_ende_data.sh``).
@@ -12,8 +12,8 @@ sentences of both languages (the role of ``spm_train`` in eole's ``recipes/wmt17
 
 - a time budget: eole has none (``train_steps`` only). The clock starts when the first batch is drawn (the
   line ``TRAINING_STARTED`` is printed then); once ``--minutes`` have passed, or on SIGINT (the watchdog of
-  ``bench/peers.py``), no more batches are drawn, and eole's loop ends as it does at ``train_steps``: it saves
-  the current weights. (On an uncaught SIGINT eole logs "Training interrupted" and saves nothing.)
+  ``bench/peers/common.py``), no more batches are drawn, and eole's loop ends as at ``train_steps``: it
+  saves the current weights. (On an uncaught SIGINT eole logs "Training interrupted" and saves nothing.)
 - the learning rate: linear warm-up for ``warmup_steps``, then this project's ``cosine_time`` schedule
   (``training/schedule.py``), a cosine that reaches zero when the time budget runs out, its length in updates
   estimated from the pace so far. eole's own ``cosine`` decays over ``train_steps``, a number of updates that
@@ -34,10 +34,10 @@ import threading
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as `python bench/eole_venv.py`: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as `python bench/peers/eole_venv.py`: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-TRAINING_STARTED = "eole training clock started"  # bench/eole_baseline.py's watchdog waits for this line
+TRAINING_STARTED = "eole training clock started"  # eole_baseline.py's watchdog waits for this line
 
 
 def learn_spm(config_path: Path) -> dict:
@@ -173,7 +173,7 @@ def eole_batch(batch) -> tuple[dict, int]:
     sentence)."""
     import torch
 
-    from bench.speed_common import peer_target, to_peer_ids
+    from bench.peers.timing import peer_target, to_peer_ids
 
     src, tgt = to_peer_ids(batch.src), peer_target(batch)  # (B, S), (B, T + 1)
     n = src.size(0)
@@ -190,7 +190,8 @@ def time_training(config: dict, saved_batches: list[dict]) -> dict:
     import eole.utils
     import torch
 
-    from bench.speed_common import Batch, BenchConfig, alternate_training, our_model
+    from bench.peers.timing import alternate_training
+    from bench.speed_common import Batch, BenchConfig, our_model
     from bench.speed_training import train_step
 
     cfg = BenchConfig(**config)
@@ -225,7 +226,7 @@ def time_speed(saved: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.speed_common import add_speed_command, run_speed_command
+    from bench.peers.timing import add_speed_command, run_speed_command
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)

@@ -1,10 +1,10 @@
 """The parts of the JoeyNMT comparison that import JoeyNMT: run with the Python of JoeyNMT's virtual
-environment (``bench/joeynmt_baseline.py`` creates it), never with the project's own.
+environment (``bench/peers/joeynmt_baseline.py`` creates it), never with the project's own.
 
-    VENV/bin/python bench/joeynmt_venv.py vocab CONFIG             # joint BPE codes and vocabulary
-    VENV/bin/python bench/joeynmt_venv.py joeynmt train CONFIG     # `python -m joeynmt`, on today's torch
-    VENV/bin/python bench/joeynmt_venv.py speed BATCHES.pt OUT.json
-    VENV/bin/python bench/joeynmt_venv.py references CONFIG REFS.en OUT.en   # JoeyNMT's view of references
+    VENV/bin/python bench/peers/joeynmt_venv.py vocab CONFIG             # joint BPE codes and vocabulary
+    VENV/bin/python bench/peers/joeynmt_venv.py joeynmt train CONFIG     # `python -m joeynmt`, today's torch
+    VENV/bin/python bench/peers/joeynmt_venv.py speed BATCHES.pt OUT.json
+    VENV/bin/python bench/peers/joeynmt_venv.py references CONFIG REFS.en OUT.en   # JoeyNMT's references
 
 ``vocab`` does what JoeyNMT's ``scripts/build_vocab.py --joint`` does for a subword-nmt config (that script is
 in JoeyNMT's repository, not in its package): the training sentences of both languages, pre-processed by
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # run as `python bench/joeynmt_venv.py`: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 # -- vocab ---------------------------------------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ def joey_batch(batch):
     """A JoeyNMT ``Batch`` of the same sentences: its ``trg`` is BOS + sentence + EOS, padded (B, T + 1)."""
     from joeynmt.batch import Batch
 
-    from bench.speed_common import peer_target, to_peer_ids
+    from bench.peers.timing import peer_target, to_peer_ids
 
     src_j, trg = to_peer_ids(batch.src), peer_target(batch)
     return Batch(src=src_j, src_length=(src_j != 1).sum(1), src_prompt_mask=None, trg=trg,
@@ -224,7 +224,8 @@ def joey_greedy(model, batch, steps: int):
 
 def time_training(config: dict, saved_batches: list[dict]) -> dict:
     """Training target tokens/s of JoeyNMT's model and of ours on the same batches, steps alternating."""
-    from bench.speed_common import Batch, BenchConfig, alternate_training, our_model
+    from bench.peers.timing import alternate_training
+    from bench.speed_common import Batch, BenchConfig, our_model
     from bench.speed_training import train_step
 
     cfg = BenchConfig(**config)
@@ -296,7 +297,7 @@ def time_speed(saved: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.speed_common import add_speed_command, run_speed_command
+    from bench.peers.timing import add_speed_command, run_speed_command
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # This project's Multi30k recipe and JoeyNMT's documented Transformer recipe (its IWSLT14 GPU recipe, untuned
-# for a CPU hour; bench/joeynmt_tune.py tunes one built for the hour), side by side on the same machine for the
+# for a CPU hour; bench/peers/joeynmt_tune.py tunes one built for the hour), side by side on the same machine for the
 # same hour, one CPU thread each, then both scored on test2016 (beam 5) by the same sacreBLEU:
 #
-#   bash bench/joeynmt.sh [CORPORA_DIR] [OUT_DIR]     # defaults: ../shared/corpora, results_joeynmt
-#   MINUTES=4 bash bench/joeynmt.sh ...               # a smoke run of the whole pipeline (figures meaningless)
-#   JOEYNMT_VENV=DIR bash bench/joeynmt.sh ...        # JoeyNMT's environment elsewhere than bench/.joeynmt-venv
+#   bash bench/peers/joeynmt.sh [CORPORA_DIR] [OUT_DIR]     # defaults: ../shared/corpora, results_joeynmt
+#   MINUTES=4 bash bench/peers/joeynmt.sh ...               # a smoke run of the whole pipeline (figures meaningless)
+#   JOEYNMT_VENV=DIR bash bench/peers/joeynmt.sh ...        # JoeyNMT's environment elsewhere than bench/.joeynmt-venv
 #
 # 1 h 10 min or more: JoeyNMT's data preparation (a few minutes), the hour of training, then JoeyNMT's beam
 # search on its core while this project's run is evaluated on the other (how long JoeyNMT's beam search takes
@@ -36,13 +36,13 @@ mkdir -p "$out"
 export OMP_NUM_THREADS=1
 
 # The environment first, so that installing it does not eat into either run's hour.
-python bench/joeynmt_baseline.py --venv "$venv" --venv-only
+python bench/peers/joeynmt_baseline.py --venv "$venv" --venv-only
 
 max_time=$(printf "00:%02d:%02d:00" $((minutes / 60)) $((minutes % 60)))
 python train.py --config configs/multi30k.yaml --data.path "$data" --trainer.max_time "$max_time" \
     --trainer.logger.init_args.save_dir "$out/runs" >"$out/multi30k.log" 2>&1 &
 ours=$!
-python bench/joeynmt_baseline.py --data "$data" --minutes "$minutes" --threads 1 --out "$out/joeynmt" \
+python bench/peers/joeynmt_baseline.py --data "$data" --minutes "$minutes" --threads 1 --out "$out/joeynmt" \
     --venv "$venv" >"$out/joeynmt.log" 2>&1 &
 joey=$!
 

@@ -1,6 +1,6 @@
 """``model.Transformer`` against eole's Transformer at the benchmark's sizes: training target tokens/s on the
 random batches and, where given, on ``train.py``'s own Multi30k batches, timed in eole's own virtual
-environment (``bench/eole_venv.py speed``) on the batches saved here, the two models' steps alternating.
+environment (``bench/peers/eole_venv.py speed``) on the batches saved here, the two models' steps alternating.
 Decoding is not compared (eole's beam search runs from its ``predict`` pipeline of files and transforms, not
 on a batch of ids).
 """
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import torch
 
-from bench.speed_common import BenchConfig, add_training_ratios, time_in_venv, training_lines
-from bench.speed_training import RecipeData, recipe_batches_saved
+from bench.peers.timing import add_training_ratios, recipe_batches_saved, time_in_venv, training_lines
+from bench.speed_common import BenchConfig
+from bench.speed_training import RecipeData
 
-EOLE_VENV = Path(__file__).resolve().parent / ".eole-venv"  # bench/eole_baseline.py makes it
+EOLE_VENV = Path(__file__).resolve().parents[1] / ".eole-venv"  # eole_baseline.py makes it
 
 
 def bench_eole(cfg: BenchConfig, device: torch.device, venv: Path, recipe: RecipeData | None = None) -> dict:

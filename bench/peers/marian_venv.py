@@ -1,7 +1,7 @@
 """The part of the Marian comparison that imports pymarian: run with the Python of Marian's virtual
-environment (``bench/marian_baseline.py`` creates it), never with the project's own.
+environment (``bench/peers/marian_baseline.py`` creates it), never with the project's own.
 
-    VENV/bin/python bench/marian_venv.py translate MODEL VOCAB SOURCES HYPS --threads 1
+    VENV/bin/python bench/peers/marian_venv.py translate MODEL VOCAB SOURCES HYPS --threads 1
 
 ``translate`` decodes ``SOURCES`` (raw text, one sentence a line) with ``pymarian.Translator`` (Marian's own
 beam search, on the CPU) and writes one detokenized translation a line to ``HYPS``: Marian's built-in

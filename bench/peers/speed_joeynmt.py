@@ -1,18 +1,19 @@
 """``model.Transformer`` against JoeyNMT's Transformer at the benchmark's sizes: training target tokens/s on
 the random batches and, where given, on ``train.py``'s own Multi30k batches, and greedy sentences/s of this
 project's model with and without its key/value cache beside JoeyNMT's (which re-runs the prefix), timed in
-JoeyNMT's own virtual environment (``bench/joeynmt_venv.py speed``) on the batches saved here, the models'
-steps alternating.
+JoeyNMT's own virtual environment (``bench/peers/joeynmt_venv.py speed``) on the batches saved here, the
+models' steps alternating.
 """
 
 from pathlib import Path
 
 import torch
 
-from bench.speed_common import BenchConfig, add_training_ratios, time_in_venv, training_lines
-from bench.speed_training import RecipeData, recipe_batches_saved
+from bench.peers.timing import add_training_ratios, recipe_batches_saved, time_in_venv, training_lines
+from bench.speed_common import BenchConfig
+from bench.speed_training import RecipeData
 
-JOEYNMT_VENV = Path(__file__).resolve().parent / ".joeynmt-venv"  # bench/joeynmt_baseline.py makes it
+JOEYNMT_VENV = Path(__file__).resolve().parents[1] / ".joeynmt-venv"  # joeynmt_baseline.py makes it
 
 
 def bench_joeynmt(
@@ -20,7 +21,7 @@ def bench_joeynmt(
 ) -> dict:
     """JoeyNMT's Transformer and ``model.Transformer`` at ``cfg``'s sizes on ``bench_training``'s batches,
     and on ``recipe``'s batches where given (at the recipe's vocabulary size), timed in JoeyNMT's virtual
-    environment (``bench/joeynmt_venv.py speed``), their steps alternating.
+    environment (``bench/peers/joeynmt_venv.py speed``), their steps alternating.
 
     Returns ``{"skipped": reason}`` without the venv or on a GPU (the comparison is for CPUs).
     """

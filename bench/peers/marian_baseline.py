@@ -1,8 +1,8 @@
 """Marian's Transformer recipe on Multi30k de→en, sized like this project's recipe, trained on the CPU for a
 fixed wall-clock budget, decoded with Marian's beam search and scored with this project's sacreBLEU.
 
-    python bench/marian_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
-    python bench/marian_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
+    python bench/peers/marian_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
+    python bench/peers/marian_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
 
 Marian (C++) comes as the ``pymarian`` wheel (1.12.42: 604 MB, Marian built with CUDA, linked statically, and
 with CPU support; it needs no torch). Its ``pymarian`` command is Marian's trainer, ``--cpu-threads N``
@@ -13,8 +13,8 @@ of ``RECIPE_CHANGES`` and no others; ``docs/peers.md`` says why. It is written a
 (``marian -c``), which Marian reads with the same option names as its command line.
 
 Training stops when the budget is spent: Marian has no time limit (``--after`` counts epochs, updates or
-labels), so the watchdog of ``bench/peers.py`` sends SIGTERM, on which Marian saves its model and exits
-(``--sigterm save-and-exit``, its default). Decoding: ``bench/marian_venv.py translate`` (``pymarian``'s
+labels), so the watchdog of ``bench/peers/common.py`` sends SIGTERM, on which Marian saves its model and exits
+(``--sigterm save-and-exit``, its default). Decoding: ``bench/peers/marian_venv.py translate`` (``pymarian``'s
 ``Translator``, beam 5) of the saved model on test2016; Marian's SentencePiece detokenizes, and
 ``analysis.metrics`` scores as ``evaluate.py`` does. The last line printed is one JSON object
 (``RESULT_PREFIX``), also in ``<out>/result.json``.
@@ -31,10 +31,10 @@ from pathlib import Path
 import yaml
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import peers
-from bench.peers import REPO
+from bench.peers import common
+from bench.peers.common import REPO
 
 VENV = REPO / "bench" / ".marian-venv"
 PYMARIAN = "pymarian==1.12.42"
@@ -62,7 +62,7 @@ TRAINING_STARTED = "Training started"  # Marian's log line when its first epoch 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    peers.add_run_args(p, "Marian", VENV, Path("runs/marian"))
+    common.add_run_args(p, "Marian", VENV, Path("runs/marian"))
     p.add_argument("--vocab-size", type=int, default=8000, help="joint SentencePiece BPE vocabulary")
     p.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
     p.add_argument("--batch-tokens", type=int, default=1024, help="training batch in target tokens")
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (the recipe's is 3e-4)")
     args = p.parse_args(argv)
     positive = ("minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup", "lr")
-    peers.check_positive(p, args, *positive)
+    common.check_positive(p, args, *positive)
     return args
 
 
@@ -144,15 +144,16 @@ def training_progress(log_text: str) -> dict:
 
 
 def ensure_venv(venv: Path) -> Path:
-    """Marian's virtual environment, created and filled if missing (``peers.ensure_venv``); its Python."""
-    return peers.ensure_venv(venv, [PYMARIAN], "import pymarian; pymarian.Trainer", "Marian")
+    """Marian's virtual environment, created and filled if missing (``common.ensure_venv``); its Python."""
+    return common.ensure_venv(venv, [PYMARIAN], "import pymarian; pymarian.Trainer", "Marian")
 
 
 def translate(python: Path, out: Path, sources: Path, hyps: Path, env: dict, threads: int) -> float:
-    """Marian's beam search of ``sources`` (``bench/marian_venv.py translate``); seconds."""
+    """Marian's beam search of ``sources`` (``bench/peers/marian_venv.py translate``); seconds."""
     log = hyps.with_name(hyps.name + ".log")
     model, vocab = out / "model" / "model.npz", out / "vocab.spm"
-    command = [str(python), str(REPO / "bench" / "marian_venv.py"), "translate", str(model), str(vocab),
+    helper = REPO / "bench" / "peers" / "marian_venv.py"
+    command = [str(python), str(helper), "translate", str(model), str(vocab),
                str(sources), str(hyps), "--threads", str(threads)]  # fmt: skip
     start = time.perf_counter()
     with open(log, "w") as f:
@@ -164,12 +165,12 @@ def translate(python: Path, out: Path, sources: Path, hyps: Path, env: dict, thr
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
-    started = peers.start_run(args, "Marian", ensure_venv, write_config, recipe_changes(args))
+    started = common.start_run(args, "Marian", ensure_venv, write_config, recipe_changes(args))
     if started is None:
         return None
     out, python, env, config = started
     marian = python.with_name("pymarian")  # the trainer's command line
-    times = peers.train_with_budget([str(marian), "-c", str(config)], env, out / "train.out",
+    times = common.train_with_budget([str(marian), "-c", str(config)], env, out / "train.out",
                                     args.minutes * 60, started=TRAINING_STARTED, name="Marian",
                                     stop_signal=signal.SIGTERM)  # fmt: skip
     progress = training_progress((out / "model" / "train.log").read_text(encoding="utf-8"))
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     decode_seconds = translate(python, out, args.data / "test2016.de", hyps, env, args.threads)
     run = {"model": "Marian Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
            "checkpoint": "model.npz, saved on SIGTERM (exponentially smoothed weights)"}  # fmt: skip
-    return peers.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
+    return common.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)
 
 
 if __name__ == "__main__":

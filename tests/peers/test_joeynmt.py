@@ -1,6 +1,7 @@
-"""bench/joeynmt_baseline.py and bench/joeynmt_tune.py: the configs each recipe writes, the sizing of the
-learning rate decay, the result lines and the tables, checked without JoeyNMT; the scheduler itself is checked
-in JoeyNMT's environment when it exists (``python bench/joeynmt_baseline.py --venv-only`` makes it)."""
+"""bench/peers/joeynmt_baseline.py, joeynmt_tune.py and joeynmt.sh: the configs each recipe writes, the sizing
+of the learning rate decay, the result lines and the tables, checked without JoeyNMT; the scheduler itself is
+checked in JoeyNMT's environment when it exists (``python bench/peers/joeynmt_baseline.py --venv-only`` makes
+it)."""
 
 import json
 import os
@@ -10,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.joeynmt_baseline import VENV
-from bench.peers import venv_python
+from bench.peers.common import venv_python
+from bench.peers.joeynmt_baseline import VENV
 
 HAS_VENV = venv_python(VENV).exists()
 
 
 def test_joeynmt_config_is_the_iwslt14_transformer_recipe_with_the_stated_changes(tmp_path):
-    from bench.joeynmt_baseline import parse_args, recipe_changes, write_config
+    from bench.peers.joeynmt_baseline import parse_args, recipe_changes, write_config
 
     data = tmp_path / "multi30k"
     args = parse_args(["--data", str(data), "--minutes", "7", "--layers", "3", "--batch-tokens", "2048",
@@ -59,7 +60,7 @@ def test_joeynmt_config_is_the_iwslt14_transformer_recipe_with_the_stated_change
 
 
 def test_joeynmt_defaults_are_the_recipe_sizes_and_bad_values_name_the_option(capsys):
-    from bench.joeynmt_baseline import parse_args
+    from bench.peers.joeynmt_baseline import parse_args
 
     args = parse_args([])
     assert (args.recipe, args.minutes, args.threads, args.split) == ("documented", 60.0, 1, "test2016")
@@ -72,7 +73,7 @@ def test_joeynmt_defaults_are_the_recipe_sizes_and_bad_values_name_the_option(ca
 
 
 def test_joeynmt_result_line_round_trips_and_the_last_one_counts():
-    from bench.joeynmt_baseline import parse_result, result_line
+    from bench.peers.joeynmt_baseline import parse_result, result_line
 
     first, last = {"bleu": 1.5}, {"bleu": 30.25, "model": "JoeyNMT → ü", "updates": 812}
     text = "\n".join(["training...", result_line(first), "decoding...", result_line(last), "done"])
@@ -84,7 +85,7 @@ def test_joeynmt_result_line_round_trips_and_the_last_one_counts():
 
 
 def test_joeynmt_training_progress_from_its_log():
-    from bench.joeynmt_baseline import training_progress
+    from bench.peers.joeynmt_baseline import training_progress
 
     log = """\
 2026-11-23 23:52:04,529 - INFO - joeynmt.training - EPOCH 1
@@ -116,7 +117,7 @@ except KeyboardInterrupt:
 def test_joeynmt_watchdog_interrupts_training_once_the_budget_is_spent(tmp_path):
     import sys
 
-    from bench.joeynmt_baseline import train_with_budget
+    from bench.peers.joeynmt_baseline import train_with_budget
 
     log = tmp_path / "train.out"
     times = train_with_budget([sys.executable, "-c", WATCHED], dict(os.environ), log, budget_s=0.5)
@@ -141,7 +142,7 @@ def test_joeynmt_watchdog_interrupts_training_once_the_budget_is_spent(tmp_path)
 
 
 def test_joeynmt_baseline_skips_cleanly_without_the_corpus(tmp_path, capsys):
-    from bench.joeynmt_baseline import main as joeynmt_main
+    from bench.peers.joeynmt_baseline import main as joeynmt_main
 
     venv = tmp_path / "venv"
     assert joeynmt_main(["--data", str(tmp_path / "absent"), "--venv", str(venv), "--out",
@@ -155,7 +156,7 @@ def test_joeynmt_baseline_skips_cleanly_without_the_corpus(tmp_path, capsys):
 
 
 def test_cpu_hour_config_is_sized_for_the_hour_and_its_changes_name_the_shipped_values(tmp_path):
-    from bench.joeynmt_baseline import NO_VALIDATION, parse_args, recipe_changes, write_config
+    from bench.peers.joeynmt_baseline import NO_VALIDATION, parse_args, recipe_changes, write_config
 
     args = parse_args(["--recipe", "cpu-hour", "--data", str(tmp_path / "multi30k"), "--minutes", "60"])
     cfg = yaml.safe_load(write_config(args, tmp_path).read_text())
@@ -181,7 +182,7 @@ def test_cpu_hour_config_is_sized_for_the_hour_and_its_changes_name_the_shipped_
 
 
 def test_knobs_override_the_recipe_and_bad_ones_name_the_option(tmp_path, capsys):
-    from bench.joeynmt_baseline import parse_args, write_config
+    from bench.peers.joeynmt_baseline import parse_args, write_config
 
     args = parse_args(["--recipe", "cpu-hour", "--layers", "4", "--d-ff", "768", "--dropout", "0.15", "--lr",
                        "2e-3", "--warmup", "100", "--updates-per-minute", "10", "--minutes", "30",
@@ -216,7 +217,7 @@ def joey_rate(step: int, t: dict) -> float:
 
 
 def test_the_decay_reaches_its_share_of_the_peak_at_the_expected_update():
-    from bench.joeynmt_baseline import RECIPES, exponential_decay
+    from bench.peers.joeynmt_baseline import RECIPES, exponential_decay
 
     t = exponential_decay(RECIPES["cpu-hour"], updates=2400)
     assert joey_rate(300, t) == pytest.approx(1e-3)  # the peak, at the end of the warm-up
@@ -231,7 +232,7 @@ def test_the_decay_reaches_its_share_of_the_peak_at_the_expected_update():
 SCHEDULE = """
 import json, sys, torch
 from pathlib import Path
-sys.path.insert(0, "bench")
+sys.path.insert(0, "bench/peers")
 from joeynmt_venv import patch_joeynmt
 patch_joeynmt(Path(sys.argv[1]))
 from joeynmt.builders import build_scheduler
@@ -250,12 +251,12 @@ print(json.dumps({"at": at, "rates": {k: rates[k] for k in (150, 300, 1350, 2000
 
 @pytest.mark.skipif(not HAS_VENV, reason=f"no JoeyNMT environment in {VENV}")
 def test_joeynmt_builds_the_schedule_and_follows_the_sizing(tmp_path):
-    from bench.joeynmt_baseline import parse_args, write_config
+    from bench.peers.joeynmt_baseline import parse_args, write_config
 
     config = write_config(parse_args(["--recipe", "cpu-hour", "--lr", "2e-3"]), tmp_path)
     t = yaml.safe_load(config.read_text())["training"]
     done = subprocess.run([str(venv_python(VENV)), "-c", SCHEDULE, str(config)], capture_output=True,
-                          text=True, check=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+                          text=True, check=True, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["at"] == "step"
     for step, rate in out["rates"].items():
@@ -268,7 +269,7 @@ def test_joeynmt_builds_the_schedule_and_follows_the_sizing(tmp_path):
 
 
 def test_variant_options_scale_the_warmup_with_a_short_budget():
-    from bench.joeynmt_tune import DEFAULT_VARIANTS, VARIANTS, variant_options
+    from bench.peers.joeynmt_tune import DEFAULT_VARIANTS, VARIANTS, variant_options
 
     assert len(DEFAULT_VARIANTS) >= 4 and set(DEFAULT_VARIANTS) <= set(VARIANTS)
     assert variant_options("base", 60) == []
@@ -277,7 +278,7 @@ def test_variant_options_scale_the_warmup_with_a_short_budget():
     assert variant_options("4x4", 60) == ["--layers", "4", "--updates-per-minute", "34.0"]
     assert variant_options("b4096", 1) == ["--batch-tokens", "4096", "--updates-per-minute", "20.0",
                                            "--warmup", "5"]  # fmt: skip
-    from bench.joeynmt_baseline import parse_args
+    from bench.peers.joeynmt_baseline import parse_args
 
     for name in VARIANTS:  # every variant's options are ones the baseline accepts
         parse_args(["--recipe", "cpu-hour", *variant_options(name, 60)])
@@ -291,7 +292,7 @@ def result(bleu: float, **settings) -> dict:
 
 
 def test_tuning_table_sorts_by_validation_bleu_and_marks_the_pick():
-    from bench.joeynmt_tune import tuning_rows, tuning_table
+    from bench.peers.joeynmt_tune import tuning_rows, tuning_table
 
     rows = tuning_rows({"base": result(35.25), "4x4": result(36.5, layers=4),
                         "lr2e-3": result(12.0, lr=2e-3)})  # fmt: skip
@@ -305,13 +306,13 @@ def test_tuning_table_sorts_by_validation_bleu_and_marks_the_pick():
     assert all(line.count("|") == 13 for line in lines)
     with pytest.raises(ValueError, match="no tuning results"):
         tuning_table([])
-    from bench.joeynmt_tune import measured_pace
+    from bench.peers.joeynmt_tune import measured_pace
 
     assert measured_pace([{**rows[0], "updates": 62, "train_minutes": 3.01}]) == {"4x4": 20.6}
 
 
 def test_final_table_and_cross_check_lines():
-    from bench.joeynmt_tune import cross_check_lines, final_table, joey_row
+    from bench.peers.joeynmt_tune import cross_check_lines, final_table, joey_row
 
     joey = joey_row("JoeyNMT", {**result(30.0), "decode_minutes": 2.46})
     ours = {"label": "ours", "precision": "32-true", "updates": 7000, "bleu": 41.0, "chrf": 60.0,
@@ -332,7 +333,7 @@ def test_final_table_and_cross_check_lines():
 
 
 def test_tune_driver_skips_without_the_corpus_and_checks_its_budget(tmp_path, capsys, monkeypatch):
-    from bench.joeynmt_tune import main, parse_args
+    from bench.peers.joeynmt_tune import main, parse_args
 
     main(["tune", "--corpora", str(tmp_path), "--out", str(tmp_path / "out")])
     assert capsys.readouterr().out == f"skipped: no Multi30k in {tmp_path / 'multi30k'} (pass --corpora)\n"
@@ -347,7 +348,7 @@ def test_tune_driver_skips_without_the_corpus_and_checks_its_budget(tmp_path, ca
 
 
 def test_a_tuning_in_pairs_keeps_the_earlier_rows_of_the_same_budget(tmp_path):
-    from bench.joeynmt_tune import earlier_rows, tuning_rows
+    from bench.peers.joeynmt_tune import earlier_rows, tuning_rows
 
     assert earlier_rows(tmp_path / "tuning.json", []) == []  # no earlier tuning
     hour = {"budget_minutes": 60}
@@ -362,8 +363,8 @@ def test_a_tuning_in_pairs_keeps_the_earlier_rows_of_the_same_budget(tmp_path):
 
 
 def test_final_names_what_is_missing_before_it_decodes(tmp_path, capsys):
-    from bench.joeynmt_baseline import main as baseline
-    from bench.joeynmt_tune import final, parse_args
+    from bench.peers.joeynmt_baseline import main as baseline
+    from bench.peers.joeynmt_tune import final, parse_args
 
     args = parse_args(["final", "--out", str(tmp_path), "--corpora", str(tmp_path)])
     with pytest.raises(SystemExit, match=r"no .*tuning.json: run the tune step first"):
@@ -383,7 +384,7 @@ def test_final_names_what_is_missing_before_it_decodes(tmp_path, capsys):
 
 
 def tuning_rows_of(*variants: str) -> list[dict]:
-    from bench.joeynmt_tune import tuning_rows
+    from bench.peers.joeynmt_tune import tuning_rows
 
     return tuning_rows({name: {**result(30.0 - i), "budget_minutes": 60} for i, name in enumerate(variants)})
 
@@ -391,7 +392,7 @@ def tuning_rows_of(*variants: str) -> list[dict]:
 def test_peer_results_record_the_budget_and_go_to_the_file_named(tmp_path, capsys):
     from argparse import Namespace
 
-    from bench.peers import report
+    from bench.peers.common import report
 
     args = Namespace(minutes=60.0, threads=1, data=tmp_path)
     times = {"train_seconds": 3600.5, "prepare_seconds": 30.0, "stopped_by_budget": True}
@@ -403,3 +404,28 @@ def test_peer_results_record_the_budget_and_go_to_the_file_named(tmp_path, capsy
     minutes = (written["budget_minutes"], written["train_minutes"], written["decode_minutes"])
     assert minutes == (60.0, 3600.5 / 60, 2.0)
     assert capsys.readouterr().out == "joeynmt result: " + json.dumps(out) + "\n"
+
+
+JOEYNMT_SH = Path(__file__).resolve().parents[2] / "bench" / "peers" / "joeynmt.sh"
+
+
+def test_joeynmt_sh_skips_without_the_corpus_and_checks_minutes(tmp_path):
+    import subprocess
+
+    def joeynmt_sh(*args, minutes="60"):
+        env = {**os.environ, "MINUTES": minutes}
+        return subprocess.run(["bash", str(JOEYNMT_SH), *args], cwd=JOEYNMT_SH.parents[2], check=False,
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    done = joeynmt_sh(str(tmp_path / "absent"), str(tmp_path / "out"))
+    assert done.returncode == 0
+    assert done.stdout.strip() == (
+        f"skipped: no Multi30k in {tmp_path / 'absent'}/multi30k "
+        "(give the corpora folder as the first argument)"
+    )
+    (tmp_path / "multi30k").mkdir()
+    (tmp_path / "multi30k" / "train.de").write_text("Hallo.\n")
+    done = joeynmt_sh(str(tmp_path), str(tmp_path / "out"), minutes="1.5")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: MINUTES must be a whole number of minutes from 1 to 1439, got '1.5'"
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written
