@@ -19,7 +19,7 @@ the validation set, once, to test2016, test2017 and mscoco2017. Scores go to ``<
 line per evaluation) and a table closes the run; ``--score-only`` scores the runs already in ``--out`` again.
 
 ``--beside PEER`` trains a peer's baseline (``PEERS``: eole's or Marian's recipe sized to the hour,
-docs/peers.md, or JoeyNMT's cpu-hour recipe, docs/joeynmt.md) at the same time, on ``--threads`` threads for
+docs/peers.md, or JoeyNMT's cpu-hour recipe, docs/peers.md) at the same time, on ``--threads`` threads for
 the same ``--minutes``, in ``<out>/<peer>``; its environment is made first if missing, off the clock.
 The peer decodes test2016 itself (beam 5) and scores it as ``evaluate.py`` does; its row joins the table.
 Which levers were tried, with their figures, is in docs/results.md.
@@ -69,7 +69,7 @@ LEVERS: dict[str, tuple[str, ...]] = {
 
 # Peers that can train beside the levers: their baseline scripts (bench/peers/common.py) and the options that
 # choose their recipe for the hour, run with the same budget; JoeyNMT's is its cpu-hour recipe as tuned
-# (bench/peers/joeynmt_tune.py picked it as it is: docs/joeynmt.md).
+# (bench/peers/joeynmt_tune.py picked it as it is: docs/peers.md).
 PEERS = {
     "eole": ("bench/peers/eole_baseline.py",),
     "marian": ("bench/peers/marian_baseline.py",),

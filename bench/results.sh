@@ -55,5 +55,5 @@ python train.py >results/toy.log 2>&1
 evaluate toy "$(latest_run toy)/checkpoints/last.ckpt"
 
 # 4. Multi30k de->en: this project's recipe and JoeyNMT's Transformer recipe, one hour each, together, one
-# thread each (bench/peers/joeynmt.sh; docs/joeynmt.md says what differs). Results in results/joeynmt/.
+# thread each (bench/peers/joeynmt.sh; docs/peers.md says what differs). Results in results/joeynmt/.
 bash bench/peers/joeynmt.sh "$corpora" results/joeynmt

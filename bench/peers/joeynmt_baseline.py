@@ -11,7 +11,7 @@ JoeyNMT (``joeynmt`` 2.3.0) pins ``protobuf<3.21``, so it lives in a virtual env
 system's torch is reused, and pip installs JoeyNMT with its own pins into the venv, where they shadow the
 system's versions without touching them.
 
-Two recipes (``--recipe``; ``RECIPES`` holds their settings, ``docs/joeynmt.md`` says why):
+Two recipes (``--recipe``; ``RECIPES`` holds their settings, ``docs/peers.md`` says why):
 
 - ``documented`` (the default): JoeyNMT 2.3.0's ``configs/iwslt14_deen_bpe.yaml`` (named
   ``transformer_iwslt14_deen_bpe``; its Transformer de→en recipe, 33.73 BLEU on IWSLT14 in JoeyNMT's
@@ -132,7 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_run_args(p, "JoeyNMT", VENV, Path("runs/joeynmt"))
     p.add_argument("--recipe", choices=tuple(RECIPES), default="documented",
-                   help="JoeyNMT's documented GPU recipe, or the one built for a CPU hour (docs/joeynmt.md)")
+                   help="JoeyNMT's documented GPU recipe, or the one built for a CPU hour (docs/peers.md)")
     p.add_argument("--merges", type=int, default=8000, help="joint BPE merges (subword-nmt)")
     knobs = p.add_argument_group("tuning knobs (default: the recipe's)")
     knobs.add_argument("--layers", type=int, help="encoder and decoder layers each")

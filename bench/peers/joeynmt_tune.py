@@ -58,7 +58,7 @@ class Variant:
 # Each variant changes one thing of the cpu-hour recipe (3+3 layers, d_ff 512, dropout 0.1, peak 1e-3 after
 # 300 warm-up updates, 2048-token batches). A variant that changes the pace has its own expected
 # ``updates_per_minute`` (as measured in the 5-minute pace runs on the 2-core AMD EPYC, as the recipe's 40),
-# which sizes its decay unless --pace-from gives one measured on the machine of the hour (docs/joeynmt.md).
+# which sizes its decay unless --pace-from gives one measured on the machine of the hour (docs/peers.md).
 VARIANTS = {
     "base": Variant("the cpu-hour recipe as it is", {}),
     "lr2e-3": Variant("a higher peak: the exponential decay leaves little time at the peak",
