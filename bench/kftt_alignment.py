@@ -1,28 +1,39 @@
-"""The explanation lab on human gold: every method of a KFTT Japanese→English model scored on KFTT's gold
-pairs, each method's map chosen on pairs 1–100 and reported on the other 482, beside the diagonal, eflomal
-trained on the same 30,000 pairs and scored by the same scorer, and the published table.
+"""The explanation lab on human gold: KFTT Japanese–English models, supervised (guided alignment) or not, in
+both directions, every method scored on KFTT's gold pairs, each method's map chosen on pairs 1–100 and
+reported on the other 482, beside the two directions symmetrised, the diagonal, eflomal trained on the same
+30,000 pairs and scored on the same 482, and the published table.
 
-    python bench/kftt_alignment.py                          # train configs/kftt_ja_en.yaml (an hour), score
-    python bench/kftt_alignment.py --checkpoint CKPT        # score a trained run
-    python bench/kftt_alignment.py --checkpoint CKPT --no-eflomal --methods attention value_norms
+    python bench/kftt_alignment.py                        # train the four runs (or reuse them), score, print
+    python bench/kftt_alignment.py --jobs 2 --max-time 00:00:45:00
+    python bench/kftt_alignment.py --checkpoint CKPT      # score one trained run, train nothing
+    python bench/kftt_alignment.py --no-eflomal --methods attention value_norms
 
-Training is ``train.py --config configs/kftt_ja_en.yaml`` with the corpus paths of ``--corpora``; scoring is
-``evaluate.py CKPT --gold-alignments ... --gold-sentences ...`` (its figures go to ``--out``), and eflomal is
-``bench/kftt_eflomal.py`` (``pip install -e .[align]``). The table printed at the end is the one in
-docs/explanations.md: per method and extraction (the forward arg-max, grow-diag-final-and of both arg-max
-directions, the threshold on each target word's row, the threshold on row and column) the map (a layer, or
-one head) of lowest AER on gold pairs 1–100, with its precision, recall and AER on pairs 101–582 and its AER
-on the pairs that chose it; then the diagonal on pairs 101–582, eflomal's rows (scored on the pairs its
-script scores, which the row says) and the published AERs (quoted, with their source). Each chosen map's
-links are written to ``--out``/links (``evaluate.py --links-out``: Pharaoh, 1-based, as the gold).
-Without the corpus, the command says so and exits cleanly.
+The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
+--data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
+--model.alignment_layer 2 --model.alignment_head 1`` or not, each on one thread (``OMP_NUM_THREADS=1``),
+``--jobs`` of them side by side, a supervised run beside its unsupervised twin so that both see the same
+load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is scored by ``evaluate.py CKPT
+--gold-alignments ... --gold-sentences ... --links-out`` (its figures and links go to ``--out``) and its BLEU
+on KFTT's dev by ``evaluate.py CKPT --split val``. The symmetrised rows join the two directions' maps chosen
+under the forward arg-max (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions
+are joined, and score them on the same reporting pairs. eflomal is ``bench/kftt_eflomal.py --report-from
+101`` (``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+if __package__ in (None, ""):  # run as `python bench/kftt_alignment.py`: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis.aer import score_links
+from analysis.symmetrise import grow_diag_final_and
+from data.gold import parse_links, read_gold
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPORA = REPO.parent / "shared" / "corpora"
@@ -32,10 +43,34 @@ EXTRACTIONS = {"argmax": "forward arg-max", "argmax_grow_diag_final_and": "grow-
                "threshold": "threshold, each target word's row",
                "threshold_both": "threshold, row and column (both ways)"}
 CHOOSE = 100  # gold pairs 1–100 choose each map (the pairs training scores); 101–582 report it
+# Guided alignment as Garg et al. 2019 set it: a head of the penultimate decoder layer, eflomal's links.
+SUPERVISION = ["--data.alignment_labels", "eflomal", "--model.alignment_layer", "2",
+               "--model.alignment_head", "1"]
 # Dou & Neubig 2021 (awesome-align), Table 2, Japanese–English, this gold set; aligners trained on far more
 # than 30,000 pairs. SimAlign: Jalili Sabet et al. 2020.
 PUBLISHED = (("fast_align", 51.1), ("Mgiza", 48.0), ("eflomal", 47.5), ("SimAlign (mBERT, argmax)", 46.6),
              ("awesome-align, not fine-tuned", 45.6), ("awesome-align, fine-tuned", "37.4–38.4"))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One of the four trainings: a direction, supervised or not."""
+
+    source: str
+    target: str
+    supervised: bool
+
+    @property
+    def name(self) -> str:
+        return f"{'sup' if self.supervised else 'unsup'}_{self.source}_{self.target}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.source}→{self.target}, {'supervised head' if self.supervised else 'unsupervised'}"
+
+
+# In the order they train: each direction's supervised run beside its unsupervised twin.
+RUNS = (Run("ja", "en", True), Run("ja", "en", False), Run("en", "ja", True), Run("en", "ja", False))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,8 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint", type=Path, help="a trained run's checkpoint: score it, train nothing")
     p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="default: all six")
     p.add_argument("--ig-steps", type=int, default=8, help="Integrated Gradients' steps (default 8)")
+    p.add_argument("--max-time", default="00:00:45:00", help="each run's training time (default 45 min)")
+    p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
+    p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
+                   help="train and score only these runs (default: all four)")
     p.add_argument("--no-eflomal", action="store_true", help="leave eflomal out")
-    p.add_argument("--out", type=Path, default=Path("results_kftt"), help="runs, figures and scores")
+    p.add_argument("--out", type=Path, default=Path("results_kftt"), help="runs, figures, links and scores")
     p.add_argument("--dry-run", action="store_true", help="print the commands and stop")
     return p.parse_args(argv)
 
@@ -56,13 +95,21 @@ def gold_files(corpora: Path) -> dict[str, Path]:
     return {"corpus": kftt, "sentences": gold / "ja-en.src-tgt", "links": gold / "ja-en.gold"}
 
 
-def train_command(files: dict[str, Path], out: Path) -> list[str]:
+def train_command(files: dict[str, Path], out: Path, run: Run, max_time: str) -> list[str]:
     return [
         sys.executable, "train.py", "--config", "configs/kftt_ja_en.yaml",
         "--data.path", str(files["corpus"]), "--data.gold_sentences", str(files["sentences"]),
         "--data.gold_alignments", str(files["links"]),
-        "--trainer.logger.init_args.save_dir", str(out / "runs"), "--trainer.enable_progress_bar=false",
+        "--data.source_lang", run.source, "--data.target_lang", run.target, *(SUPERVISION * run.supervised),
+        "--trainer.max_time", max_time, "--trainer.val_check_interval", "0.5",
+        "--model.decode_every_n_epochs", "1", "--model.decode_max_sentences", "300",
+        "--trainer.logger.init_args.save_dir", str(out / "runs"),
+        "--trainer.logger.init_args.name", run.name, "--trainer.enable_progress_bar=false",
     ]  # fmt: skip
+
+
+def checkpoint_of(out: Path, run: Run) -> Path:
+    return out / "runs" / run.name / "version_0" / "checkpoints" / "last.ckpt"
 
 
 def evaluate_command(
@@ -72,39 +119,107 @@ def evaluate_command(
         sys.executable, "evaluate.py", str(checkpoint), "--gold-alignments", str(files["links"]),
         "--gold-sentences", str(files["sentences"]), "--alignment-methods", *methods,
         "--ig-steps", str(ig_steps), "--gold-choose", str(CHOOSE), "--analysis-out", str(out / "figures"),
-        "--links-out", str(out / "links"), "--overwrite",
+        "--links-out", str(out / "links"), "--overwrite", "--quiet",
     ]  # fmt: skip
+
+
+def bleu_command(checkpoint: Path, files: dict[str, Path]) -> list[str]:
+    return [sys.executable, "evaluate.py", str(checkpoint), "--split", "val",
+            "--data-path", str(files["corpus"]), "--quiet"]
+
+
+def one_thread() -> dict[str, str]:
+    return os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def run(command: list[str], dry_run: bool) -> str:
     print(" ".join(command), flush=True)
     if dry_run:
         return ""
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False, env=one_thread())
     if done.returncode != 0:
         last_line = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise SystemExit(f"error: {' '.join(command[:3])} ... failed (exit {done.returncode}): {last_line}")
-    print(done.stdout, end="", flush=True)
     return done.stdout
 
 
-def table(scores: dict, eflomal: dict | None) -> list[str]:
-    """The docs' table: each method's chosen map per extraction, the diagonal, eflomal, the literature; its
-    first line says which gold pairs chose the maps and which report them."""
-    parts = scores["parts"]
-    report = f"pairs {parts['report'][0]}–{parts['report'][1]}"
-    header = (f"| aligner | extraction | map chosen on pairs {parts['choose'][0]}–{parts['choose'][1]} | "
-              f"precision | recall | AER ({report}) | AER where chosen |")
-    rows = [f"Maps {parts['about']}.", "", header, "|---|---|---|---|---|---|---|"]
+def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
+    """Train the runs whose checkpoint is not in ``--out`` yet, ``--jobs`` at a time, one thread each."""
+    chosen = [r for r in RUNS if r.name in args.runs]
+    todo = [r for r in chosen if not checkpoint_of(args.out, r).is_file()]
+    for r in chosen:
+        if r not in todo:
+            print(f"reusing {checkpoint_of(args.out, r)}")
+    for start in range(0, len(todo), args.jobs):
+        group = todo[start:start + args.jobs]
+        commands = [train_command(files, args.out, r, args.max_time) for r in group]
+        for command in commands:
+            print(" ".join(command), flush=True)
+        if args.dry_run:
+            continue
+        (args.out / "runs").mkdir(parents=True, exist_ok=True)
+        logs = [(args.out / "runs" / f"{r.name}.log").open("w", encoding="utf-8") for r in group]
+        processes = [
+            subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=one_thread())
+            for command, log in zip(commands, logs, strict=True)
+        ]
+        for r, process, log in zip(group, processes, logs, strict=True):
+            if process.wait() != 0:
+                raise SystemExit(f"error: the {r.label} run failed (exit {process.returncode}): {log.name}")
+            log.close()
+
+
+def last_json(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def read_links(path: Path) -> list[set[tuple[int, int]]]:
+    return [parse_links(line, one_based=True)[0] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def symmetrised(out: Path, files: dict[str, Path], methods: list[str], supervised: bool, report: int) -> dict:
+    """Per method, the two directions' forward arg-max maps joined by grow-diag-final-and, scored on the gold
+    pairs from ``report`` on (1-based), as eflomal's rows are."""
+    gold = read_gold(files["sentences"], files["links"], one_based=True)
+    sure, possible = gold.sure()[report - 1:], gold.possible()[report - 1:]
+    scores = {}
+    for method in methods:
+        forward, reverse = (read_links(out / "links" / r.name / f"{method}.argmax.links")
+                            for r in RUNS if r.supervised == supervised)  # ja→en, en→ja
+        joined = [grow_diag_final_and(f, b) for f, b in zip(forward, reverse, strict=True)][report - 1:]
+        scores[method] = vars(score_links(joined, sure, possible))
+    return scores
+
+
+def method_rows(scores: dict, label: str) -> list[str]:
+    rows = []
     for method, by_extraction in scores["best"].items():
-        for extraction, label in EXTRACTIONS.items():
+        for extraction, name in EXTRACTIONS.items():
             best = by_extraction.get(extraction)
             if best is None:
                 continue
             where = best["layer"] + (f" head {best['head']}" if best.get("head") else "")
-            rows.append(f"| {method} | {label} | {where} | {best['precision']:.1%} | {best['recall']:.1%} "
-                        f"| {100 * best['aer']:.1f} | {100 * best['chosen_aer']:.1f} |")
-    diagonal = scores["diagonal"]
+            rows.append(f"| {label}: {method} | {name} | {where} | {best['precision']:.1%} | "
+                        f"{best['recall']:.1%} | {100 * best['aer']:.1f} | {100 * best['chosen_aer']:.1f} |")
+    return rows
+
+
+def table(scores: dict[str, dict], symmetric: dict[str, dict], eflomal: dict | None) -> list[str]:
+    """The docs' table: per run each method's chosen map per extraction, the symmetrised directions, the
+    diagonal, eflomal, the literature; its first line says which gold pairs chose the maps and which report
+    them."""
+    parts = next(iter(scores.values()))["parts"]
+    report = f"pairs {parts['report'][0]}–{parts['report'][1]}"
+    header = (f"| aligner | extraction | map chosen on pairs {parts['choose'][0]}–{parts['choose'][1]} | "
+              f"precision | recall | AER ({report}) | AER where chosen |")
+    rows = [f"Maps {parts['about']}.", "", header, "|---|---|---|---|---|---|---|"]
+    for label, run_scores in scores.items():
+        rows += method_rows(run_scores, label)
+    for label, by_method in symmetric.items():
+        for method, score in by_method.items():
+            rows.append(f"| {label}: {method} | grow-diag-final-and of the two directions' forward arg-max | "
+                        f"| {score['precision']:.1%} | {score['recall']:.1%} | {100 * score['aer']:.1f} | |")
+    diagonal = next(iter(scores.values()))["diagonal"]
     rows.append(f"| diagonal: target word j to source word ⌊(j + ½)·S/T⌋ | | | {diagonal['precision']:.1%} | "
                 f"{diagonal['recall']:.1%} | {100 * diagonal['aer']:.1f} | |")
     scored = (eflomal or {}).get("pairs", "all gold pairs")
@@ -116,28 +231,60 @@ def table(scores: dict, eflomal: dict | None) -> list[str]:
     return rows
 
 
+def bleu_rows(bleu: dict[str, dict]) -> list[str]:
+    rows = ["| run | BLEU on KFTT dev (1,166 pairs) | chrF | beam |", "|---|---|---|---|"]
+    rows += [f"| {label} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {scores['beam_size']} |"
+             for label, scores in bleu.items()]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files = gold_files(args.corpora)
     if not (files["links"].is_file() and files["sentences"].is_file()) and not args.dry_run:
         print(f"skipped: the KFTT corpus is not in {args.corpora} (give the corpora folder with --corpora)")
         return 0
-    checkpoint = args.checkpoint
-    if checkpoint is None:
-        run(train_command(files, args.out), args.dry_run)
-        checkpoint = args.out / "runs" / "kftt_ja_en" / "version_0" / "checkpoints" / "last.ckpt"
-    output = run(evaluate_command(checkpoint, files, args.methods, args.ig_steps, args.out), args.dry_run)
+    if args.checkpoint is not None:
+        checkpoints = {"checkpoint": (args.checkpoint, args.out / "links" / "checkpoint")}
+    else:
+        train_all(files, args)
+        checkpoints = {r.label: (checkpoint_of(args.out, r), args.out / "links" / r.name)
+                       for r in RUNS if r.name in args.runs}
+    scores, bleu = {}, {}
+    for label, (checkpoint, links) in checkpoints.items():
+        kept = args.out / "scores" / f"{links.name}.json"  # reused while the checkpoint stays older
+        if not args.dry_run and kept.is_file() and kept.stat().st_mtime > checkpoint.stat().st_mtime:
+            print(f"reusing the figures of {checkpoint} in {kept}")
+            scores[label], bleu[label] = json.loads(kept.read_text(encoding="utf-8")).values()
+            continue
+        command = evaluate_command(checkpoint, files, args.methods, args.ig_steps, args.out)
+        command[command.index("--links-out") + 1] = str(links)
+        command[command.index("--analysis-out") + 1] = str(args.out / "figures" / links.name)
+        output = run(command, args.dry_run)
+        scored = run(bleu_command(checkpoint, files), args.dry_run)
+        if not args.dry_run:
+            scores[label], bleu[label] = last_json(output), last_json(scored)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            figures = {"alignment": scores[label], "bleu": bleu[label]}
+            kept.write_text(json.dumps(figures) + "\n", encoding="utf-8")
     eflomal = None
     if not args.no_eflomal:
-        command = [sys.executable, "bench/kftt_eflomal.py", "--corpora", str(args.corpora)]
+        command = [sys.executable, "bench/kftt_eflomal.py", "--corpora", str(args.corpora),
+                   "--report-from", str(CHOOSE + 1)]
         eflomal_output = run(command, args.dry_run)
-        eflomal = json.loads(eflomal_output.strip().splitlines()[-1]) if eflomal_output else None
+        eflomal = last_json(eflomal_output) if eflomal_output else None
     if args.dry_run:
         return 0
-    scores = json.loads(output.strip().splitlines()[-1])
+    symmetric = {}
+    for kind, supervised in (("supervised heads", True), ("unsupervised", False)):
+        both = [r.name for r in RUNS if r.supervised == supervised]
+        if args.checkpoint is None and all(name in args.runs for name in both):
+            symmetric[f"both directions, {kind}"] = symmetrised(args.out, files, args.methods, supervised,
+                                                                CHOOSE + 1)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scores.json").write_text(json.dumps({"model": scores, "eflomal": eflomal}, indent=2) + "\n")
-    print("\n".join(["", *table(scores, eflomal)]))
+    results = {"models": scores, "symmetrised": symmetric, "bleu": bleu, "eflomal": eflomal}
+    (args.out / "scores.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print("\n".join(["", *table(scores, symmetric, eflomal), "", *bleu_rows(bleu)]))
     return 0
 
 

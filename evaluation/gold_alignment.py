@@ -395,29 +395,31 @@ def gold_alignment(
 def chosen_links(
     model: Transformer,
     items: Sequence[GoldItem],
-    choices: dict[str, Choice],
+    choices: dict[str, dict[str, Choice]],
     *,
     threshold: float = THRESHOLD,
     ig_steps: int | None = None,
     batch_size: int = 32,
-) -> dict[str, list[set[Link]]]:
-    """Per method of ``choices``, the links its chosen map proposes for each of ``items`` (0-based
-    ``(source word, target word)``, in the items' order), read as ``gold_alignment`` scores them."""
-    links: dict[str, list[set[Link]]] = {name: [set() for _ in items] for name in choices}
+) -> dict[str, dict[str, list[set[Link]]]]:
+    """Per method of ``choices`` and per name of its chosen maps (``"best"``, ``"argmax"``, ...), the links
+    that map proposes for each of ``items`` (0-based ``(source word, target word)``, in the items' order),
+    read as ``gold_alignment`` scores them; each method explains a batch once for all its maps."""
+    links = {method: {name: [set() for _ in items] for name in maps} for method, maps in choices.items()}
     sources, targets = [item.source.ids for item in items], [item.target.ids for item in items]
     for batch in length_sorted_batches(sources, targets, batch_size):
         trace = forced_pass(model, batch).trace
         words = BatchWords.of(items, batch)
-        for name, choice in choices.items():
-            e = word_explanation(explain(name, trace, ig_steps=ig_steps), words)
-            if choice.head is None:
-                maps = e.per_layer[:, choice.layer]  # (B, Tw, Sw)
-            else:
-                maps = e.per_head[:, choice.layer, choice.head]  # (B, Tw, Sw)
-            found = extract(maps.unsqueeze(1), e.src_valid, e.tgt_valid, [choice.extraction],
-                            threshold=threshold)[choice.extraction][:, 0]  # (B, Tw, Sw)
-            for row, index in enumerate(batch.index.tolist()):
-                links[name][index] = {(s, t) for t, s in found[row].nonzero().tolist()}
+        for method, maps in choices.items():
+            e = word_explanation(explain(method, trace, ig_steps=ig_steps), words)
+            for name, choice in maps.items():
+                if choice.head is None:
+                    chosen = e.per_layer[:, choice.layer]  # (B, Tw, Sw)
+                else:
+                    chosen = e.per_head[:, choice.layer, choice.head]  # (B, Tw, Sw)
+                found = extract(chosen.unsqueeze(1), e.src_valid, e.tgt_valid, [choice.extraction],
+                                threshold=threshold)[choice.extraction][:, 0]  # (B, Tw, Sw)
+                for row, index in enumerate(batch.index.tolist()):
+                    links[method][name][index] = {(s, t) for t, s in found[row].nonzero().tolist()}
     return links
 
 

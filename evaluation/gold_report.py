@@ -108,17 +108,20 @@ def print_best(best: dict[str, dict[str, dict]], parts: Parts, diagonal: dict) -
         print(f"{name:22s} " + " ".join(f"{chosen[e]['aer']:10.3f}" for e in extractions))
 
 
-def write_links_out(folder: Path, links: dict[str, list[set]], swapped: bool) -> list[Path]:
-    """Each method's links as ``<folder>/<method>.links``: one Pharaoh line a gold pair, 1-based, in the
-    gold file's direction (swapped back where the model translates the other way)."""
+def write_links_out(folder: Path, links: dict[str, dict[str, list[set]]], swapped: bool) -> list[Path]:
+    """Each method's links as Pharaoh files, one line a gold pair, 1-based, in the gold file's direction
+    (swapped back where the model translates the other way): ``<folder>/<method>.links`` its map chosen over
+    every extraction, ``<method>.<name>.links`` its map chosen under extraction ``name`` (``argmax``: the
+    forward arg-max, which two directions' models symmetrise)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, pairs in links.items():
-        if swapped:
-            pairs = [{(target, source) for source, target in found} for found in pairs]
-        path = folder / f"{name}.links"
-        write_links(path, pairs, one_based=True)
-        written.append(path)
+    for method, maps in links.items():
+        for name, pairs in maps.items():
+            if swapped:
+                pairs = [{(target, source) for source, target in found} for found in pairs]
+            path = folder / (f"{method}.links" if name == "best" else f"{method}.{name}.links")
+            write_links(path, pairs, one_based=True)
+            written.append(path)
     return written
 
 
@@ -168,10 +171,11 @@ def run_gold_alignment(
     diagonal = diagonal_score(reporting_items)
     links_files = []
     if data is None and args.links_out is not None:
-        links = chosen_links(model, items, {method: chosen["best"] for method, chosen in choices.items()},
-                             threshold=args.alignment_threshold, ig_steps=args.ig_steps,
+        maps = {method: {name: chosen[name] for name in ("best", "argmax")}
+                for method, chosen in choices.items()}
+        links = chosen_links(model, items, maps, threshold=args.alignment_threshold, ig_steps=args.ig_steps,
                              batch_size=options["batch_size"])
-        links["diagonal"] = [diagonal_links(item.source.count, item.target.count) for item in items]
+        links["diagonal"] = {"best": [diagonal_links(item.source.count, item.target.count) for item in items]}
         bar.update(len(items))
         swapped = gold_reversed(args.gold_direction, [args.gold_alignments, args.gold_sentences[0]],
                                 dm.source_lang, dm.target_lang)[0]

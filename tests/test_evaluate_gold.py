@@ -119,6 +119,13 @@ def test_maps_chosen_on_the_first_pairs_are_reported_on_the_others_and_their_lin
         expected = result["diagonal"] if method == "diagonal" else result["chosen"][method]
         assert (score.precision, score.recall, score.aer) == pytest.approx(
             (expected["precision"], expected["recall"], expected["aer"]))
+    for method in ("attention", "value_norms"):  # the map chosen under the forward arg-max, for symmetrising
+        lines = (out / f"{method}.argmax.links").read_text(encoding="utf-8").splitlines()
+        found = [parse_links(line, one_based=True)[0] for line in lines]
+        score = score_links(found[1:], gold.sure()[1:], gold.possible()[1:])
+        expected = result["best"][method]["argmax"]
+        assert (score.precision, score.recall, score.aer) == pytest.approx(
+            (expected["precision"], expected["recall"], expected["aer"]))
 
 
 def test_two_sentence_files_zero_based_links_and_the_first_pairs(gold_run, tmp_path, capsys):
