@@ -491,7 +491,7 @@ def test_a_checkpoint_deleted_while_the_tab_loads_it_is_read_again(tiny_run, tmp
 
     monkeypatch.setattr(checkpoints, "load_run", always_gone)
     client, _ = serve(logs)  # nothing loaded yet
-    error = get(client, "/translate?run=copy&text=the%20dog", status=503)["error"]
+    error = get(client, "/translate?run=copy&text=the%20dog", status=409)["error"]
     assert "checkpoints of run 'copy' changed while they were read" in error
 
 

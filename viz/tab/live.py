@@ -97,7 +97,7 @@ class LiveRuns:
 
         Training deletes old epoch checkpoints and replaces last.ckpt while the tab reads them: a file that
         vanishes or changes under a read is looked up again, and after CHECKPOINT_TRIES such reads the answer
-        is a 503 (try again), never a 500.
+        is a 409 saying to try again (the run's state, not the server, is in the way), never a 5xx.
         """
         for _ in range(CHECKPOINT_TRIES):
             checkpoint, note, status = self.checkpoint(run)
@@ -120,7 +120,7 @@ class LiveRuns:
                 raise RequestError(422, str(error)) from None
             self._loaded[run] = (checkpoint, before, loaded)
             return checkpoint, loaded
-        raise RequestError(503, f"the checkpoints of run {run!r} changed while they were read (training "
+        raise RequestError(409, f"the checkpoints of run {run!r} changed while they were read (training "
                                 "saves new ones); try again")
 
     def translate(self, run: str, text: str, *, beam: int | None, method: str | None,

@@ -1,7 +1,7 @@
 """The ATTENTION tab's backend: a TensorBoard dynamic plugin serving logged attention weights as JSON.
 
-Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 405; every error is a 4xx, or a
-503 while a run's checkpoints change under a read, with ``{"error": "one line"}``):
+Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 405; every error is a 4xx, with
+``{"error": "one line"}``; a 409 while a run's checkpoints change under a read says to try again):
 
 - ``index.js``, ``static/<file>``: the frontend, plain ES modules shipped with this package;
 - ``vocabulary``: every list of names the page shows, as Python defines it: the attention kinds with their
