@@ -1,11 +1,8 @@
 """A training run's own checkpoints: each written whole or not at all, one written when Ctrl-C or SIGTERM
-stops the run, and the run resumed from one exactly as if it had not stopped.
-
-What an exact resume needs beyond Lightning's checkpoint is here (the random generators, the logged steps'
-labels, the batch in flight at an interruption); the rest lives where it belongs: the data loader's place in
-its epoch in ``data.batching.ResumableDataLoader`` (Lightning saves it), dropout seeded by the step in
-``TranslationModule.on_train_batch_start``. Which checkpoint to resume from, and reading one safely, is
-``training.checkpoints``.
+stops the run, and the run resumed from one as if it had not stopped. Which checkpoint to resume from, and
+reading one safely, is ``training.checkpoints``; the data loader's place in its epoch is
+``data.batching.ResumableDataLoader``'s (Lightning saves it), dropout's seed the step
+(``TranslationModule.on_train_batch_start``).
 """
 
 import logging
@@ -41,12 +38,10 @@ log = logging.getLogger(__name__)
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint writer, made atomic on a local disk: a checkpoint is written to a hidden file
-    in its own folder and takes its name (``os.replace``) only once it is whole and on the disk.
-
-    So a full disk or a crash while saving leaves the previous ``last.ckpt`` or ``best-*.ckpt`` as it was,
-    never a truncated one. (Lightning's own save writes into the system's temporary folder and copies the file
-    over when that is another file system, which a full disk cuts short.) A failed save is a one-line
-    CheckpointError naming the file.
+    in its own folder and takes its name (``os.replace``) only once it is whole and on the disk, so a full
+    disk or a crash while saving leaves the previous ``last.ckpt`` or ``best-*.ckpt`` as it was. (Lightning's
+    own save copies from the system's temporary folder, which a full disk cuts short.) A failed save is a
+    one-line CheckpointError naming the file.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
@@ -264,18 +259,11 @@ def rebase_checkpoint_paths(state: dict[str, Any], dirpath: str) -> None:
 
 # Not OnExceptionCheckpoint: its mere presence makes every fit(ckpt_path=None) look for a "last" to resume.
 class InterruptCheckpoint(L.Callback):
-    """Save ``checkpoints/interrupted.ckpt`` when Ctrl-C (SIGINT) or SIGTERM stops a run, and only then.
-
-    Any other exception (a non-finite loss, running out of memory, a bug) saves nothing: the weights may be
-    damaged, and the last good checkpoint (``last.ckpt``) is what to resume from. ``signal`` records which
-    signal stopped the run, for its exit status (128 + the signal's number, as a shell reports it).
-
-    A run of several processes saves only when stopped by SIGTERM, which every process handles at the same
-    step: saving is collective, and Ctrl-C may reach one process alone.
-
-    A batch that was in flight when the signal came (Ctrl-C lands in the middle of a training step) is not
-    counted: the checkpoint says the epoch stands after the last batch that was trained on, so that a resumed
-    run draws that batch again and numbers its steps as an uninterrupted run does.
+    """Save ``checkpoints/interrupted.ckpt`` when Ctrl-C (SIGINT) or SIGTERM stops a run, and only then:
+    after any other exception (a non-finite loss, out of memory, a bug) the weights may be damaged, and
+    ``last.ckpt`` is what to resume from. ``signal`` records which signal stopped the run, for its exit status
+    (128 + its number, as a shell reports it). A batch in flight when the signal came is not counted
+    (:func:`forget_batch_in_flight`), so that a resumed run draws it again.
     """
 
     def __init__(self) -> None:
@@ -333,12 +321,11 @@ def forget_batch_in_flight(trainer: L.Trainer) -> None:
 class FlagOnlySignalConnector(_SignalConnector):
     """Lightning's signal connector with a SIGTERM handler that makes no collective call.
 
-    Lightning's own handler broadcasts a tensor from inside the signal handler. A handler runs wherever the
-    main thread happens to be, so that broadcast can pair with another collective (the gradient all-reduce of
-    the other rank, say) and every process waits forever. This one only forwards the signal to the worker
-    processes and sets ``trainer.received_sigterm``; Lightning's training loop broadcasts rank 0's flag at the
-    start of every step, so that every process stops at the same step with ``SIGTERMException`` (and the
-    interrupt checkpoint, a collective save, is reached by all of them).
+    Lightning's own handler broadcasts a tensor from inside the signal handler, wherever the main thread
+    happens to be: that broadcast can pair with another collective (the other rank's gradient all-reduce)
+    and every process waits forever. This one forwards the signal to the worker processes and sets
+    ``trainer.received_sigterm``, which Lightning's loop broadcasts from rank 0 at the start of every step:
+    every process stops at the same step, and reaches the interrupt checkpoint's collective save.
     """
 
     def _sigterm_notifier_fn(self, signum: int, _: FrameType | None) -> None:
