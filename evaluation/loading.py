@@ -29,6 +29,8 @@ def choose_checkpoint(checkpoint: str) -> str:
     (printed)."""
     if not Path(checkpoint).is_dir():
         return checkpoint
+    if Path(checkpoint).suffix == ".ckpt":  # not a run folder to look into: "no checkpoint yet" would mislead
+        raise CheckpointError(f"{checkpoint}: not a checkpoint file (a folder, not a regular file)")
     chosen = str(newest_checkpoint(checkpoint))
     print(f"using {chosen}", file=sys.stderr)
     return chosen

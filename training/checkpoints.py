@@ -230,8 +230,8 @@ def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None
     Raises:
         CheckpointMissing: the folder holds no checkpoint.
         CheckpointRefused: a checkpoint resolves outside ``inside``.
-        CheckpointError: a checkpoint is unsafe (it is named; pass a file to use another), or every one is
-            damaged (a damaged one beside readable ones is skipped with a warning).
+        CheckpointError: a checkpoint is unsafe or no file (a folder; it is named: pass a file to use
+            another), or every one is damaged (a damaged one beside readable ones is skipped with a warning).
     """
     folder = Path(run) / CHECKPOINT_FOLDER
     resolved(folder)  # a loop of links is named, where is_dir would answer False: "no checkpoint yet"
@@ -244,9 +244,7 @@ def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None
             raise CheckpointRefused(f"{path} resolves to a file outside {inside}; refused")
         # Tie-break between checkpoints of the same step: the interrupt's, then last.ckpt, then the others.
         preference = {INTERRUPTED_CHECKPOINT: 2, LAST_CHECKPOINT: 1}.get(path.name, 0)
-        try:
-            if not path.is_file():
-                continue
+        try:  # a *.ckpt that is a folder is refused by its name, not passed over as if the run had none
             ranked.append((checkpoint_step(path), preference, path.stat().st_mtime_ns, path))
         except (CheckpointMissing, FileNotFoundError):
             continue  # rotated away while we looked
