@@ -20,6 +20,10 @@ on the fused kernel), and it logs:
   (cross-attention, Shift-Att, value-weighted attention, rollout, gradient × input; Integrated Gradients when
   chosen) and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they
   took, over ``explanation_sentences`` validation sentences;
+- on a gold set of more pairs than ``explanation_sentences``, the scored pairs choose each method's map (its
+  layer or head of lowest forward arg-max AER, ``evaluation.gold_alignment.choose``) and the other pairs
+  report it, as ``evaluate.py --gold-choose`` does: scalars ``explain/<method>/reported_aer`` and
+  ``explain/reported_seconds``, the time the reporting pairs took;
 - with ``explain_probes``, the scalar ``explain/probe_seconds``: the time the probes' explanation maps and
   logit lens took.
 
@@ -37,6 +41,7 @@ import json
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -55,10 +60,14 @@ from evaluation.explanations import explain_pass, explanation_alignment, lens_of
 from evaluation.forced import ForcedPass, SentenceTokens, forced_pass, sentence_pass
 from evaluation.gold_alignment import (
     GoldItem,
+    Parts,
+    WordAlignmentScores,
     check_sure_links,
+    choose,
     encode_gold,
     fits,
     gold_alignment,
+    reported,
     token_cells,
 )
 from training.module import due_at_validation
@@ -135,6 +144,7 @@ class AttentionLogger(L.Callback):
         self.explain_probes = explain_probes
         self._explain_pairs: list | None = None
         self._gold_items: dict = {}  # gold pair index -> GoldItem, with a gold set
+        self._reporting: Reporting | None = None  # a gold set's pairs past the scored ones
         self.every_n_epochs = every_n_epochs
         self.num_sentences = num_sentences
         self.num_images = num_images
@@ -163,6 +173,7 @@ class AttentionLogger(L.Callback):
         items = [(i, src_tok.encode(p.source), tgt_tok.encode(p.target)) for i, p in enumerate(val)]
         self._stats_pairs, self._stats_items = val, items[: self.stats_sentences]
         gold = datamodule.gold_set()
+        named = gold is not None  # a gold set of its own, not a split's links read as one
         scored = val[: self.explanation_sentences]
         if gold is None and scored and all(p.alignment is not None for p in val) and not one_token_per_word(
             scored, src_tok, tgt_tok
@@ -184,6 +195,9 @@ class AttentionLogger(L.Callback):
             self._explain_pairs = [self._gold_items[i] for i, _, _ in items[: self.explanation_sentences]]
             if self._explain_pairs:  # by evaluate.py --gold-alignments' rule
                 check_sure_links(self._explain_pairs, datamodule.gold_alignments or "the validation split")
+            if named:  # a split's own links (the toy's) choose and report on the same pairs
+                self._reporting = Reporting.of([item for _, item in sorted(self._gold_items.items())],
+                                               self.explanation_sentences)
             return
         self._explain_pairs = val[: self.explanation_sentences]
         if self._explain_pairs:
@@ -210,7 +224,10 @@ class AttentionLogger(L.Callback):
         if self.every_n_epochs and writer is not None:
             # Now, not at the first validation: TensorBoard shows the tab, and the tab lists the run, from the
             # start of training, saying when the first maps come.
-            summary = json_summary(RUN_TAG, {"every_n_epochs": self.every_n_epochs})
+            about = {"every_n_epochs": self.every_n_epochs}
+            if (supervised := supervised_head(pl_module, trainer.datamodule)) is not None:
+                about["supervised"] = supervised
+            summary = json_summary(RUN_TAG, about)
             writer.add_summary(summary, trainer.global_step)
             experiment.flush()
 
@@ -427,14 +444,40 @@ class AttentionLogger(L.Callback):
                 self._scalar(pl_module, f"explain/{name}/agreement_{layer}", row.agreement)
             self._scalar(pl_module, f"explain/{name}/best_aer", method.best.aer)
         self._scalar(pl_module, "explain/seconds", time.perf_counter() - start)
-        self._log_score_tensors(experiment, scores, step, budget)
+        chosen = None
+        if self._gold_items and self._reporting is not None:
+            chosen = self._log_reported(model, on_words, pl_module)
+        self._log_score_tensors(experiment, scores, step, budget, chosen)
+
+    def _log_reported(self, model, choosing: dict[str, WordAlignmentScores], pl_module) -> dict[str, dict]:
+        """Each method's map chosen on the scored pairs (its forward arg-max map of lowest AER,
+        ``choose``), scored on the reporting pairs (``reported``): one more explanation pass, over those
+        pairs, the forward arg-max only. Logs the scalars ``explain/<method>/reported_aer`` and
+        ``explain/reported_seconds``; returns method -> {layer, head (from 1, None for a layer's map), aer,
+        chosen_aer} and the parts' pair numbers, for the tab."""
+        start = time.perf_counter()
+        # Validation runs under inference mode; the gradient methods need autograd.
+        with torch.inference_mode(False), torch.enable_grad():
+            reporting = gold_alignment(model, self._reporting.items, methods=list(choosing),
+                                       extractions=("argmax",), ig_steps=self.ig_steps)
+        rows = {}
+        for name, scores in choosing.items():
+            chosen = {"argmax": choose(scores, ("argmax",))["argmax"]}
+            row = reported(chosen, scores, reporting[name])["argmax"]
+            rows[name] = {key: row[key] for key in ("layer", "head", "aer", "chosen_aer")}
+            rows[name] |= self._reporting.parts.as_dict()
+            self._scalar(pl_module, f"explain/{name}/reported_aer", row["aer"])
+        self._scalar(pl_module, "explain/reported_seconds", time.perf_counter() - start)
+        return rows
 
     def _log_score_tensors(
-        self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int
+        self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int,
+        chosen: dict[str, dict] | None = None,
     ) -> None:
         """``explanation_alignment``'s table as the tab's tensors: per method ``aer``, ``agreement`` (L,),
         ``head_aer``, ``head_agreement`` (L, H) where the method has heads, and ``layers``, its label and
-        layer labels (JSON)."""
+        layer labels (JSON); with ``chosen`` (``_log_reported``'s), ``reported``: the map chosen on the scored
+        pairs and its AER on the reporting ones (JSON)."""
         summaries = []
         for name, method in scores.items():
             arrays = {"aer": [row.aer for row in method.layers],
@@ -445,6 +488,8 @@ class AttentionLogger(L.Callback):
                 summaries.append(tensor_summary(explain_tag(name, score), np.asarray(values, np.float32)))
             about = {"label": METHODS[name].label, "layers": [row.layer for row in method.layers]}
             summaries.append(json_summary(explain_tag(name, "layers"), about))
+            if chosen is not None:
+                summaries.append(json_summary(explain_tag(name, "reported"), chosen[name]))
         size = sum(len(value.SerializeToString()) for summary in summaries for value in summary.value)
         if size > budget:
             if self._warned_scores:
@@ -459,6 +504,41 @@ class AttentionLogger(L.Callback):
         writer = _file_writer(experiment)
         for summary in summaries if writer is not None else ():
             writer.add_summary(summary, step)
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """The gold pairs past those scored at each validation, on which each method's chosen map is reported."""
+
+    parts: Parts  # over the gold pairs the model reads, counted as evaluate.py --gold-choose counts them
+    items: list[GoldItem]
+
+    @classmethod
+    def of(cls, items: list[GoldItem], scored: int) -> "Reporting | None":
+        """The pairs of ``items`` past the first ``scored``; None where there are none, or none has a sure
+        link to score against (warned of)."""
+        parts = Parts.of(len(items), scored)
+        if not parts.apart:
+            return None
+        reporting = items[slice(*parts.report)]
+        if not any(item.sure for item in reporting):
+            first, last = parts.report[0] + 1, parts.report[1]
+            warnings.warn(f"attention logging: the gold pairs {first}–{last} have no sure link; the maps "
+                          "are not reported on them", stacklevel=2)
+            return None
+        return cls(parts, reporting)
+
+
+def supervised_head(pl_module, datamodule) -> dict | None:
+    """The head guided alignment supervises, as the options name it: ``layer`` and ``head`` counted from 1,
+    the ``labels`` (the links file's name, or eflomal) and the ``weight`` λ; None without supervision."""
+    head = getattr(pl_module, "alignment_head", None)
+    if head is None:
+        return None
+    labels = getattr(datamodule, "alignment_labels", None)
+    return {"layer": head[0] + 1, "head": head[1] + 1,
+            "labels": None if labels is None else Path(labels).name,
+            "weight": float(pl_module.hparams.alignment_weight)}
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,11 @@ from analysis.axes import KINDS
 from viz.tab.metadata import (
     EXPLAIN_TAG,
     PLUGIN_NAME,
+    RUN_TAG,
     SENTENCE_TAG,
     STATISTIC_TAG,
     VERSION,
+    explain_tag,
     layout_version,
     sentence_tag,
 )
@@ -32,6 +34,7 @@ ALL_STEPS = 1_000_000  # downsampling bound when reading: every step the loader 
 DECIMALS = 4
 SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
 METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
+SUPERVISED_FIELDS = {"layer": int, "head": int, "labels": (str, type(None)), "weight": (int, float)}
 GOLD_WORDS_FIELDS = ("source_words", "target_words", "source_count", "target_count", "sure", "possible")
 NOT_YET = "no attention logged yet"
 NO_PROBES = ("its attention summaries hold no probe sentence's maps (attention.num_sentences 0, or every "
@@ -165,6 +168,42 @@ def _whole(value) -> bool:
 
 def _method_described(method) -> bool:
     return isinstance(method, dict) and all(isinstance(method.get(k), t) for k, t in METHOD_FIELDS.items())
+
+
+def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | None:
+    """The head guided alignment supervised in the run, as its ``attention/run`` summary names it (``layer``
+    and ``head`` counted from 1, ``labels``, ``weight``); None where it names none."""
+    if not values:
+        return None
+    supervised = logged_json(run, RUN_TAG, values).get("supervised")
+    if supervised is None:
+        return None
+    if not (isinstance(supervised, dict) and all(
+            isinstance(supervised.get(k), t) and not isinstance(supervised.get(k), bool)
+            for k, t in SUPERVISED_FIELDS.items()) and min(supervised["layer"], supervised["head"]) >= 1):
+        raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' (expected "
+                           f"{{{', '.join(SUPERVISED_FIELDS)}}}, layer and head counted from 1)")
+    return {k: supervised[k] for k in SUPERVISED_FIELDS}
+
+
+def reported_map(run: str, method: str, values: dict[int, np.ndarray] | None, step: int) -> dict | None:
+    """A method's map chosen on the scored gold pairs and its AER on the others, as logged at ``step``
+    (``viz.tab.metadata``); None where it logged none then."""
+    if not values or step not in values:
+        return None
+    tag = explain_tag(method, "reported")
+    record = logged_json(run, tag, values, step)
+    numbers = [record.get("aer"), record.get("chosen_aer")]  # null: NaN, written as JSON's null
+    pairs = [record.get("choose"), record.get("report")]
+    head = record.get("head")
+    if not (isinstance(record.get("layer"), str) and (head is None or _whole(head))
+            and all(n is None or (isinstance(n, (int, float)) and not isinstance(n, bool)) for n in numbers)
+            and all(isinstance(p, list) and len(p) == 2 and all(map(_whole, p)) for p in pairs)):
+        raise MalformedRun(f"run {run!r} {tag} is malformed (expected {{layer, head, aer, chosen_aer, "
+                           "choose, report}})")
+    aer, chosen = (None if n is None else round(float(n), DECIMALS) for n in numbers)
+    return {"layer": record["layer"], "head": head, "aer": aer, "chosen_aer": chosen, "choose": pairs[0],
+            "report": pairs[1]}
 
 
 def run_settings(run_dir: Path | None) -> dict | None:
@@ -308,7 +347,8 @@ class LoggedRuns:
         the data, if the run was logged in another layout.
 
         ``methods`` lists those whose maps the probes have, as logged (``attention`` first where it was
-        logged; a run logged without explanations lists none).
+        logged; a run logged without explanations lists none); ``supervised``, the head guided alignment
+        trained (``supervised_head``), or None.
         """
         newest = max(((s.max_step, s.max_wall_time) for s in tags.values()), default=None)
         key = (newest, len(tags))
@@ -359,6 +399,8 @@ class LoggedRuns:
             "methods": methods,
             "has_lens": sentence_tag(sentences[0], "lens") in tags,
             "explanation_steps": self._explanation_steps(request, run, tags),
+            "supervised": supervised_head(run, self.read(request, run, [RUN_TAG]).get(RUN_TAG)
+                                          if RUN_TAG in tags else None),
         }
 
     def _explanation_steps(self, request, run: str, tags) -> list[int]:

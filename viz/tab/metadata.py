@@ -22,8 +22,13 @@ TensorBoard hands it to this plugin (and to no other tab). Tags:
 - ``attention/explain/<method>/<score>``: float32, a method's scores against the gold alignment over the
   ``explanation_sentences``: ``aer``, ``agreement`` (L,), and ``head_aer``, ``head_agreement`` (L, H) for
   methods with heads; ``attention/explain/<method>/layers``: JSON ``{"label", "layers"}``;
-- ``attention/run``: JSON ``{"every_n_epochs"}``, written as training starts, so that TensorBoard shows the
-  tab and the tab lists the run (waiting, with when its first maps come) before its first maps.
+  ``attention/explain/<method>/reported``, on a gold set of more pairs than those scored: JSON ``{"layer",
+  "head", "aer", "chosen_aer", "choose", "report", "apart"}``, the map chosen on the scored pairs (head
+  counted from 1, null for a layer's map) and its AER on the others (``evaluation.gold_alignment.reported``,
+  with the pair numbers of ``Parts.as_dict``);
+- ``attention/run``: JSON ``{"every_n_epochs"}``, and ``"supervised": {"layer", "head", "labels", "weight"}``
+  where guided alignment trains a head (counted from 1), written as training starts, so that TensorBoard
+  shows the tab and the tab lists the run (waiting, with when its first maps come) before its first maps.
 """
 
 import json
@@ -41,7 +46,7 @@ RUN_TAG = "attention/run"
 SENTENCE_TAG = re.compile(rf"^attention/sentence_(\d+)/(text|{_KIND})$")
 STATISTIC_TAG = re.compile(rf"^attention/statistics/({_KIND})/(\w+)$")
 SENTENCE_EXPLAIN_TAG = re.compile(r"^attention/sentence_(\d+)/explain/(\w+)$")  # not the per_layer maps
-EXPLAIN_TAG = re.compile(r"^attention/explain/(\w+)/(aer|agreement|head_aer|head_agreement|layers)$")
+EXPLAIN_TAG = re.compile(r"^attention/explain/(\w+)/(aer|agreement|head_aer|head_agreement|layers|reported)$")
 
 
 def sentence_tag(index: int, part: str) -> str:

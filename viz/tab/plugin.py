@@ -10,10 +10,11 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
   (default, the run's validation beam, and most), the head statistics' definitions (``analysis.heads``),
   and which tokens stand upright in column labels (``viz.fonts.UPRIGHT_TOKEN``);
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
-  whose maps the probes have, whether they have a logit lens, and the steps with explanation scores; under
-  ``waiting``, each run with events but no maps yet, with a line saying why and when its first maps come
-  (from the config.yaml it saved); and under ``skipped``, each run whose logged data is not in this tab's
-  layout, with why (its routes answer 409);
+  whose maps the probes have, whether they have a logit lens, the steps with explanation scores, and the
+  head guided alignment supervised (``supervised``: layer and head counted from 1, labels, weight; null for
+  none); under ``waiting``, each run with events but no maps yet, with a line saying why and when its first
+  maps come (from the config.yaml it saved); and under ``skipped``, each run whose logged data is not in this
+  tab's layout, with why (its routes answer 409);
 - ``attention?run&step&sentence[&kind&layer&head]``: every head of one probe sentence at one step, or one map;
 - ``explanation?run&step&sentence&method``: one explanation method's map of a probe sentence, per layer and
   per head where the method has heads, with the gold links and the map's AER (``analysis.explain.scores``)
@@ -21,7 +22,9 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 - ``lens?run&step&sentence``: the logit lens of a probe sentence (top tokens, the produced token's
   probability and rank per decoder layer);
 - ``explanations?run&step``: every method's AER and agreement per layer (and head) over the explanation
-  sentences, each method's best AER at every logged step, and which method leads since which step;
+  sentences, each method's best AER at every logged step, and which method leads since which step; on a gold
+  set of more pairs, each method's ``reported``: its map chosen on the scored pairs and that map's AER on the
+  others (null where nothing was reported);
 - ``statistics?run&step``: the head statistics, layers × heads per kind, and their definitions;
 - ``translate?run&text[&beam][&method][&ig_steps]``: translates a typed sentence with the run's newest
   weights (``viz.tab.live``), ``beam`` beams (by default, or ``run``, the run's validation beam; the answer
@@ -61,6 +64,7 @@ from viz.tab.events import (
     leader,
     logged_json,
     lowest,
+    reported_map,
     rounded,
     run_settings,
     sentence_text,
@@ -375,7 +379,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         methods = {}
         for name in present:
             scores = {score: np.asarray(values[step]) for score, values in named[name].items()
-                      if score != "layers" and step in values}
+                      if score not in ("layers", "reported") and step in values}
             if any(np.ndim(scores.get(score)) != 1 for score in ("aer", "agreement")):
                 raise MalformedRun(f"run {run!r} {explain_tag(name, 'aer')} and "
                                    f"{explain_tag(name, 'agreement')} must both be logged at step {step}, "
@@ -395,7 +399,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
                              **heads,
                              "best": None if best is None else {  # None: every layer's AER was NaN
                                  "layer": about["layers"][best],
-                                 "aer": round(float(scores["aer"][best]), DECIMALS)}}
+                                 "aer": round(float(scores["aer"][best]), DECIMALS)},
+                             "reported": reported_map(run, name, named[name].get("reported"), step)}
         rounded_history = {name: [[s, round(v, DECIMALS)] for s, v in sorted(steps.items())]
                            for name, steps in history.items()}
         return {"run": run, "step": step, "methods": methods, "history": rounded_history,

@@ -5,10 +5,23 @@ import {h} from "./dom.js";
 import {colourBar} from "./heatmap.js";
 import {
   aligns, currentMethod, currentStep, draw, kindTitle, runOptions, selectKind, selectMethod, selectRun, selectSentence,
-  selectStep, state,
+  selectStep, state, supervisedText,
 } from "./state.js";
 
 const ui = {};
+
+/** The shown run's summary line under the toolbars: the head its training supervised, where there is one. */
+export function runSummary() {
+  ui.summary = h("div", {id: "run-summary", class: "run-summary", style: "display:none"});
+  return ui.summary;
+}
+
+function syncSummary() {
+  const text = supervisedText(state.run.supervised);
+  ui.summary.style.display = text ? "" : "none";
+  ui.summary.replaceChildren(...(text ? [h("span", {class: "sup-key"}, "⚑"), " ", text,
+    h("span", {class: "note"}, " · marked ⚑ in the cross maps and the head table")] : []));
+}
 
 /** The two toolbars; `right` (your sentence's controls) ends the second. */
 export function toolbars(right) {
@@ -59,6 +72,7 @@ export function loading(on) {
 export function syncControls() {
   const run = state.run;
   ui.runSelect.value = run.run;
+  if (ui.summary) syncSummary();
   ui.slider.max = String(run.steps.length - 1);
   ui.slider.value = String(state.stepIndex);
   ui.slider.disabled = state.mode === "custom" || run.steps.length < 2;

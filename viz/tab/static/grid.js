@@ -7,7 +7,7 @@ import {fmt, h, sameHead, textWidth} from "./dom.js";
 import {drawMatrix} from "./heatmap.js";
 import {HEAD_COLOURS} from "./lines.js";
 import {aerOf, aerText, mapName, mapOf, scaleFor} from "./maps.js";
-import {kindOf, kindTitle, openHead, state, toggleOverlay} from "./state.js";
+import {isSupervised, kindOf, kindTitle, openHead, state, toggleOverlay} from "./state.js";
 import {bestHead, defaultSort, shortName} from "./stats.js";
 
 const ui = {};
@@ -117,6 +117,11 @@ export function drawGrid(data, set, stats, explanations) {
       node.classList.add("overlay");
       node.style.borderColor = headColour(overlayIndex + 1);
       node.append(h("span", {class: "dot", style: `background:${headColour(overlayIndex + 1)}`}));
+    }
+    if (isSupervised(me)) {
+      node.classList.add("supervised");
+      node.append(h("span", {class: "sup-badge", title: "the head guided alignment trained to follow word links"},
+        "⚑ sup"));
     }
     if (best && sameHead(best.map, me)) {
       node.classList.add("best");

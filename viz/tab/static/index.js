@@ -19,6 +19,8 @@
 //
 // DOM hooks (stable, for tests):
 //   #run-select (a run ./runs lists without maps is a disabled `option.unavailable` labelled with its reason),
+//   #run-summary (the head the run's training supervised, shown only where there is one; that head's cross
+//   maps in the grid carry `.supervised` and a `.sup-badge`, its row of #stats-table the class `supervised`),
 //   #empty (no run has maps yet; its #waiting-runs lists the others, `li[data-run]`), #step-slider (range over step indices), #step-label (shows the step number), #sentence-select,
 //   #kind-encoder / #kind-decoder / #kind-cross (buttons; the active one has class `active`), #method-select
 //   (the explanation method of the cross maps, values = method names), #gold-toggle (checkbox), #grid with cells
@@ -40,7 +42,7 @@
 import {
   attentionUrl, cached, explanationUrl, explanationsUrl, fetchJSON, lensUrl, runsUrl, statisticsUrl, vocabularyUrl,
 } from "./static/api.js";
-import {listRuns, loading, onKey, syncControls, toolbars} from "./static/controls.js";
+import {listRuns, loading, onKey, runSummary, syncControls, toolbars} from "./static/controls.js";
 import {compareTarget, detailSection, drawDetail} from "./static/detail.js";
 import {debounce, h, messageLine, showMessage, tooltip} from "./static/dom.js";
 import {drawExplanations, explainSection} from "./static/explain.js";
@@ -94,7 +96,7 @@ export async function render() {
   const left = h("section", {class: "left"}, explainSection(), ...gridSection(), h("div", {style: "height:14px"}),
     ...statsSection());
   const right = h("section", {class: "right"}, detailSection());
-  app.replaceChildren(...toolbars(translateControls()), messageLine(), bannerSection(),
+  app.replaceChildren(...toolbars(translateControls()), runSummary(), messageLine(), bannerSection(),
     h("div", {class: "main"}, left, right));
   window.addEventListener("resize", debounce(() => draw(), 150));
   await update();

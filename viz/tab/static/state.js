@@ -43,6 +43,22 @@ export function wire({draw, sync, explainCustom}) {
 
 export const draw = () => hooks.draw();
 
+/** Whether `map` ({layer, head}, 0-based) is the cross-attention head the run's training supervised with
+ * guided alignment (./runs' `supervised`, counted from 1), shown as a cross map. */
+export function isSupervised(map, run = state.run, kind = state.kind) {
+  const s = run && run.supervised;
+  return Boolean(s) && kind === "cross" && map.head !== null && map.layer === s.layer - 1 && map.head === s.head - 1;
+}
+
+/** The run's supervised head in words ("" for none): "supervised head: layer 2 head 1 (guided alignment on
+ * eflomal's links, λ 0.05)". */
+export function supervisedText(supervised) {
+  if (!supervised) return "";
+  const {layer, head, labels, weight} = supervised;
+  const links = labels === "eflomal" ? "eflomal's links" : labels ? `the links of ${labels}` : "word links";
+  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight})`;
+}
+
 /** Bring the controls in line with the state, then draw. */
 export function update() {
   hooks.sync();

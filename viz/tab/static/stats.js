@@ -4,7 +4,7 @@
 // (over the explanation sentences, from ./explanations); sortable; the best-aligned cross-attention head starred.
 
 import {fmt, h, sameHead} from "./dom.js";
-import {aligns, draw, kindOf, openHead, state, toggleOverlay} from "./state.js";
+import {aligns, draw, isSupervised, kindOf, openHead, state, toggleOverlay} from "./state.js";
 
 const METHOD_KEY = "aer:"; // column keys of the methods' AER: "aer:<method>"
 
@@ -141,7 +141,8 @@ export function drawStats(stats, explanations) {
       onclick: (e) => (e.shiftKey || e.ctrlKey || e.metaKey ? toggleOverlay(it) : openHead(it)),
       onmouseenter: () => peek(it, true),
       onmouseleave: () => peek(it, false),
-    }, h("td", {}, `L${it.layer + 1}`), h("td", {}, `H${it.head + 1}`),
+    }, h("td", {}, `L${it.layer + 1}`), h("td", {}, `H${it.head + 1}`, isSupervised(it)
+      ? h("span", {class: "sup-key", title: "the head guided alignment trained to follow word links"}, " ⚑") : null),
     columns.map((c) => {
       const v = c.values[it.layer]?.[it.head];
       const [lo, hi] = ranges[c.key];
@@ -151,6 +152,7 @@ export function drawStats(stats, explanations) {
     }));
     if (sameHead(it, state.head)) tr.classList.add("selected");
     if (best && sameHead(best, it)) tr.classList.add("best");
+    if (isSupervised(it)) tr.classList.add("supervised");
     return tr;
   }));
   ui.table.replaceChildren(thead, tbody);

@@ -1,7 +1,7 @@
 // The tab's style sheet, injected as one <style> element (inline styles are allowed by TensorBoard's CSP).
 export const CSS = `
 :root { --ink: #212529; --muted: #6c757d; --line: #dee2e6; --soft: #f1f3f5; --accent: #1c7ed6;
-        --lit: #ffe066; --gold: #f76707; --bad: #c92a2a; }
+        --lit: #ffe066; --gold: #f76707; --bad: #c92a2a; --sup: #7048e8; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 13px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
        color: var(--ink); background: #fff; }
@@ -86,6 +86,15 @@ table#stats-table { border-collapse: collapse; width: 100%; font-variant-numeric
 #stats-table tr.selected td { background: #e7f5ff; }
 #stats-table tr.best td:first-child::before { content: "★ "; color: var(--gold); }
 #stats-table tr.best td { font-weight: 600; }
+#stats-table tr.supervised td { box-shadow: inset 0 1px 0 var(--sup), inset 0 -1px 0 var(--sup); }
+.sup-key { color: var(--sup); font-weight: 600; }
+.run-summary { margin: 6px 0 0; padding: 3px 8px; background: #f3f0ff; border: 1px solid #d0bfff; border-radius: 4px;
+               font-size: 12px; }
+.head-cell.supervised { outline: 2px dashed var(--sup); outline-offset: -2px; }
+.head-cell .sup-badge { position: absolute; top: -7px; left: 8px; background: var(--sup); color: #fff; font-size: 10px;
+                        border-radius: 8px; padding: 0 5px; line-height: 15px; }
+#explain-table td.reported-aer { text-align: right; white-space: nowrap; }
+#explain-table td.reported-aer small { color: var(--muted); margin-left: 4px; }
 .stats-wrap { max-height: 360px; overflow: auto; border: 1px solid var(--line); border-radius: 4px; }
 /* Layer and head stay in view while the table scrolls sideways to the methods' columns. */
 #stats-table th:first-child, #stats-table td:first-child { position: sticky; left: 0; background: #fff; z-index: 1; }
