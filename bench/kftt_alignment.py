@@ -10,14 +10,15 @@ reported on the other 482, beside the two directions symmetrised, the diagonal, 
 
 The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
 --data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
---model.alignment_layer 2 --model.alignment_head 1`` or not, each on one thread (``OMP_NUM_THREADS=1``),
-``--jobs`` of them side by side, a supervised run beside its unsupervised twin so that both see the same
-load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is scored by ``evaluate.py CKPT
---gold-alignments ... --gold-sentences ... --links-out`` (its figures and links go to ``--out``) and its BLEU
-on KFTT's dev by ``evaluate.py CKPT --split val``. The symmetrised rows join the two directions' maps chosen
-under the forward arg-max (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions
-are joined, and score them on the same reporting pairs. eflomal is ``bench/kftt_eflomal.py --report-from
-101`` (``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
+--model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` or not, each on one thread
+(``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised run beside its unsupervised twin so
+that both see the same load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is scored
+by ``evaluate.py CKPT --gold-alignments ... --gold-sentences ... --links-out`` (its figures and links go to
+``--out``); its BLEU on KFTT's dev is the one its last validation logged (greedy, the first 300 dev pairs).
+The symmetrised rows join the two directions' maps chosen under the forward arg-max
+(``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions are joined, and score them on
+the same reporting pairs. eflomal is ``bench/kftt_eflomal.py --report-from 101`` (``pip install -e
+.[align]``). Without the corpus, the command says so and exits cleanly.
 """
 
 import argparse
@@ -79,7 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint", type=Path, help="a trained run's checkpoint: score it, train nothing")
     p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="default: all six")
     p.add_argument("--ig-steps", type=int, default=8, help="Integrated Gradients' steps (default 8)")
-    p.add_argument("--max-time", default="00:00:45:00", help="each run's training time (default 45 min)")
+    p.add_argument("--max-time", default="00:00:35:00", help="each run's training time (default 35 min)")
+    p.add_argument("--alignment-weight", type=float, default=0.5,
+                   help="λ of the supervised runs (default 0.5; see docs/explanations.md)")
     p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
     p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
                    help="train and score only these runs (default: all four)")
@@ -95,12 +98,13 @@ def gold_files(corpora: Path) -> dict[str, Path]:
     return {"corpus": kftt, "sentences": gold / "ja-en.src-tgt", "links": gold / "ja-en.gold"}
 
 
-def train_command(files: dict[str, Path], out: Path, run: Run, max_time: str) -> list[str]:
+def train_command(files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float) -> list[str]:
+    supervision = [*SUPERVISION, "--model.alignment_weight", str(weight)] if run.supervised else []
     return [
         sys.executable, "train.py", "--config", "configs/kftt_ja_en.yaml",
         "--data.path", str(files["corpus"]), "--data.gold_sentences", str(files["sentences"]),
         "--data.gold_alignments", str(files["links"]),
-        "--data.source_lang", run.source, "--data.target_lang", run.target, *(SUPERVISION * run.supervised),
+        "--data.source_lang", run.source, "--data.target_lang", run.target, *supervision,
         "--trainer.max_time", max_time, "--trainer.val_check_interval", "0.5",
         "--model.decode_every_n_epochs", "1", "--model.decode_max_sentences", "300",
         "--trainer.logger.init_args.save_dir", str(out / "runs"),
@@ -123,9 +127,19 @@ def evaluate_command(
     ]  # fmt: skip
 
 
-def bleu_command(checkpoint: Path, files: dict[str, Path]) -> list[str]:
-    return [sys.executable, "evaluate.py", str(checkpoint), "--split", "val",
-            "--data-path", str(files["corpus"]), "--quiet"]
+def training_figures(run_dir: Path) -> dict:
+    """What a run logged: its last validation's BLEU and chrF (greedy, on the first
+    ``decode_max_sentences`` dev pairs), its updates, and its median training speed."""
+    from bench.curves import read_scalars  # TensorBoard, only when figures are read
+
+    events, tags = read_scalars(str(run_dir))
+    last = {tag: events.Scalars(tag)[-1] for tag in ("val/bleu", "val/chrf") if tag in tags}
+    speed = "train/tokens_per_s"
+    speeds = sorted(e.value for e in events.Scalars(speed)) if speed in tags else []
+    return {"bleu": last["val/bleu"].value if "val/bleu" in last else None,
+            "chrf": last["val/chrf"].value if "val/chrf" in last else None,
+            "steps": max((events.Scalars(tag)[-1].step for tag in tags), default=0) + 1,
+            "tokens_per_s": speeds[len(speeds) // 2] if speeds else None}
 
 
 def one_thread() -> dict[str, str]:
@@ -152,7 +166,7 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
             print(f"reusing {checkpoint_of(args.out, r)}")
     for start in range(0, len(todo), args.jobs):
         group = todo[start:start + args.jobs]
-        commands = [train_command(files, args.out, r, args.max_time) for r in group]
+        commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight) for r in group]
         for command in commands:
             print(" ".join(command), flush=True)
         if args.dry_run:
@@ -232,9 +246,12 @@ def table(scores: dict[str, dict], symmetric: dict[str, dict], eflomal: dict | N
 
 
 def bleu_rows(bleu: dict[str, dict]) -> list[str]:
-    rows = ["| run | BLEU on KFTT dev (1,166 pairs) | chrF | beam |", "|---|---|---|---|"]
-    rows += [f"| {label} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {scores['beam_size']} |"
-             for label, scores in bleu.items()]
+    rows = ["| run | updates | target tokens/s (median) | BLEU, dev (first 300 pairs, greedy) | chrF |",
+            "|---|---|---|---|---|"]
+    for label, figures in bleu.items():
+        speed = "" if figures["tokens_per_s"] is None else f"{figures['tokens_per_s']:,.0f}"
+        bleu_, chrf = ("" if figures[key] is None else f"{figures[key]:.2f}" for key in ("bleu", "chrf"))
+        rows.append(f"| {label} | {figures['steps']:,} | {speed} | {bleu_} | {chrf} |")
     return rows
 
 
@@ -261,9 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         command[command.index("--links-out") + 1] = str(links)
         command[command.index("--analysis-out") + 1] = str(args.out / "figures" / links.name)
         output = run(command, args.dry_run)
-        scored = run(bleu_command(checkpoint, files), args.dry_run)
         if not args.dry_run:
-            scores[label], bleu[label] = last_json(output), last_json(scored)
+            scores[label], bleu[label] = last_json(output), training_figures(checkpoint.parent.parent)
             kept.parent.mkdir(parents=True, exist_ok=True)
             figures = {"alignment": scores[label], "bleu": bleu[label]}
             kept.write_text(json.dumps(figures) + "\n", encoding="utf-8")

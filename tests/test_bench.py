@@ -945,22 +945,21 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     corpora = str(tmp_path / "c")
     assert main(["--dry-run", "--out", str(out), "--corpora", corpora, "--max-time", "00:00:05:00"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 + 2 * 4 + 1
+    assert len(lines) == 4 + 4 + 1
     names = ("sup_ja_en", "unsup_ja_en", "sup_en_ja", "unsup_en_ja")
     supervision = " ".join(SUPERVISION)
     for line, name in zip(lines[:4], names, strict=True):
         source, target = name.split("_")[1:]
         assert "train.py --config configs/kftt_ja_en.yaml" in line and "--data.gold_alignments" in line
         assert f"--data.source_lang {source} --data.target_lang {target}" in line
-        assert (supervision in line) == name.startswith("sup"), line
+        assert (f"{supervision} --model.alignment_weight 0.5" in line) == name.startswith("sup"), line
         assert "--trainer.max_time 00:00:05:00" in line and f"--trainer.logger.init_args.name {name}" in line
     methods = "attention shift_att value_norms rollout grad_x_input integrated_gradients"
-    for name, evaluate, bleu in zip(names, lines[4:12:2], lines[5:12:2], strict=True):
+    for name, evaluate in zip(names, lines[4:8], strict=True):
         checkpoint = f"{out}/runs/{name}/version_0/checkpoints/last.ckpt"
         assert f"evaluate.py {checkpoint} --gold-alignments" in evaluate
         assert f"--alignment-methods {methods}" in evaluate
         assert f"--analysis-out {out}/figures/{name} --links-out {out}/links/{name}" in evaluate
-        assert f"evaluate.py {checkpoint} --split val" in bleu
     assert lines[-1].endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'} --report-from 101")
     (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints").mkdir(parents=True)
     (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints" / "last.ckpt").write_bytes(b"")
@@ -969,9 +968,8 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     assert lines[0] == f"reusing {out}/runs/sup_ja_en/version_0/checkpoints/last.ckpt"
     assert [name for name in names if any(f"name {name} " in line for line in lines[1:4])] == list(names[1:])
     assert main(["--dry-run", "--checkpoint", "x.ckpt", "--no-eflomal", "--methods", "attention"]) == 0
-    evaluate, bleu = capsys.readouterr().out.splitlines()
+    (evaluate,) = capsys.readouterr().out.splitlines()
     assert "evaluate.py x.ckpt" in evaluate and "--alignment-methods attention --ig-steps" in evaluate
-    assert "evaluate.py x.ckpt --split val" in bleu
 
 
 def test_kftt_alignment_symmetrises_two_directions_forward_arg_max_on_the_reporting_pairs(tmp_path):
@@ -1053,3 +1051,19 @@ def test_corpus_growth_recombines_pairs_and_reports_the_growth(tmp_path):
     assert lines[2].startswith("| 1,000,000 | 1.0 (100) |")
     assert "grows 1.00 GB per million training pairs" in lines[-1]
     assert "about 5.5 GB, extrapolated linearly" in lines[-1]  # 3 GB + 2.5M pairs at 1 GB a million
+
+
+def test_kftt_alignment_reads_a_runs_last_validation_bleu_updates_and_median_speed(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from bench.kftt_alignment import bleu_rows, training_figures
+
+    writer = SummaryWriter(str(tmp_path))
+    for step, bleu, speed in ((401, 0.4, 1400.0), (803, 1.0, 500.0), (1327, 1.96, 1450.0)):
+        writer.add_scalar("val/bleu", bleu, step)
+        writer.add_scalar("val/chrf", 10 * bleu, step)
+        writer.add_scalar("train/tokens_per_s", speed, step)
+    writer.close()
+    figures = training_figures(tmp_path)
+    assert figures == pytest.approx({"bleu": 1.96, "chrf": 19.6, "steps": 1328, "tokens_per_s": 1400.0})
+    assert bleu_rows({"ja→en": figures})[2] == "| ja→en | 1,328 | 1,400 | 1.96 | 19.60 |"
