@@ -105,6 +105,8 @@ def test_only_the_benchmark_tests_import_bench():
     importing = [p.relative_to(tests).as_posix() for p in sorted(tests.rglob("*.py"))
                  if "bench" in imported_modules(p)]  # fmt: skip
     # test_bench_curves.py: the curve scripts' refusals; test_memory.py: bench/memory.py reads a run's memory
-    # log; peers/: the comparisons with JoeyNMT, eole and Marian (bench/peers/)
+    # log; test_memory_bench.py: its peak per run and precision; peers/: the comparisons with JoeyNMT, eole
+    # and Marian (bench/peers/)
     assert importing == ["peers/test_eole_marian.py", "peers/test_joeynmt.py", "peers/test_peer_speed.py",
-                         "test_bench.py", "test_bench_curves.py", "test_memory.py"]  # fmt: skip
+                         "test_bench.py", "test_bench_curves.py", "test_memory.py",
+                         "test_memory_bench.py"]  # fmt: skip
