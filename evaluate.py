@@ -28,6 +28,7 @@ import argparse
 import enum
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -50,6 +51,8 @@ from evaluation.inputs import (
     prune_count_option,
     read_sentences,
     resolve_device,
+    whole_analysis,
+    writer_thread_errors,
 )
 from evaluation.loading import choose_checkpoint, corpus_error_line, imported_run, load
 from evaluation.result import bleu_tokenize, print_summary, scored_result, write_output
@@ -365,15 +368,17 @@ def run_scoring(args, run, device) -> tuple[dict, list[dict]]:
         return score(args, run, device)
     from viz.reports import draw_head_importance  # matplotlib only when needed
 
-    return score(args, run, device, draw_importance=draw_head_importance)
+    with whole_analysis():  # its JSON and heatmaps stay only if the whole evaluation ends well
+        return score(args, run, device, draw_importance=draw_head_importance)
 
 
 def run_explanations(args, run) -> dict:
     """--alignment-methods: the report's scores and lens files, then viz/ draws its figures."""
     from viz.reports import draw_alignment_methods  # matplotlib only when needed
 
-    report = score_alignment_methods(args, run)
-    others = [*report.lens_files, *draw_alignment_methods(report)]
+    with whole_analysis():  # its JSON files and figures, all or none
+        report = score_alignment_methods(args, run)
+        others = [*report.lens_files, *draw_alignment_methods(report)]
     folder = report.stem.parent
     print(f"wrote {report.path('.json')} and {len(others)} other files to {folder}", file=sys.stderr)
     return report.result
@@ -418,10 +423,19 @@ def make_run(args, run, device) -> Path:
         check_lengths(args, run, pairs, targets=True)
     explained = {"explanation_sentences": args.alignment_sentences} if args.alignment_sentences else {}
     try:
-        return write_run(run, pairs, Path(args.make_run), gold=gold, device=device, quiet=args.quiet,
-                         **explained)
+        with writer_thread_errors() as failed:  # TensorBoard's: said once, here
+            checkpoint = write_run(run, pairs, Path(args.make_run), gold=gold, device=device,
+                                   quiet=args.quiet, **explained)
+        if failed:  # the events lost a write that the logger never reported: the run is not whole
+            shutil.rmtree(args.make_run, ignore_errors=True)
+            raise failed[0]
+        return checkpoint
     except ValueError as error:
         raise InputError(f"--make-run {args.make_run}: {error}") from None
+    except OSError as error:  # a full disk: the write names no file; write_run left nothing of the run
+        where = f"{error.filename}: " if error.filename else ""
+        raise InputError(f"--make-run {args.make_run}: {where}{error.strerror or error}; nothing of the run "
+                         "was kept") from None
 
 
 def load_hf_model(name: str, device):

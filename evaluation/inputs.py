@@ -8,7 +8,9 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
@@ -198,12 +200,97 @@ def check_sentences_fit(
 def write_whole(path: Path, write: Callable[[Path], object]) -> Path:
     """``path`` written by ``write(staged)`` into a file beside it, then renamed: whole or not at all. A
     failed write (a full disk) removes the staged file and raises an ``OSError`` that names ``path``, so that
-    evaluate.py says which file it could not write."""
+    evaluate.py says which file it could not write; an interrupt removes it too. Inside ``whole_analysis``
+    the file is one of the analysis's, kept only if all of them are."""
     staged = path.with_name(f".{path.name}.partial")
     try:
         write(staged)
+        if _analysis is not None:
+            _analysis.replacing(path)
         staged.replace(path)
     except OSError as error:
         staged.unlink(missing_ok=True)
         raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
     return path
+
+
+class _Written:
+    """The files ``write_whole`` wrote inside one ``whole_analysis``, each with the hidden copy of the file it
+    replaced (under --overwrite), or None where there was none."""
+
+    def __init__(self) -> None:
+        self.files: dict[Path, Path | None] = {}
+
+    def replacing(self, path: Path) -> None:
+        """``path`` is about to take a new file: one there that this analysis did not write is set aside."""
+        if path in self.files:
+            return
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            os.replace(path, old)
+        self.files[path] = old
+
+    def discard(self) -> None:
+        """Each file removed and the one it replaced put back (one that cannot be is left as it is)."""
+        for path, old in reversed(self.files.items()):
+            with suppress(OSError):
+                path.unlink(missing_ok=True)
+                if old is not None:
+                    os.replace(old, path)
+
+    def keep(self) -> None:
+        """The files set aside deleted: the new ones stay."""
+        for old in self.files.values():
+            if old is not None:
+                with suppress(OSError):
+                    old.unlink()
+
+
+_analysis: _Written | None = None  # the files of the analysis being written, if one is
+
+
+@contextmanager
+def whole_analysis() -> Iterator[None]:
+    """The files ``write_whole`` writes inside, kept together or not at all: leaving by an error (a full
+    disk at the last figure) or an interrupt removes those written before it and puts back the files they
+    replaced, so that what was there stays as it was and the same command runs again without --overwrite."""
+    global _analysis
+    if _analysis is not None:  # a part of the analysis around it
+        yield
+        return
+    _analysis = _Written()
+    try:
+        yield
+    except BaseException:
+        _analysis.discard()
+        raise
+    else:
+        _analysis.keep()
+    finally:
+        _analysis = None
+
+
+@contextmanager
+def writer_thread_errors() -> Iterator[list[OSError]]:
+    """TensorBoard writes its event files in a thread of its own: a write that fails there (a full disk)
+    printed that thread's traceback, and the error reached the caller again at the logger's next write or
+    flush. Inside, such an error is only kept, in the list given, for the caller to raise if nothing did, so
+    that it is said once, in one line. Any other thread's error is printed as before."""
+    failed: list[OSError] = []
+    hook = threading.excepthook
+
+    def keep(args) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__module__.startswith("tensorboard."):
+            failed.append(args.exc_value)
+        else:
+            hook(args)
+
+    threading.excepthook = keep
+    try:
+        yield failed
+    finally:
+        threading.excepthook = hook
