@@ -91,7 +91,8 @@ export function drawExplanations(explanations) {
           "over training"))),
       h("tbody", {}, rows)),
     h("div", {class: "note"}, `AER against the gold alignment on the explanation sentences, step ${explanations.step}`
-      + (reported ? ` (gold pairs ${pairsText(reported.choose)}); each method's map of lowest AER there is chosen `
+      + (reported ? ` (gold ${reported.choose[0] === reported.choose[1] ? "pair" : "pairs"} `
+        + `${pairsText(reported.choose)}); each method's map of lowest AER there is chosen `
         + `and reported on pairs ${pairsText(reported.report)}` : "") + "; click a method to show its maps."));
 }
 
