@@ -54,9 +54,10 @@ def test_the_reported_aer_is_evaluate_pys_on_the_same_parts(supervised_run, tmp_
     """Chosen on gold pair 1 and reported on pairs 2-3 at the last validation: the figure evaluate.py
     --gold-choose 1 prints for the forward arg-max of the same checkpoint."""
     run_dir, sentences, links = supervised_run
-    code, stdout, err = run_evaluate(capsys, run_dir / "checkpoints" / "last.ckpt", "--gold-alignments", links,
-                                     "--gold-sentences", sentences, "--alignment-methods", *REPORTED,
-                                     "--gold-choose", "1", "--analysis-out", tmp_path)
+    checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
+                                     sentences, "--alignment-methods", *REPORTED, "--gold-choose", "1",
+                                     "--analysis-out", tmp_path)
     assert code == 0, err
     result = last_json(stdout)
     assert result["parts"]["report"] == [2, 3]
@@ -93,7 +94,7 @@ def test_the_explanations_route_gives_each_methods_chosen_map_and_its_reported_a
 
 def test_only_a_gold_set_with_pairs_past_the_scored_ones_reports():
     items = [SimpleNamespace(sure={(0, 0)}), SimpleNamespace(sure=set()), SimpleNamespace(sure={(1, 1)})]
-    assert Reporting.of(items, 3) is None and Reporting.of(items, 5) is None and Reporting.of(items, 0) is None
+    assert all(Reporting.of(items, scored) is None for scored in (3, 5, 0))  # no pair past the scored ones
     reporting = Reporting.of(items, 1)
     assert reporting.items == items[1:] and reporting.parts.as_dict()["report"] == [2, 3]
     with warnings.catch_warnings(record=True) as caught:
