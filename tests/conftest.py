@@ -149,3 +149,12 @@ def larger_tokenizer(tokenizer_json: str, extra: int = 50) -> str:
     words = old.tokens(range(len(SPECIALS.tokens), old.vocab_size))
     frequent = " ".join(f"extra{i}" for i in range(extra))
     return Tokenizer.train([frequent] * 3 + [" ".join(words)], kind="word").to_json()
+
+
+# A three-pair English–Chinese gold set (1-based links, a possible link, one past its sentence's end).
+GOLD = {
+    "sentences": ["He sees a big dog . ||| 他 看见 一只 大 狗 。",
+                  "I like teapots . ||| 我 喜欢 茶壶 。",
+                  "Where is my book ? ||| 我的 书 在 哪里 ？"],
+    "links": ["1-1 2-2 3-3 4-4 5-5 6-6", "1-1 2-2 3-3 4-4 3p2", "1-4 2-3 3-1 4-2 5-5 9-9"],
+}

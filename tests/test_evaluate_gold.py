@@ -8,17 +8,11 @@ import pytest
 
 from analysis.aer import score_links
 from data.gold import parse_links, read_gold, read_gold_for
-from tests.conftest import last_json, run_evaluate, train_chinese
+from tests.conftest import GOLD, last_json, run_evaluate, train_chinese
 from training.checkpoints import load_run
 from viz.run_writer import write_run
 
 # English to Chinese, segmented into words; links 1-based: the third pair has one past its end.
-GOLD = {
-    "sentences": ["He sees a big dog . ||| 他 看见 一只 大 狗 。",
-                  "I like teapots . ||| 我 喜欢 茶壶 。",
-                  "Where is my book ? ||| 我的 书 在 哪里 ？"],
-    "links": ["1-1 2-2 3-3 4-4 5-5 6-6", "1-1 2-2 3-3 4-4 3p2", "1-4 2-3 3-1 4-2 5-5 9-9"],
-}
 
 
 def reversed_line(line: str) -> str:

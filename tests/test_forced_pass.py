@@ -17,8 +17,8 @@ from evaluation.forced import forced_pass, sentence_batch, sentence_pass
 from evaluation.translate import translate_hypotheses
 from model import HeadMask, Transformer
 from tests.conftest import BOS, EOS, PAD, run_evaluate, tiny_config
+from tests.tab_client import get, serve
 from tests.test_evaluate import _Collect
-from tests.test_plugin import get, serve
 from training.checkpoints import load_run
 from viz.logger import AttentionLogger
 

@@ -10,9 +10,8 @@ from tensorboard.util import tensor_util
 from analysis.explain.registry import METHODS
 from data.gold import GoldSet
 from evaluation.gold_alignment import gold_alignment, gold_items
-from tests.conftest import read_events, train_chinese
-from tests.test_evaluate_gold import GOLD
-from tests.test_plugin import get, serve
+from tests.conftest import GOLD, read_events, train_chinese
+from tests.tab_client import get, serve
 from training.checkpoints import load_run
 
 

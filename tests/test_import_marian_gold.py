@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.conftest import last_json, run_evaluate
-from tests.test_plugin import get, serve
+from tests.tab_client import get, serve
 
 transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")

@@ -15,8 +15,8 @@ sentencepiece = pytest.importorskip("sentencepiece")
 
 from analysis.explain.registry import METHODS
 from data.sentencepiece_tokenizer import SentencePieceTokenizer
+from tests.tab_client import get, serve
 from tests.test_import_marian import ENGLISH, GERMAN, save_marian
-from tests.test_plugin import get, serve
 from training.checkpoints import load_run
 
 LAYERS, HEADS = 2, 4  # save_marian's

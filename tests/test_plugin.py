@@ -21,14 +21,7 @@ import numpy as np
 import pytest
 import tomllib
 import torch
-import werkzeug.test
-from tensorboard.backend import application
-from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
-from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-from tensorboard.compat.proto import event_pb2
 from tensorboard.data import provider
-from tensorboard.plugins import base_plugin
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from analysis.axes import ATTENTION_KINDS, KIND_LABELS, KINDS
 from analysis.explain.attributions import IG_STEPS_PREVIEW, MAX_IG_STEPS
@@ -39,6 +32,7 @@ from data.tokenizer import Tokenizer
 from evaluation.forced import sentence_pass
 from evaluation.translate import translate
 from tests.conftest import REPO, larger_tokenizer, tiny_config
+from tests.tab_client import ROUTE, get, rewritten, serve
 from training.checkpoints import load_run
 from viz.fonts import UPRIGHT_TOKEN
 from viz.tab.live import MAX_BEAM
@@ -47,18 +41,6 @@ from viz.tab.plugin import AttentionPlugin
 from viz.tab.summary import json_summary
 
 LAYERS, HEADS = 2, 2  # configs/tiny.yaml
-ROUTE = f"/data/plugin/{PLUGIN_NAME}"
-
-
-def serve(logdir):
-    """A werkzeug client of TensorBoard's application with only this plugin, reading ``logdir``."""
-    multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={PLUGIN_NAME: 0})
-    multiplexer.AddRunsFromDirectory(str(logdir))
-    multiplexer.Reload()
-    provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
-    context = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=multiplexer)
-    plugin = AttentionPlugin(context)
-    return werkzeug.test.Client(application.TensorBoardWSGI([plugin])), plugin
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +54,6 @@ def board(tiny_run):
         tiny_run.relative_to(logdir).as_posix(),
         load_run(tiny_run / "checkpoints" / "last.ckpt"),
     )
-
-
-def get(client, path, status=200):
-    response = client.get(ROUTE + path)
-    assert response.status_code == status, response.get_data(as_text=True)
-    return json.loads(response.get_data(as_text=True))
 
 
 def describe(board):
@@ -520,25 +496,6 @@ def test_a_symbolic_link_loop_in_one_run_is_a_4xx_for_that_run_only(tiny_run, tm
     assert (loop["run"], loop["can_translate"], loop["translate_note"]) == ("loop", False, note)
     assert get(client, "/translate?run=loop&text=a%20dog", status=422)["error"] == note
     assert get(client, "/translate?run=copy&text=a%20dog")["checkpoint"] == "last.ckpt"
-
-
-def rewritten(run_dir, copy, edit):
-    """A copy of a run's event files in which ``edit(value)`` sees every summary value: it may change the
-    value in place, and returns whether to keep it."""
-    copy.mkdir(parents=True)
-    for events in run_dir.glob("events.out.tfevents.*"):
-        writer = EventFileWriter(str(copy))
-        for record in RawEventFileLoader(str(events)).Load():
-            event = event_pb2.Event.FromString(record)
-            if event.HasField("summary"):
-                kept = [v for v in event.summary.value if edit(v)]
-                if not kept:
-                    continue
-                del event.summary.value[:]
-                event.summary.value.extend(kept)
-            writer.add_event(event)
-        writer.close()
-    return copy
 
 
 def _text_edit(change):

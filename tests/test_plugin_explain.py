@@ -17,7 +17,7 @@ from evaluation.explanations import explain_pass, explanation_alignment, lens_of
 from evaluation.forced import sentence_pass
 from evaluation.translate import translate_hypotheses
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
-from tests.test_plugin import get, rewritten, serve
+from tests.tab_client import get, rewritten, serve
 from training.checkpoints import load_run
 from viz.tab.events import leader
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from tests.test_plugin import get, serve
+from tests.tab_client import get, serve
 from viz.tab.events import NO_PROBES, run_settings, waiting_note
 from viz.tab.metadata import RUN_TAG
 from viz.tab.summary import json_summary

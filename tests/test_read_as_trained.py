@@ -11,7 +11,7 @@ pytest.importorskip("opencc")
 
 from data.datamodule import TranslationDataModule
 from tests.conftest import CHINESE_PAIRS, chinese_tsv_corpus, last_json, run_evaluate, train_chinese
-from tests.test_plugin import get, serve
+from tests.tab_client import get, serve
 from training.checkpoints import load_run
 
 

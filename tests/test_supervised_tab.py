@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from tensorboard.util import tensor_util
 
-from tests.conftest import CHINESE_PAIRS, last_json, read_events, run_evaluate, train_chinese
-from tests.test_evaluate_gold import GOLD
-from tests.test_plugin import get, serve
+from tests.conftest import CHINESE_PAIRS, GOLD, last_json, read_events, run_evaluate, train_chinese
+from tests.tab_client import get, serve
 from viz.logger import Reporting
 from viz.tab.events import MalformedRun, reported_map, supervised_head
 
