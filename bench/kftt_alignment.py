@@ -7,10 +7,12 @@ reported on the other 482, beside the two directions symmetrised, the diagonal, 
     python bench/kftt_alignment.py --jobs 2 --max-time 00:00:45:00
     python bench/kftt_alignment.py --checkpoint CKPT      # score one trained run, train nothing
     python bench/kftt_alignment.py --no-eflomal --methods attention value_norms
+    python bench/kftt_alignment.py --shift --runs sup_ja_en sup_en_ja --max-time 00:01:15:00 --out results_shift
 
 The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
 --data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
---model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` or not, each on one thread
+--model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` (and with ``--shift``, ``--model.alignment_shift true``:
+each word's links train the row of the step that reads the word, Shift-Att's reading) or not, each on one thread
 (``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised run beside its unsupervised twin so
 that both see the same load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is scored
 by ``evaluate.py CKPT --gold-alignments ... --gold-sentences ... --links-out`` (its figures and links go to
@@ -83,6 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-time", default="00:00:35:00", help="each run's training time (default 35 min)")
     p.add_argument("--alignment-weight", type=float, default=0.5,
                    help="λ of the supervised runs (default 0.5; see docs/explanations.md)")
+    p.add_argument("--shift", action="store_true",
+                   help="supervise each word's links at the step that reads the word (--model.alignment_shift)")
     p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
     p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
                    help="train and score only these runs (default: all four)")
@@ -98,8 +102,11 @@ def gold_files(corpora: Path) -> dict[str, Path]:
     return {"corpus": kftt, "sentences": gold / "ja-en.src-tgt", "links": gold / "ja-en.gold"}
 
 
-def train_command(files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float) -> list[str]:
-    supervision = [*SUPERVISION, "--model.alignment_weight", str(weight)] if run.supervised else []
+def train_command(
+    files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False
+) -> list[str]:
+    shifted = ["--model.alignment_shift", "true"] if shift else []
+    supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
     return [
         sys.executable, "train.py", "--config", "configs/kftt_ja_en.yaml",
         "--data.path", str(files["corpus"]), "--data.gold_sentences", str(files["sentences"]),
@@ -166,7 +173,8 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
             print(f"reusing {checkpoint_of(args.out, r)}")
     for start in range(0, len(todo), args.jobs):
         group = todo[start:start + args.jobs]
-        commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight) for r in group]
+        commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift)
+                    for r in group]
         for command in commands:
             print(" ".join(command), flush=True)
         if args.dry_run:

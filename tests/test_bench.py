@@ -972,6 +972,20 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     assert "evaluate.py x.ckpt" in evaluate and "--alignment-methods attention --ig-steps" in evaluate
 
 
+def test_kftt_alignment_shift_supervises_only_the_supervised_runs_at_the_step_that_reads_each_word(
+    tmp_path, capsys
+):
+    from bench.kftt_alignment import main
+
+    out, corpora = tmp_path / "o", str(tmp_path / "c")
+    argv = ["--dry-run", "--shift", "--out", str(out), "--corpora", corpora, "--no-eflomal",
+            "--runs", "sup_ja_en", "unsup_ja_en"]
+    assert main(argv) == 0
+    supervised, unsupervised = capsys.readouterr().out.splitlines()[:2]
+    assert "--model.alignment_weight 0.5 --model.alignment_shift true" in supervised
+    assert "--model.alignment_" not in unsupervised and "--data.alignment_labels" not in unsupervised
+
+
 def test_kftt_alignment_symmetrises_two_directions_forward_arg_max_on_the_reporting_pairs(tmp_path):
     """The supervised runs' ``attention.argmax.links`` of each direction (1-based, in the gold's ja-en
     orientation) joined by grow-diag-final-and, scored on the pairs from the reporting one on: the first pair

@@ -222,6 +222,10 @@ class TranslationModule(L.LightningModule):
         alignment_head: the supervised head of that layer, counted from 1; given with ``alignment_layer``.
         alignment_weight: λ, the weight of the alignment loss added to the translation loss (0.05 in the
             paper).
+        alignment_shift: supervise the head where Shift-Att reads it (Chen et al. 2020): each target word's
+            links train the row of the step that takes the word as input, which has read it, instead of the
+            row of the step that produces it, which must first guess it. Read such a head with the
+            ``shift_att`` explanation.
     """
 
     def __init__(
@@ -262,6 +266,7 @@ class TranslationModule(L.LightningModule):
         alignment_layer: int | None = None,
         alignment_head: int | None = None,
         alignment_weight: float = 0.05,
+        alignment_shift: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -336,6 +341,8 @@ class TranslationModule(L.LightningModule):
             batch.src, batch.tgt_in, tokens=tokens, alignment_head=head
         )  # (N, V), (B, T, S)
         translation = self.loss(logits, tokens.labels(batch.tgt_out), self.hparams.label_smoothing)
+        if self.hparams.get("alignment_shift", False):  # row t + 1 reads the token row t produces
+            return translation, alignment_loss(attention[:, 1:], batch.alignment[:, :-1])
         return translation, alignment_loss(attention, batch.alignment)
 
     def _objective(self, translation: Tensor, alignment: Tensor | None) -> Tensor:

@@ -531,14 +531,16 @@ class Reporting:
 
 def supervised_head(pl_module, datamodule) -> dict | None:
     """The head guided alignment supervises, as the options name it: ``layer`` and ``head`` counted from 1,
-    the ``labels`` (the links file's name, or eflomal) and the ``weight`` λ; None without supervision."""
+    the ``labels`` (the links file's name, or eflomal), the ``weight`` λ and whether it was ``shifted`` (each
+    word's links on the row of the step that reads it); None without supervision."""
     head = getattr(pl_module, "alignment_head", None)
     if head is None:
         return None
     labels = getattr(datamodule, "alignment_labels", None)
     return {"layer": head[0] + 1, "head": head[1] + 1,
             "labels": None if labels is None else Path(labels).name,
-            "weight": float(pl_module.hparams.alignment_weight)}
+            "weight": float(pl_module.hparams.alignment_weight),
+            "shifted": bool(pl_module.hparams.get("alignment_shift", False))}
 
 
 @dataclass(frozen=True)

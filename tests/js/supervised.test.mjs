@@ -14,6 +14,9 @@ test("the summary line names the supervised head as the options do, counted from
     "supervised head: layer 2 head 1 (guided alignment on eflomal's links, λ 0.05)");
   assert.equal(supervisedText({...SUPERVISED, labels: "train.align", weight: 0.1}),
     "supervised head: layer 2 head 1 (guided alignment on the links of train.align, λ 0.1)");
+  assert.equal(supervisedText({...SUPERVISED, weight: 0.5, shifted: true}),
+    "supervised head: layer 2 head 1 (guided alignment on eflomal's links, λ 0.5, at the step that reads each " +
+    "word: read it with Shift-Att)");
   assert.equal(supervisedText(null), "");
   assert.equal(supervisedText(undefined), "");
 });

@@ -172,7 +172,8 @@ def _method_described(method) -> bool:
 
 def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | None:
     """The head guided alignment supervised in the run, as its ``attention/run`` summary names it (``layer``
-    and ``head`` counted from 1, ``labels``, ``weight``); None where it names none."""
+    and ``head`` counted from 1, ``labels``, ``weight``, and ``shifted``: false for runs logged before it);
+    None where it names none."""
     if not values:
         return None
     supervised = logged_json(run, RUN_TAG, values).get("supervised")
@@ -183,7 +184,10 @@ def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | No
             for k, t in SUPERVISED_FIELDS.items()) and min(supervised["layer"], supervised["head"]) >= 1):
         raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' (expected "
                            f"{{{', '.join(SUPERVISED_FIELDS)}}}, layer and head counted from 1)")
-    return {k: supervised[k] for k in SUPERVISED_FIELDS}
+    shifted = supervised.get("shifted", False)  # runs before the option have no such field
+    if not isinstance(shifted, bool):
+        raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' ('shifted' is not true or false)")
+    return {**{k: supervised[k] for k in SUPERVISED_FIELDS}, "shifted": shifted}
 
 
 def reported_map(run: str, method: str, values: dict[int, np.ndarray] | None, step: int) -> dict | None:

@@ -51,12 +51,14 @@ export function isSupervised(map, run = state.run, kind = state.kind) {
 }
 
 /** The run's supervised head in words ("" for none): "supervised head: layer 2 head 1 (guided alignment on
- * eflomal's links, λ 0.05)". */
+ * eflomal's links, λ 0.05)", and where it was supervised at the step that reads each word, "…, read it with
+ * Shift-Att". */
 export function supervisedText(supervised) {
   if (!supervised) return "";
-  const {layer, head, labels, weight} = supervised;
+  const {layer, head, labels, weight, shifted} = supervised;
   const links = labels === "eflomal" ? "eflomal's links" : labels ? `the links of ${labels}` : "word links";
-  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight})`;
+  const reading = shifted ? ", at the step that reads each word: read it with Shift-Att" : "";
+  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight}${reading})`;
 }
 
 /** Bring the controls in line with the state, then draw. */
