@@ -11,7 +11,7 @@ from analysis.explain.attributions import (
     integrated_gradients,
     integrated_gradients_rows,
 )
-from analysis.explain.registry import METHODS, check_methods, explain
+from analysis.explain.registry import METHODS, WEIGHTS, check_methods, explain
 from analysis.explain.rollout import rollout, with_residual
 from analysis.explain.scores import alignment_scores
 from analysis.explain.shift_att import shift_rows
@@ -192,6 +192,24 @@ def test_every_method_returns_the_same_kind_of_matrix(traced):
         # Padded rows and columns of the second sentence carry nothing.
         assert explanation.per_layer[1, :, :, 3:].abs().sum() == 0, name
         assert explanation.per_layer[1, :, 2:].abs().sum() == 0, name
+
+
+def test_the_registrys_properties_say_what_each_method_does(traced):
+    """``weights``: the maps are the trace's cross weights, per head as the model computed them;
+    ``takes_steps``: ``ig_steps`` changes the maps (the other methods ignore it); ``gradients``: one
+    embeddings row, the maps of every other method one per decoder layer."""
+    model, trace, _, _ = traced
+    valid = trace.tgt_valid[:, None, None, :, None] & trace.src_valid[:, None, None, None, :]  # (B,1,1,T,S)
+    cross = torch.stack(trace.cross, dim=1) * valid  # (B, L, H, T, S), the padding zeroed
+    for name, method in METHODS.items():
+        few, many = explain(name, trace, ig_steps=1), explain(name, trace, ig_steps=16)
+        assert (not torch.equal(few.per_layer, many.per_layer)) == method.takes_steps, name
+        assert few.per_layer.shape[1] == (1 if method.gradients else model.config.num_decoder_layers), name
+        is_weights = few.per_head is not None and few.per_head.shape == cross.shape and torch.equal(
+            few.per_head, cross)
+        assert is_weights == method.weights, name
+    assert [name for name, method in METHODS.items() if method.weights] == [WEIGHTS]
+    assert all(method.takes_steps for method in METHODS.values() if method.costly)  # the steps are the cost
 
 
 def test_unknown_method_is_named():

@@ -1,5 +1,6 @@
 """Validation-time logging of every explanation method's AER and agreement (viz.logger)."""
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -9,12 +10,14 @@ import torch
 from tensorboard.util import tensor_util
 
 from analysis.explain.registry import METHODS
+from analysis.explain.scores import AlignmentScores, HeadScores, LayerScore
 from evaluation.explanations import explanation_alignment
 from evaluation.forced import sentence_pass
 from tests import test_train
 from tests.conftest import read_events, short_tsv_corpus, train_tiny
 from training.checkpoints import load_run
 from viz.logger import AttentionLogger
+from viz.tab.metadata import ABOUT, AER, EXPLAIN_TAG, HEAD_SCORES, LAYER_SCORES, explain_tag
 
 # The hand-made pairs, untrained module and recording writer of the attention-logging tests.
 hand_made, recorded = test_train.hand_made, test_train.recorded
@@ -58,8 +61,9 @@ def test_explanation_options_are_checked():
     with pytest.raises(ValueError, match="ig_steps positive"):
         AttentionLogger(ig_steps=0)
     assert AttentionLogger(explanation_methods=["rollout"]).explanation_methods == ["rollout"]
-    # By default every method but the costly Integrated Gradients.
-    assert AttentionLogger().explanation_methods == [m for m in METHODS if m != "integrated_gradients"]
+    # By default every method but the costly ones: Integrated Gradients.
+    assert AttentionLogger().explanation_methods == [m for m, method in METHODS.items() if not method.costly]
+    assert [m for m in METHODS if m not in AttentionLogger().explanation_methods] == ["integrated_gradients"]
 
 
 # -- what the ATTENTION tab gets: each probe's maps and logit lens, and the scores as tensors ---------------
@@ -100,6 +104,30 @@ def test_every_probe_has_every_methods_map_and_its_lens_and_the_scores_are_tenso
         # The tensor is the scalar TensorBoard plots.
         scalar = events.Scalars(f"explain/{name}/aer_{'embeddings' if layers == 1 else 'layer_2'}")[-1].value
         assert scores["aer"][-1] == pytest.approx(scalar, abs=1e-6)
+
+
+def test_the_score_tensors_are_named_by_the_one_list_of_score_keys():
+    """Each method's scores reach the tab under the keys of ``viz.tab.metadata`` (the fields of its
+    ``LayerScore`` and ``HeadScores``), each tag matched by the pattern the routes read them with."""
+    assert LAYER_SCORES == tuple(field.name for field in dataclasses.fields(HeadScores))
+    assert set(LAYER_SCORES) == {field.name for field in dataclasses.fields(LayerScore)} - {"layer"}
+    writer = SimpleNamespace(summaries=[])
+    writer.add_summary = lambda summary, step: writer.summaries.append(summary)
+    layers = (LayerScore("layer 1", 0.5, 0.25), LayerScore("layer 2", 0.75, 0.125))
+    scores = {"rollout": AlignmentScores(layers, HeadScores([[0.5, 0.25]] * 2, [[0.125, 0.0625]] * 2)),
+              "grad_x_input": AlignmentScores((LayerScore("embeddings", 0.375, 0.5),), None)}
+    AttentionLogger()._log_score_tensors(SimpleNamespace(file_writer=writer), scores, step=3, budget=10**6)
+    logged = {value.tag: tensor_util.make_ndarray(value.tensor) for summary in writer.summaries
+              for value in summary.value}
+    assert {tag: EXPLAIN_TAG.match(tag).groups() for tag in logged} == {
+        explain_tag(name, part): (name, part) for name in scores
+        for part in (*LAYER_SCORES, *(HEAD_SCORES if name == "rollout" else ()), ABOUT)}
+    assert logged[explain_tag("rollout", AER)].tolist() == [0.5, 0.75]
+    assert logged[explain_tag("rollout", "agreement")].tolist() == [0.25, 0.125]
+    assert logged[explain_tag("rollout", "head_agreement")].tolist() == [[0.125, 0.0625]] * 2
+    assert logged[explain_tag("grad_x_input", AER)].tolist() == [0.375]
+    assert json.loads(logged[explain_tag("grad_x_input", ABOUT)].item()) == {
+        "label": METHODS["grad_x_input"].label, "layers": ["embeddings"]}
 
 
 def _probe_bytes(logger, module, datamodule, probe) -> int:

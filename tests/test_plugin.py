@@ -646,10 +646,13 @@ def test_the_vocabulary_route_serves_the_python_definitions_and_the_routes_keep_
     assert answer["kinds"] == [dataclasses.asdict(kind) for kind in ATTENTION_KINDS]
     assert [kind["name"] for kind in answer["kinds"]] == list(KINDS) == ["encoder", "decoder", "cross"]
     assert {kind["name"]: kind["label"] for kind in answer["kinds"]} == KIND_LABELS
-    assert answer["methods"] == [{"name": name, "label": method.label, "gradients": method.gradients}
-                                 for name, method in METHODS.items()]
-    assert answer["ig_steps"] == {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW,
-                                  "max": MAX_IG_STEPS}
+    assert answer["methods"] == [{"name": name, "label": method.label, "weights": method.weights,
+                                  "gradients": method.gradients, "takes_steps": method.takes_steps,
+                                  "costly": method.costly} for name, method in METHODS.items()]
+    # The properties the page treats methods by: the cross weights' own maps, and the one that takes steps.
+    assert [m["name"] for m in answer["methods"] if m["weights"]] == ["attention"]
+    assert [m["name"] for m in answer["methods"] if m["takes_steps"]] == ["integrated_gradients"]
+    assert answer["ig_steps"] == {"default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS}
     assert answer["beam"] == {"default": "run", "max": MAX_BEAM}
     assert answer["upright"] == UPRIGHT_TOKEN.pattern
     assert answer["statistics"] == [dataclasses.asdict(statistic) for statistic in STATISTICS]
@@ -662,13 +665,14 @@ def test_the_vocabulary_route_serves_the_python_definitions_and_the_routes_keep_
 
 
 def test_the_pages_scripts_spell_no_name_the_vocabulary_route_serves():
-    """No copy of a kind's words or help, of a method's label or of a limit: prose may say "cross-attention",
-    but no string of the page's own is a label the route serves."""
+    """No copy of a kind's words or help, of a method's name or label or of a limit: prose may say
+    "cross-attention", but no string of the page's own is a name or label the route serves (the page tells
+    methods apart by their properties, ``weights`` and ``takes_steps``)."""
     scripts = {path.name: path.read_text(encoding="utf-8")
                for path in (REPO / "viz" / "tab" / "static").glob("*.js")}
     literals = {match for text in scripts.values() for match in re.findall(r'"([^"]*)"', text)}
     labels = [kind.label for kind in ATTENTION_KINDS] + [method.label for method in METHODS.values()]
-    served = {kind.short for kind in ATTENTION_KINDS} | {"integrated_gradients"}
+    served = {kind.short for kind in ATTENTION_KINDS} | set(METHODS)
     served |= {variant for label in labels
                for variant in (label, label.capitalize(), f"{label.capitalize()} (causal)")}
     assert literals & served == set()

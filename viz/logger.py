@@ -17,8 +17,8 @@ on the fused kernel), and it logs:
 - scalars ``heads/best_alignment`` and ``heads/best_aer`` (the best cross-attention head's figures);
 - on data with gold alignments, scalars ``explain/<method>/aer_<layer>`` and
   ``explain/<method>/agreement_<layer>`` for the explanation methods of ``analysis.explain``
-  (cross-attention, Shift-Att, value-weighted attention, rollout, gradient × input; Integrated Gradients when
-  chosen) and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they
+  (by default every method of ``analysis.explain.registry.METHODS`` but the ``costly`` Integrated Gradients)
+  and layer, ``explain/<method>/best_aer`` (its best layer), and ``explain/seconds``, the time they
   took, over ``explanation_sentences`` validation sentences;
 - on a gold set of more pairs than ``explanation_sentences``, the scored pairs choose each method's map (its
   layer or head of lowest forward arg-max AER, ``evaluation.gold_alignment.choose``) and the other pairs
@@ -73,13 +73,17 @@ from evaluation.gold_alignment import (
 from training.module import due_at_validation
 from viz.plots import attention_grid, attention_heatmap, layer_head_matrix
 from viz.tab.gold_words import gold_words_record
-from viz.tab.metadata import RUN_TAG, explain_tag, sentence_tag, statistic_tag
+from viz.tab.metadata import (
+    ABOUT,
+    HEAD_SCORES,
+    LAYER_SCORES,
+    REPORTED,
+    RUN_TAG,
+    explain_tag,
+    sentence_tag,
+    statistic_tag,
+)
 from viz.tab.summary import json_summary, tensor_summary
-
-# Scored at each validation unless chosen otherwise: every method but Integrated Gradients, whose path
-# integral costs ig_steps backward passes, most of the explanations' time (gradient × input tracked it within
-# 0.04 AER at every validation of a small run); evaluate.py --alignment-methods scores it.
-VALIDATION_METHODS = ("attention", "shift_att", "value_norms", "rollout", "grad_x_input")
 
 
 class AttentionLogger(L.Callback):
@@ -103,8 +107,9 @@ class AttentionLogger(L.Callback):
             ``stats_sentences`` are run in length-sorted batches under it (at least one sentence a batch).
         explanation_sentences: validation sentences over which every explanation method is scored against
             the gold alignments (0: none; data without gold alignments logs none).
-        explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None =
-            ``VALIDATION_METHODS``, all but Integrated Gradients.
+        explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None = every
+            method but the ``costly`` ones (Integrated Gradients; ``evaluate.py --alignment-methods`` scores
+            it).
         ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
             --alignment-methods`` takes ``IG_STEPS`` by default; for the arg-max alignment
             ``IG_STEPS_PREVIEW`` are a cheap estimate).
@@ -138,7 +143,9 @@ class AttentionLogger(L.Callback):
         if ig_steps > MAX_IG_STEPS:
             raise ValueError(f"ig_steps must be at most {MAX_IG_STEPS}, got {ig_steps}")
         self.explanation_sentences = explanation_sentences
-        methods = VALIDATION_METHODS if explanation_methods is None else explanation_methods
+        methods = explanation_methods
+        if methods is None:
+            methods = [name for name, method in METHODS.items() if not method.costly]
         self.explanation_methods = check_methods(methods)
         self.ig_steps = ig_steps
         self.explain_probes = explain_probes
@@ -316,7 +323,7 @@ class AttentionLogger(L.Callback):
             per_head = explanation.per_head is not None
             described.append({"name": name, "label": METHODS[name].label, "per_head": per_head,
                               "signed": explanation.signed, "layers": list(explanation.layers)})
-            if name == "attention":
+            if METHODS[name].weights:
                 continue  # the cross weights, logged already
             maps[name] = _half(explanation.per_head if per_head else explanation.per_layer)
             if per_head:  # a layer's map is not always its heads' mean (value norms: the norm of a sum)
@@ -440,8 +447,8 @@ class AttentionLogger(L.Callback):
         for name, method in scores.items():
             for row in method.layers:
                 layer = row.layer.replace(" ", "_")
-                self._scalar(pl_module, f"explain/{name}/aer_{layer}", row.aer)
-                self._scalar(pl_module, f"explain/{name}/agreement_{layer}", row.agreement)
+                for score in LAYER_SCORES:  # fields of the row
+                    self._scalar(pl_module, f"explain/{name}/{score}_{layer}", getattr(row, score))
             self._scalar(pl_module, f"explain/{name}/best_aer", method.best.aer)
         self._scalar(pl_module, "explain/seconds", time.perf_counter() - start)
         chosen = None
@@ -474,22 +481,22 @@ class AttentionLogger(L.Callback):
         self, experiment, scores: dict[str, AlignmentScores], step: int, budget: int,
         chosen: dict[str, dict] | None = None,
     ) -> None:
-        """``explanation_alignment``'s table as the tab's tensors: per method ``aer``, ``agreement`` (L,),
-        ``head_aer``, ``head_agreement`` (L, H) where the method has heads, and ``layers``, its label and
-        layer labels (JSON); with ``chosen`` (``_log_reported``'s), ``reported``: the map chosen on the scored
-        pairs and its AER on the reporting ones (JSON)."""
+        """``explanation_alignment``'s table as the tab's tensors (``viz.tab.metadata``): per method its
+        ``LAYER_SCORES`` (L,), its ``HEAD_SCORES`` (L, H) where the method has heads, and ``ABOUT``, its label
+        and layer labels (JSON); with ``chosen`` (``_log_reported``'s), ``REPORTED``: the map chosen on the
+        scored pairs and its AER on the reporting ones (JSON)."""
         summaries = []
         for name, method in scores.items():
-            arrays = {"aer": [row.aer for row in method.layers],
-                      "agreement": [row.agreement for row in method.layers]}
+            arrays = {score: [getattr(row, score) for row in method.layers] for score in LAYER_SCORES}
             if method.heads is not None:
-                arrays |= {"head_aer": method.heads.aer, "head_agreement": method.heads.agreement}
+                arrays |= {head: getattr(method.heads, score)
+                           for head, score in zip(HEAD_SCORES, LAYER_SCORES, strict=True)}
             for score, values in arrays.items():
                 summaries.append(tensor_summary(explain_tag(name, score), np.asarray(values, np.float32)))
             about = {"label": METHODS[name].label, "layers": [row.layer for row in method.layers]}
-            summaries.append(json_summary(explain_tag(name, "layers"), about))
+            summaries.append(json_summary(explain_tag(name, ABOUT), about))
             if chosen is not None:
-                summaries.append(json_summary(explain_tag(name, "reported"), chosen[name]))
+                summaries.append(json_summary(explain_tag(name, REPORTED), chosen[name]))
         size = sum(len(value.SerializeToString()) for summary in summaries for value in summary.value)
         if size > budget:
             if self._warned_scores:
@@ -548,7 +555,7 @@ class ProbeExplanation:
     """What the ATTENTION tab gets of one probe's explanations."""
 
     # method -> float16 (L, H, T, S), or (L, T, S) without heads; "<method>/per_layer" -> (L, T, S) for a
-    # method with heads; never "attention"
+    # method with heads; never for the method whose maps are the cross weights (``Method.weights``)
     maps: dict[str, np.ndarray]
     methods: list[dict]  # every method: {"name", "label", "per_head", "signed", "layers"}, as METHODS orders
     lens: dict  # evaluation.explanations.lens_record

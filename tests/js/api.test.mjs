@@ -21,7 +21,7 @@ beforeEach(() => {
 
 test("the routes' query strings are encoded", () => {
   assert.equal(attentionUrl("runs/tiny 1", 12, 0), "./attention?run=runs%2Ftiny+1&step=12&sentence=0");
-  assert.equal(explanationUrl("r", 6, 1, "shift_att"), "./explanation?run=r&step=6&sentence=1&method=shift_att");
+  assert.equal(explanationUrl("r", 6, 1, "a method"), "./explanation?run=r&step=6&sentence=1&method=a+method");
 });
 
 test("an answer is its JSON; a failed one the route's error line, or its status", async () => {

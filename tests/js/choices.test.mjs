@@ -10,11 +10,11 @@ import {bestMap} from "../../viz/tab/static/grid.js";
 import {aerOf, mapName, mapOf, mapSet} from "../../viz/tab/static/maps.js";
 import {start, state} from "../../viz/tab/static/state.js";
 import {bestHead, defaultSort, shortName, statKeys} from "../../viz/tab/static/stats.js";
-import {VOCABULARY} from "./vocabulary.mjs";
+import {OWN, STEPS, VOCABULARY, WEIGHTS} from "./vocabulary.mjs";
 
-const ATTENTION = {name: "attention", label: "cross-attention", per_head: true, signed: false,
+const ATTENTION = {name: WEIGHTS.name, label: WEIGHTS.label, per_head: true, signed: false,
   layers: ["layer 1", "layer 2"]};
-const IG = {name: "integrated_gradients", label: "Integrated Gradients", per_head: false, signed: true,
+const IG = {name: STEPS.name, label: STEPS.label, per_head: false, signed: true,
   layers: ["embeddings", "layer 1", "layer 2"]};
 
 beforeEach(() => {
@@ -51,8 +51,8 @@ test("statistics keep the definitions' order, the undefined last, under their sh
   assert.equal(shortName(STATS, "extra"), "extra");
 });
 
-test("the grid stars attention's best head, from the statistics' step", () => {
-  const set = {method: "attention"};
+test("the grid stars the best head of attention weights, from the statistics' step", () => {
+  const set = {method: WEIGHTS.name, weights: true};
   assert.deepEqual(bestMap(set, STATS, null), {map: {layer: 1, head: 0, value: 0.8, aer: 0.2},
     text: "agreement 0.800 · AER 0.200", step: 12,
     title: "best-aligned head (highest agreement with the gold alignment)"});
@@ -61,19 +61,20 @@ test("the grid stars attention's best head, from the statistics' step", () => {
 
 test("for a method the grid stars its map of lowest AER: a head where it has heads, else a layer", () => {
   const explanations = {step: 6, methods: {
-    rollout: {head_aer: [[0.5, null], [0.25, 0.3]], aer: [0.4, 0.2]},
-    integrated_gradients: {head_aer: null, aer: [0.6, null, 0.35]},
+    [OWN.name]: {head_aer: [[0.5, null], [0.25, 0.3]], aer: [0.4, 0.2]},
+    [STEPS.name]: {head_aer: null, aer: [0.6, null, 0.35]},
   }};
-  const head = bestMap({method: "rollout"}, STATS, explanations);
+  const own = {method: OWN.name, weights: false};
+  const head = bestMap(own, STATS, explanations);
   assert.deepEqual([head.map, head.text, head.step], [{layer: 1, head: 0}, "AER 0.250 on the explanation sentences", 6]);
-  const layer = bestMap({method: "integrated_gradients"}, STATS, explanations);
+  const layer = bestMap({method: STEPS.name, weights: false}, STATS, explanations);
   assert.deepEqual([layer.map, layer.text], [{layer: 2, head: null}, "AER 0.350 on the explanation sentences"]);
-  assert.equal(bestMap({method: "rollout"}, STATS, {step: 6, methods: {}}), null); // not scored
-  assert.equal(bestMap({method: "rollout"}, STATS, {step: 6, methods: {rollout: {aer: [null, NaN]}}}), null);
+  assert.equal(bestMap(own, STATS, {step: 6, methods: {}}), null); // not scored
+  assert.equal(bestMap(own, STATS, {step: 6, methods: {[OWN.name]: {aer: [null, NaN]}}}), null);
 });
 
 test("the leader line says whether the leader took the lead at this step or since which", () => {
-  const leader = {method: "rollout", aer: 0.1, since_step: 6};
+  const leader = {method: OWN.name, aer: 0.1, since_step: 6};
   assert.equal(leadSince(leader, 6), "leading at step 6");
   assert.equal(leadSince(leader, 12), "the leader since step 6");
 });
@@ -89,17 +90,18 @@ const ATTENTION_ANSWER = {step: 12, gold: [[0, 1]], kinds: {
 test("one kind's attention weights: its heads, no layer maps, no gold outside cross maps", () => {
   state.kind = "encoder";
   const set = mapSet(ATTENTION_ANSWER, null);
-  assert.deepEqual([set.method, set.heads, set.layers, set.perLayer, set.gold], [null, 2, ["layer 1", "layer 2"], null, null]);
+  assert.deepEqual([set.method, set.weights, set.heads, set.layers, set.perLayer, set.gold],
+    [null, true, 2, ["layer 1", "layer 2"], null, null]);
   assert.deepEqual(mapOf(set, {layer: 1, head: 1}), [[1, 0], [1, 0]]);
   assert.equal(mapOf(set, {layer: 1, head: null}), null);
   assert.equal(mapOf(set, {layer: 2, head: 0}), null);
 });
 
-test("cross maps of attention take the heads from ./attention and the layer maps and AER from ./explanation", () => {
-  const explanation = {method: "attention", layers: ["layer 1", "layer 2"], per_layer: [[[0.2, 0.8]], [[0.6, 0.4]]],
+test("cross maps of the weights' own method take the heads from ./attention, the layer maps and AER from ./explanation", () => {
+  const explanation = {method: WEIGHTS.name, layers: ["layer 1", "layer 2"], per_layer: [[[0.2, 0.8]], [[0.6, 0.4]]],
     aer: {per_layer: [0.5, 0.25], per_head: [[1, 0], [0.5, null]]}};
   const set = mapSet(ATTENTION_ANSWER, explanation);
-  assert.deepEqual([set.method, set.heads, set.gold], ["attention", 2, [[0, 1]]]);
+  assert.deepEqual([set.method, set.weights, set.heads, set.gold], [WEIGHTS.name, true, 2, [[0, 1]]]);
   assert.deepEqual(mapOf(set, {layer: 0, head: 1}), [[0.3, 0.7], [0.4, 0.6]]);
   assert.deepEqual(mapOf(set, {layer: 1, head: null}), [[0.6, 0.4]]);
   assert.deepEqual([aerOf(set, {layer: 1, head: null}), aerOf(set, {layer: 0, head: 1}), aerOf(set, {layer: 1, head: 1})],
@@ -114,14 +116,14 @@ test("cross maps of attention take the heads from ./attention and the layer maps
 });
 
 test("a method's cross maps come from its own answer only; a method without heads names its layers", () => {
-  state.method = "integrated_gradients";
+  state.method = STEPS.name;
   assert.equal(mapSet(ATTENTION_ANSWER, null), null); // still loading
-  assert.equal(mapSet(ATTENTION_ANSWER, {method: "attention"}), null); // another method's answer
-  const answer = {method: "integrated_gradients", label: "Integrated Gradients", signed: true, rows: ["x"],
+  assert.equal(mapSet(ATTENTION_ANSWER, {method: WEIGHTS.name}), null); // another method's answer
+  const answer = {method: STEPS.name, label: STEPS.label, signed: true, rows: ["x"],
     cols: ["a", "b"], layers: ["embeddings", "layer 1"], per_head: null, per_layer: [[[0.5, -0.5]], [[0.9, 0.1]]],
     aer: null};
   const set = mapSet(ATTENTION_ANSWER, answer);
-  assert.deepEqual([set.heads, set.signed, set.rows, set.perHead], [0, true, ["x"], null]);
+  assert.deepEqual([set.weights, set.heads, set.signed, set.rows, set.perHead], [false, 0, true, ["x"], null]);
   assert.deepEqual(mapOf(set, {layer: 0, head: null}), [[0.5, -0.5]]);
   assert.equal(mapName(set, {layer: 0, head: null}), "embeddings");
   assert.equal(aerOf(set, {layer: 0, head: null}), null);

@@ -42,12 +42,12 @@ test("missing values (null, NaN) take no part in the scale", () => {
   assert.deepEqual(scaleOf([[null, -2], [NaN, 0.1]], true), {scale: 2, signed: true});
 });
 
-test("scaleFor: attention and maps whose rows are distributions on the weight scale, other scores on their own", () => {
-  const attention = {method: "attention", signed: false};
-  const method = {method: "rollout", signed: false};
-  const signed = {method: "integrated_gradients", signed: true};
-  assert.deepEqual(scaleFor({method: null}, [[0.2, 0.3]]), {scale: 1, signed: false});
-  assert.deepEqual(scaleFor(attention, [[0.2, 0.3]]), {scale: 1, signed: false});
+test("scaleFor: weights and maps whose rows are distributions on the weight scale, other scores on their own", () => {
+  const weights = {weights: true, signed: false};
+  const method = {weights: false, signed: false};
+  const signed = {weights: false, signed: true};
+  assert.deepEqual(scaleFor(weights, [[0.2, 0.3]]), {scale: 1, signed: false});
+  assert.deepEqual(scaleFor(method, [[0.2, 0.3]]), {scale: 0.3, signed: false}); // the same rows, not weights
   // Rows summing to 1 within the routes' rounding, or all 0 (a row with nothing to read): distributions.
   assert.deepEqual(scaleFor(method, [[0.3, 0.7], [0, 0], [0.333, 0.333, 0.333]]), {scale: 1, signed: false});
   assert.deepEqual(scaleFor(method, [[0.2, 0.3], [0.1, 0.1]]), {scale: 0.3, signed: false});

@@ -4,10 +4,10 @@ import assert from "node:assert/strict";
 import {beforeEach, test} from "node:test";
 
 import {
-  alignmentKind, aligns, currentMethod, currentStep, kindOf, nearest, openHead, refreshRuns, selectKind, selectMethod, selectRun,
-  selectSentence, selectStep, start, state, toggleOverlay, upright, wire,
+  alignmentKind, aligns, currentMethod, currentStep, isWeights, kindOf, nearest, openHead, refreshRuns, selectKind,
+  selectMethod, selectRun, selectSentence, selectStep, start, state, takesSteps, toggleOverlay, upright, wire,
 } from "../../viz/tab/static/state.js";
-import {VOCABULARY} from "./vocabulary.mjs";
+import {STEPS, VOCABULARY, WEIGHTS} from "./vocabulary.mjs";
 
 const asked = [];
 globalThis.fetch = async (url) => {
@@ -19,9 +19,9 @@ const calls = [];
 wire({draw: async () => calls.push("draw"), sync: () => calls.push("sync"),
   explainCustom: () => calls.push("explainCustom")});
 
-const ATTENTION = {name: "attention", label: "cross-attention", per_head: true, signed: false,
+const ATTENTION = {name: WEIGHTS.name, label: WEIGHTS.label, per_head: true, signed: false,
   layers: ["layer 1", "layer 2"]};
-const IG = {name: "integrated_gradients", label: "Integrated Gradients", per_head: false, signed: true,
+const IG = {name: STEPS.name, label: STEPS.label, per_head: false, signed: true,
   layers: ["embeddings", "layer 1", "layer 2"]};
 
 function run(name, steps, overrides = {}) {
@@ -47,9 +47,25 @@ test("nearest: the closest value, the first of ties; with notAbove the closest n
 
 test("start opens the first run at its newest step, on cross maps where it has them", () => {
   start(VOCABULARY, [run("a", [10, 20, 30]), run("b", [5])]);
-  assert.deepEqual([state.run.run, currentStep(), state.kind, state.method], ["a", 30, "cross", "attention"]);
+  assert.deepEqual([state.run.run, currentStep(), state.kind, state.method], ["a", 30, "cross", WEIGHTS.name]);
   start(VOCABULARY, [run("enc", [1, 2], {kinds: ["encoder"], methods: []})]);
-  assert.deepEqual([state.kind, state.method], ["encoder", "attention"]); // no methods: attention
+  assert.deepEqual([state.kind, state.method], ["encoder", WEIGHTS.name]); // no methods: the cross weights' own
+  assert.deepEqual(currentMethod(), {name: WEIGHTS.name, label: WEIGHTS.label, per_head: true, signed: false,
+    layers: []});
+});
+
+test("a method is told apart by its properties in the vocabulary, whatever its name", () => {
+  const renamed = {...VOCABULARY, methods: [
+    {name: "raw", label: "raw weights", weights: true, gradients: false, takes_steps: false, costly: false},
+    {name: "path", label: "a path integral", weights: false, gradients: true, takes_steps: true, costly: true},
+  ]};
+  start(renamed, [run("a", [1], {methods: []})]);
+  assert.deepEqual([state.method, currentMethod().label], ["raw", "raw weights"]);
+  assert.deepEqual(["raw", "path", "unknown"].map(isWeights), [true, false, false]);
+  assert.deepEqual(["raw", "path", "unknown"].map(takesSteps), [false, true, false]);
+  start(VOCABULARY, [run("a", [1])]);
+  assert.deepEqual(VOCABULARY.methods.filter((m) => isWeights(m.name)), [WEIGHTS]);
+  assert.deepEqual(VOCABULARY.methods.filter((m) => takesSteps(m.name)), [STEPS]);
 });
 
 test("the kinds' meaning comes from the vocabulary: cross maps align, decoder maps are causal", () => {
@@ -79,12 +95,12 @@ test("another run keeps the nearest step, the sentence and the kind it has, and 
   selectStep(1);
   selectSentence("1");
   state.kind = "decoder";
-  state.method = "integrated_gradients";
+  state.method = STEPS.name;
   state.compareStep = "100";
   state.head = {layer: 1, head: 3};
   calls.length = 0;
   selectRun("b");
-  assert.deepEqual([currentStep(), state.sentence, state.kind, state.method], [210, 5, "decoder", "attention"]);
+  assert.deepEqual([currentStep(), state.sentence, state.kind, state.method], [210, 5, "decoder", WEIGHTS.name]);
   assert.equal(state.compareStep, "");
   assert.deepEqual(state.head, {layer: 1, head: 3}); // b's decoder has that head too
   assert.deepEqual(calls, ["sync", "draw"]);
@@ -96,11 +112,11 @@ test("a method without heads opens a layer's own map; a kind with fewer layers t
   start(VOCABULARY, [run("a", [1])]);
   state.head = {layer: 1, head: 2};
   state.overlay = [{layer: 0, head: 1}];
-  selectMethod("integrated_gradients");
-  assert.deepEqual([state.kind, currentMethod().name], ["cross", "integrated_gradients"]);
+  selectMethod(STEPS.name);
+  assert.deepEqual([state.kind, currentMethod().name], ["cross", STEPS.name]);
   assert.deepEqual(state.head, {layer: 0, head: null}); // no heads
   assert.deepEqual(state.overlay, []);
-  selectMethod("attention");
+  selectMethod(WEIGHTS.name);
   state.head = {layer: 2, head: 0};
   selectKind("encoder"); // three layers
   assert.deepEqual(state.head, {layer: 2, head: 0});
@@ -111,11 +127,11 @@ test("a method without heads opens a layer's own map; a kind with fewer layers t
 test("choosing a method in your sentence explains it; on probes it prefetches the steps", async () => {
   start(VOCABULARY, [run("a", [1, 2])]);
   state.mode = "custom";
-  selectMethod("integrated_gradients");
+  selectMethod(STEPS.name);
   assert.deepEqual(calls, ["sync", "draw", "explainCustom"]);
   state.mode = "probe";
   calls.length = 0;
-  selectMethod("integrated_gradients");
+  selectMethod(STEPS.name);
   await new Promise((resolve) => setTimeout(resolve, 10));
   assert.deepEqual(calls, ["sync", "draw"]);
   // Newest step first; the first failed answer stops the prefetch (its error shows when drawn).

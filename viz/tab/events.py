@@ -17,8 +17,10 @@ from tensorboard.data import provider
 
 from analysis.axes import KINDS
 from viz.tab.metadata import (
+    AER,
     EXPLAIN_TAG,
     PLUGIN_NAME,
+    REPORTED,
     RUN_TAG,
     SENTENCE_TAG,
     STATISTIC_TAG,
@@ -186,7 +188,8 @@ def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | No
                            f"{{{', '.join(SUPERVISED_FIELDS)}}}, layer and head counted from 1)")
     shifted = supervised.get("shifted", False)  # runs before the option have no such field
     if not isinstance(shifted, bool):
-        raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' ('shifted' is not true or false)")
+        raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' ('shifted' is not true or "
+                           "false)")
     return {**{k: supervised[k] for k in SUPERVISED_FIELDS}, "shifted": shifted}
 
 
@@ -195,7 +198,7 @@ def reported_map(run: str, method: str, values: dict[int, np.ndarray] | None, st
     (``viz.tab.metadata``); None where it logged none then."""
     if not values or step not in values:
         return None
-    tag = explain_tag(method, "reported")
+    tag = explain_tag(method, REPORTED)
     record = logged_json(run, tag, values, step)
     numbers = [record.get("aer"), record.get("chosen_aer")]  # null: NaN, written as JSON's null
     pairs = [record.get("choose"), record.get("report")]
@@ -350,9 +353,9 @@ class LoggedRuns:
         logs a newer step (the page asks every 30 s per open tab). MalformedRun, warned of once per change of
         the data, if the run was logged in another layout.
 
-        ``methods`` lists those whose maps the probes have, as logged (``attention`` first where it was
-        logged; a run logged without explanations lists none); ``supervised``, the head guided alignment
-        trained (``supervised_head``), or None.
+        ``methods`` lists those whose own maps the probes have, as logged (not the method whose maps are
+        the cross weights, which the routes add; a run logged without explanations lists none);
+        ``supervised``, the head guided alignment trained (``supervised_head``), or None.
         """
         newest = max(((s.max_step, s.max_wall_time) for s in tags.values()), default=None)
         key = (newest, len(tags))
@@ -389,8 +392,10 @@ class LoggedRuns:
                 raise MalformedRun(f"run {run!r} {sentence_tag(sentences[0], kind)} has shape {shape}, "
                                    "expected (layers, heads, rows, columns)")
         text = sentence_text(run, sentences[0], texts[sentence_tag(sentences[0], "text")])
-        methods = [m for m in text.get("methods", []) if m["name"] == "attention"
-                   or sentence_tag(sentences[0], f"explain/{m['name']}") in tags]
+        # The methods with maps of their own (the routes add the cross weights' own, whose maps are the
+        # weights: viz.tab.plugin._with_weights).
+        methods = [m for m in text.get("methods", [])
+                   if sentence_tag(sentences[0], f"explain/{m['name']}") in tags]
         return {
             "run": run,
             "steps": steps,
@@ -408,7 +413,7 @@ class LoggedRuns:
         }
 
     def _explanation_steps(self, request, run: str, tags) -> list[int]:
-        aer = [tag for tag in tags if (m := EXPLAIN_TAG.match(tag)) and m.group(2) == "aer"]
+        aer = [tag for tag in tags if (m := EXPLAIN_TAG.match(tag)) and m.group(2) == AER]
         data = self.read(request, run, aer) if aer else {}
         return sorted(set().union(*(values.keys() for values in data.values())))
 

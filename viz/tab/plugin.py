@@ -5,8 +5,9 @@ Routes (relative to ``data/plugin/attention/``; GET only: other methods get a 40
 
 - ``index.js``, ``static/<file>``: the frontend, plain ES modules shipped with this package;
 - ``vocabulary``: every list of names the page shows, as Python defines it: the attention kinds with their
-  labels and help (``analysis.axes``), the explanation methods with their labels
-  (``analysis.explain.registry``), Integrated Gradients' steps and the beam a typed sentence may ask
+  labels and help (``analysis.axes``), the explanation methods with their labels and the properties the page
+  treats them by (``analysis.explain.registry.Method``: ``weights``, ``takes_steps``, ...), the steps a
+  method that ``takes_steps`` may be asked for and the beam a typed sentence may ask
   (default, the run's validation beam, and most), the head statistics' definitions (``analysis.heads``),
   and which tokens stand upright in column labels (``viz.fonts.UPRIGHT_TOKEN``);
 - ``runs``: runs with attention data, their logged steps, probe sentences and shapes, the explanation methods
@@ -49,7 +50,7 @@ from werkzeug import wrappers
 
 from analysis.axes import ATTENTION_KINDS, KINDS, attention_axes
 from analysis.explain.attributions import IG_STEPS_PREVIEW, MAX_IG_STEPS
-from analysis.explain.registry import METHODS
+from analysis.explain.registry import METHODS, WEIGHTS
 from analysis.explain.scores import alignment_scores
 from analysis.explain.trace import Explanation, layer_names
 from analysis.heads import STATISTICS
@@ -73,8 +74,13 @@ from viz.tab.events import (
 from viz.tab.gold_words import word_aer
 from viz.tab.live import MAX_BEAM, MAX_TEXT_CHARACTERS, RUN_BEAM, LiveRuns
 from viz.tab.metadata import (
+    ABOUT,
+    AER,
     EXPLAIN_TAG,
+    HEAD_SCORES,
+    LAYER_SCORES,
     PLUGIN_NAME,
+    REPORTED,
     RUN_TAG,
     SENTENCE_EXPLAIN_TAG,
     STATISTIC_TAG,
@@ -91,14 +97,19 @@ def vocabulary() -> dict:
     """The ``vocabulary`` route's answer: every list of names the page shows, from its one definition."""
     return {
         "kinds": [dataclasses.asdict(kind) for kind in ATTENTION_KINDS],
-        "methods": [{"name": name, "label": method.label, "gradients": method.gradients}
-                    for name, method in METHODS.items()],
-        "ig_steps": {"method": "integrated_gradients", "default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS},
+        "methods": [{"name": name} | _properties(method) for name, method in METHODS.items()],
+        "ig_steps": {"default": IG_STEPS_PREVIEW, "max": MAX_IG_STEPS},
         "beam": {"default": RUN_BEAM, "max": MAX_BEAM},
         "max_text_characters": MAX_TEXT_CHARACTERS,
         "upright": UPRIGHT_TOKEN.pattern,
         "statistics": [dataclasses.asdict(statistic) for statistic in STATISTICS],
     }
+
+
+def _properties(method) -> dict:
+    """A method's label and properties, every field of ``Method`` but its function."""
+    return {field.name: getattr(method, field.name) for field in dataclasses.fields(method)
+            if field.name != "function"}
 
 
 def _json(request, data, code: int = 200):
@@ -176,17 +187,18 @@ def _method(request) -> str:
     return method
 
 
-def _attention_method(decoder_layers: int) -> dict:
-    """How a run logged without explanations describes ``attention``: the cross weights, per head."""
-    return {"name": "attention", "label": METHODS["attention"].label, "per_head": True, "signed": False,
+def _weights_method(decoder_layers: int) -> dict:
+    """How a run logged without explanations describes ``WEIGHTS``, the method whose maps are the cross
+    weights, per head."""
+    return {"name": WEIGHTS, "label": METHODS[WEIGHTS].label, "per_head": True, "signed": False,
             "layers": list(layer_names(decoder_layers))}
 
 
-def _with_attention(methods: list[dict], decoder_layers: int) -> list[dict]:
-    """The methods whose maps the probes have, ``attention`` (the cross weights) always first."""
-    if methods and methods[0]["name"] == "attention":
+def _with_weights(methods: list[dict], decoder_layers: int) -> list[dict]:
+    """The methods whose maps the probes have, ``WEIGHTS`` (the cross weights) always first."""
+    if methods and methods[0]["name"] == WEIGHTS:
         return methods
-    return [_attention_method(decoder_layers), *(m for m in methods if m["name"] != "attention")]
+    return [_weights_method(decoder_layers), *(m for m in methods if m["name"] != WEIGHTS)]
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
@@ -258,7 +270,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
                 waiting[run] = self._waiting(request, run) if started else NO_PROBES
                 continue
             checkpoint, note, _ = self._live.checkpoint(run)  # looked up afresh: training saves new ones
-            methods = _with_attention(described["methods"], described["num_layers"]["cross"])
+            methods = _with_weights(described["methods"], described["num_layers"]["cross"])
             runs.append(described | {"methods": methods, "can_translate": checkpoint is not None,
                                      "translate_note": note})
         for run in sorted(set(self._logged.run_names(request)) - set(listing)):  # events, none of this tab's
@@ -310,7 +322,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _serve_explanation(self, request) -> dict:
         run, step, sentence = _probe_arguments(request)
         method = _method(request)
-        if method == "attention":
+        if METHODS[method].weights:
             data = self._logged.probe(request, run, step, sentence, ["cross"], "cross-attention")
             per_head = data["cross"][step].astype(np.float32)  # (L, H, T, S)
             per_layer = per_head.mean(axis=1)  # (L, T, S): the method's layer map is its heads' mean
@@ -318,15 +330,15 @@ class AttentionPlugin(base_plugin.TBPlugin):
             tags = self._logged.run_tags(request, run)
             parts = [f"explain/{method}", f"explain/{method}/per_layer"]  # the second for methods with heads
             parts = [part for part in parts if sentence_tag(sentence, part) in tags] or parts[:1]
-            mapped = {m.group(2) for m in map(SENTENCE_EXPLAIN_TAG.match, tags) if m} | {"attention"}
+            mapped = {m.group(2) for m in map(SENTENCE_EXPLAIN_TAG.match, tags) if m} | {WEIGHTS}
             logged = f" (its probes have maps of {', '.join(name for name in METHODS if name in mapped)})"
             data = self._logged.probe(request, run, step, sentence, parts, f"{method} maps", logged)
             per_layer = data[parts[-1]][step].astype(np.float32)  # (L, T, S)
             per_head = data[parts[0]][step].astype(np.float32) if len(parts) == 2 else None  # (L, H, T, S)
         text = sentence_text(run, sentence, data["text"], step)
         described = next((m for m in text.get("methods", []) if m["name"] == method), None)
-        if described is None and method == "attention":  # a run logged without explanations
-            described = _attention_method(per_layer.shape[0])
+        if described is None and METHODS[method].weights:  # a run logged without explanations
+            described = _weights_method(per_layer.shape[0])
         if described is None:
             raise RequestError(409, f"run {run!r} logged {method} maps of sentence {sentence} without their "
                                     "description (layers, label)")
@@ -367,11 +379,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
         for tag, values in self._logged.read(request, run, tags).items():
             method, score = EXPLAIN_TAG.match(tag).groups()
             named.setdefault(method, {})[score] = values
-        order = [name for name in METHODS if name in named and "aer" in named[name]]
-        history = {name: {s: best for s, aer in named[name]["aer"].items()
-                          if (best := lowest(run, explain_tag(name, "aer"), aer)) is not None}
+        order = [name for name in METHODS if name in named and AER in named[name]]
+        history = {name: {s: best for s, aer in named[name][AER].items()
+                          if (best := lowest(run, explain_tag(name, AER), aer)) is not None}
                    for name in order}  # a diverged step's NaN scores are no point of the history
-        present = [name for name in order if step in named[name]["aer"]]
+        present = [name for name in order if step in named[name][AER]]
         if not present:
             steps = sorted(set().union(*history.values()))
             raise RequestError(404, f"run {run!r} logged no explanation scores at step {step} "
@@ -379,28 +391,26 @@ class AttentionPlugin(base_plugin.TBPlugin):
         methods = {}
         for name in present:
             scores = {score: np.asarray(values[step]) for score, values in named[name].items()
-                      if score not in ("layers", "reported") and step in values}
-            if any(np.ndim(scores.get(score)) != 1 for score in ("aer", "agreement")):
-                raise MalformedRun(f"run {run!r} {explain_tag(name, 'aer')} and "
-                                   f"{explain_tag(name, 'agreement')} must both be logged at step {step}, "
-                                   "one score per layer")
-            about = named[name].get("layers", {})
-            about = logged_json(run, explain_tag(name, "layers"), about, step) if about else {
-                "label": METHODS[name].label, "layers": list(layer_names(len(scores["aer"])))}
+                      if score not in (ABOUT, REPORTED) and step in values}
+            if any(np.ndim(scores.get(score)) != 1 for score in LAYER_SCORES):
+                raise MalformedRun(f"run {run!r} {' and '.join(explain_tag(name, s) for s in LAYER_SCORES)} "
+                                   f"must all be logged at step {step}, one score per layer")
+            about = named[name].get(ABOUT, {})
+            about = logged_json(run, explain_tag(name, ABOUT), about, step) if about else {
+                "label": METHODS[name].label, "layers": list(layer_names(len(scores[AER])))}
             if not isinstance(about.get("label"), str) or not isinstance(about.get("layers"), list):
-                raise MalformedRun(f"run {run!r} {explain_tag(name, 'layers')} is malformed (expected "
+                raise MalformedRun(f"run {run!r} {explain_tag(name, ABOUT)} is malformed (expected "
                                    "{label, layers})")
-            finite = np.flatnonzero(np.isfinite(scores["aer"]))
-            best = None if not finite.size else int(finite[np.argmin(scores["aer"][finite])])  # first of ties
-            heads = {score: rounded(scores[score]) if score in scores else None
-                     for score in ("head_aer", "head_agreement")}
+            finite = np.flatnonzero(np.isfinite(scores[AER]))
+            best = None if not finite.size else int(finite[np.argmin(scores[AER][finite])])  # first of ties
             methods[name] = {"label": about["label"], "layers": about["layers"],
-                             "aer": rounded(scores["aer"]), "agreement": rounded(scores["agreement"]),
-                             **heads,
+                             **{score: rounded(scores[score]) for score in LAYER_SCORES},
+                             **{score: rounded(scores[score]) if score in scores else None
+                                for score in HEAD_SCORES},
                              "best": None if best is None else {  # None: every layer's AER was NaN
                                  "layer": about["layers"][best],
-                                 "aer": round(float(scores["aer"][best]), DECIMALS)},
-                             "reported": reported_map(run, name, named[name].get("reported"), step)}
+                                 AER: round(float(scores[AER][best]), DECIMALS)},
+                             REPORTED: reported_map(run, name, named[name].get(REPORTED), step)}
         rounded_history = {name: [[s, round(v, DECIMALS)] for s, v in sorted(steps.items())]
                            for name, steps in history.items()}
         return {"run": run, "step": step, "methods": methods, "history": rounded_history,

@@ -31,7 +31,7 @@ export function detailSection() {
 export function drawDetail(data, set, stats, explanations, other, lens) {
   const sel = state.head;
   const matrix = mapOf(set, sel);
-  const attentionHead = (set.method === null || set.method === "attention") && sel.head !== null;
+  const attentionHead = set.weights && sel.head !== null;
   const kindStats = attentionHead ? stats && stats.kinds[state.kind] : null;
   const statsNote = kindStats && (state.mode === "custom" || stats.step !== data.step)
     ? h("span", {class: "note", title: "head statistics are measured on validation sentences at a logged step"},
@@ -42,7 +42,7 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
     : methodChips(set, sel, explanations);
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step} · sentence ${data.sentence + 1}`;
   const trend = h("span", {class: "trend"});
-  const title = set.method && set.method !== "attention" ? set.label : kindTitle(state.kind);
+  const title = set.weights ? kindTitle(state.kind) : set.label;
   const top = h("div", {class: "detail-head"},
     h("h2", {}, `${title} · ${mapName(set, sel)}`),
     aerBadge(set, sel),
@@ -61,10 +61,9 @@ export function drawDetail(data, set, stats, explanations, other, lens) {
       shown: explanations.step});
   }
 
-  const about = set.method && set.method !== "attention"
-    ? `Rows: the words produced, columns: the source words. A row shows how much ${set.label} credits each `
-      + "source word with producing that word (under forced decoding)"
-    : `Rows: queries, columns: keys. ${kindOf(state.kind).help}`;
+  const about = set.weights ? `Rows: queries, columns: keys. ${kindOf(state.kind).help}`
+    : `Rows: the words produced, columns: the source words. A row shows how much ${set.label} credits each `
+      + "source word with producing that word (under forced decoding)";
   const help = h("div", {class: "note kind-help"}, `${about}.${set.signed ? " Signed scores: red above 0, blue "
     + "below." : ""}`);
   const scale = scaleFor(set, matrix);

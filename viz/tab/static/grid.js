@@ -30,7 +30,7 @@ export function headColour(index) {
  * validation set (statistics); for an explanation method its lowest AER over the explanation sentences
  * (./explanations): its best head, or its best layer when it has no heads. */
 export function bestMap(set, stats, explanations) {
-  if (set.method === null || set.method === "attention") {
+  if (set.weights) {
     const best = bestHead(stats);
     if (!best) return null;
     const aer = stats.kinds[state.kind].aer ? ` · AER ${fmt(best.aer)}` : "";
@@ -60,7 +60,7 @@ export function drawGrid(data, set, stats, explanations) {
   const cols = set.cols.length;
   const where = state.mode === "custom" ? "your sentence" : `step ${data.step}`;
   const shape = H ? `${L} layers × ${H} heads${layerMaps ? " and each layer's map" : ""}` : "one map per layer";
-  const named = set.method && set.method !== "attention";
+  const named = !set.weights; // an explanation method's own maps: named by its label
   ui.title.replaceChildren(named ? set.label : kindTitle(state.kind),
     h("span", {class: "sub"}, `${named ? "target → source · " : ""}${shape} · ${where}`));
   ui.title.title = kindOf(state.kind).help;
@@ -84,7 +84,7 @@ export function drawGrid(data, set, stats, explanations) {
   const w = Math.max(8, Math.round(cols * scale));
   const hgt = Math.max(8, Math.round(rows * scale));
   // Head statistics describe attention heads: their caption goes under attention weights only.
-  const kindStats = set.method === null || set.method === "attention" ? stats && stats.kinds[state.kind] : null;
+  const kindStats = set.weights ? stats && stats.kinds[state.kind] : null;
   const sortKey = (state.sort[state.kind] || defaultSort(stats)).key;
   const caption = kindStats && kindStats[sortKey] ? sortKey : null;
   ui.grid.style.gridTemplateColumns = `24px repeat(${columns}, auto)`;

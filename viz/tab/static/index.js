@@ -50,7 +50,8 @@ import {bestMap, drawGrid, gridSection} from "./static/grid.js";
 import {explained, mapOf, mapSet} from "./static/maps.js";
 import {bannerSection, drawBanner, explainCustom, syncTranslate, translateControls} from "./static/sentence.js";
 import {
-  currentMethod, currentStep, kindOf, nearest, prefetchSteps, refreshRuns, start, state, unavailableRuns, update, wire,
+  currentMethod, currentStep, isWeights, kindOf, nearest, prefetchSteps, refreshRuns, start, state, unavailableRuns,
+  update, wire,
 } from "./static/state.js";
 import {drawStats, statsSection} from "./static/stats.js";
 import {CSS} from "./static/style.js";
@@ -156,8 +157,8 @@ function stepAtOrBefore(steps) {
 
 const failed = (promise) => promise.catch((e) => ({error: e.message}));
 
-// The chosen method's maps of a probe sentence (cross maps only; for attention they add the layer maps and
-// the AER to the weights of ./attention).
+// The chosen method's maps of a probe sentence (cross maps only; for the method whose maps are the cross
+// weights they add the layer maps and the AER to the weights of ./attention).
 function explanationOf(run, step, sentence) {
   if (!explained()) return null;
   return failed(cached(explanationUrl(run, step, sentence, currentMethod().name)));
@@ -191,9 +192,10 @@ async function draw() {
   ]);
   if (token !== drawToken) return; // a newer draw started while this one waited
   loading(false);
-  // A method's maps that cannot be read are an error for the maps; attention's extra layer maps are not.
-  const attention = currentMethod().name === "attention";
-  const errors = [data, stats, other, attention ? null : explanation, attention ? null : otherExplanation]
+  // A method's maps that cannot be read are an error for the maps; the extra layer maps of the method whose
+  // maps are the cross weights are not.
+  const weights = isWeights(currentMethod().name);
+  const errors = [data, stats, other, weights ? null : explanation, weights ? null : otherExplanation]
     .filter((x) => x && x.error).map((x) => x.error);
   showMessage([state.translateError, ...errors].filter(Boolean).join(" · "));
   drawBanner();

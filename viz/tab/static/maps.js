@@ -1,13 +1,15 @@
 // Which maps the grid, the detail view and the lines view show: the attention weights of one kind, or, for
 // cross maps, the chosen explanation method's (from ./explanation, or from ./translate for your sentence). Every
 // part reads a "map set", so that none asks which method made it:
-//   {kind, method, label, signed, rows, cols, layers: [labels], heads: H (0: the method has no heads),
+//   {kind, method, label, weights, signed, rows, cols, layers: [labels], heads: H (0: the method has no heads),
 //    perHead: L × H × T × S or null, perLayer: L × T × S or null, aer: {per_layer, per_head} | null, gold}
+// `weights`: the maps are attention weights (one kind's, or the cross weights of the method whose maps they
+// are), drawn on the fixed 0..1 scale and described by the head statistics; `method` is null for a kind's.
 // A map is named by {layer, head}; head === null names a layer's own map (per_layer).
 
 import {fmt} from "./dom.js";
 import {scaleOf} from "./heatmap.js";
-import {aligns, currentMethod, state} from "./state.js";
+import {aligns, currentMethod, isWeights, state} from "./state.js";
 
 /** Whether the shown maps are the chosen method's (cross maps) rather than one kind's attention weights. */
 export const explained = () => aligns();
@@ -23,22 +25,23 @@ export function mapSet(data, explanation) {
   const gold = aligns() && state.gold && data.gold ? data.gold : null;
   const layerNames = (n) => Array.from({length: n}, (_, l) => `layer ${l + 1}`);
   if (!explained()) {
-    return {kind: state.kind, method: null, label: null, signed: false, rows: kd.rows, cols: kd.cols,
-      layers: layerNames(kd.weights.length), heads: kd.weights[0].length, perHead: kd.weights, perLayer: null,
-      aer: null, gold: null};
+    return {kind: state.kind, method: null, label: null, weights: true, signed: false, rows: kd.rows,
+      cols: kd.cols, layers: layerNames(kd.weights.length), heads: kd.weights[0].length, perHead: kd.weights,
+      perLayer: null, aer: null, gold: null};
   }
   const e = explanation && explanation.method === method.name ? explanation : null;
-  if (method.name === "attention") {
+  if (isWeights(method.name)) {
     // The heads come from the attention answer (the same weights), the layer maps and AER from ./explanation.
-    return {kind: state.kind, method: "attention", label: method.label, signed: false, rows: kd.rows, cols: kd.cols,
+    return {kind: state.kind, method: method.name, label: method.label, weights: true, signed: false,
+      rows: kd.rows, cols: kd.cols,
       layers: e ? e.layers : method.layers.length ? method.layers : layerNames(kd.weights.length),
       heads: kd.weights[0].length, perHead: kd.weights, perLayer: e ? e.per_layer : null,
       aer: e ? e.aer || null : null, gold};
   }
   if (!e) return null;
-  return {kind: state.kind, method: e.method, label: e.label, signed: e.signed, rows: e.rows, cols: e.cols,
-    layers: e.layers, heads: e.per_head ? e.per_head[0].length : 0, perHead: e.per_head, perLayer: e.per_layer,
-    aer: e.aer || null, gold};
+  return {kind: state.kind, method: e.method, label: e.label, weights: false, signed: e.signed, rows: e.rows,
+    cols: e.cols, layers: e.layers, heads: e.per_head ? e.per_head[0].length : 0, perHead: e.per_head,
+    perLayer: e.per_layer, aer: e.aer || null, gold};
 }
 
 /** The matrix (T × S) of map {layer, head} of a set, or null when the set has no such map. */
@@ -52,7 +55,7 @@ export function mapOf(set, {layer, head}) {
  * other scores are drawn on the map's own largest magnitude (its colour bar in the detail view says which),
  * since the size of a gradient or a value norm means nothing from one method to the next. */
 export function scaleFor(set, matrix) {
-  if (set.method === null || set.method === "attention") return {scale: 1, signed: false};
+  if (set.weights) return {scale: 1, signed: false};
   return scaleOf(matrix, set.signed, {weights: !set.signed && rowsAreDistributions(matrix)});
 }
 

@@ -6,11 +6,10 @@
 import {fetchJSON, translateUrl} from "./api.js";
 import {h, showMessage} from "./dom.js";
 import {togglePlay} from "./controls.js";
-import {currentMethod, leaveCustom, state, update} from "./state.js";
+import {currentMethod, leaveCustom, state, takesSteps, update} from "./state.js";
 
-// The beams (the default, "run": the beam the run validates with), and the method whose cost the route bounds
-// with `ig_steps` with its default and most, come from ./vocabulary.
-const igMethod = () => state.vocabulary.ig_steps.method;
+// The beams (the default, "run": the beam the run validates with), which methods take steps (their cost, which
+// the route bounds with `ig_steps`) and the steps' default and most come from ./vocabulary.
 
 const ui = {};
 const answers = new Map(); // url -> ./translate answer: switching back to a method is instant
@@ -48,12 +47,12 @@ export function syncTranslate() {
   ui.input.placeholder = run.sentences.length ? `e.g. ${run.sentences[0].source}` : "type a source sentence";
   ui.button.disabled = state.translating || !run.can_translate;
   ui.note.textContent = run.can_translate ? "" : run.translate_note || "this run has no checkpoint yet";
-  ui.igLabel.style.display = state.method === igMethod() ? "" : "none";
+  ui.igLabel.style.display = takesSteps(state.method) ? "" : "none";
 }
 
 function requestUrl(text, beam) {
   const params = {run: state.run.run, text, beam, method: currentMethod().name};
-  if (params.method === igMethod()) {
+  if (takesSteps(params.method)) {
     params.ig_steps = ui.igSteps.value.trim() || String(state.vocabulary.ig_steps.default);
   }
   return translateUrl(params);

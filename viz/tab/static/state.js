@@ -13,7 +13,7 @@ export const state = {
   stepIndex: 0,
   sentence: 0,
   kind: null, // the shown attention kind: a name from the vocabulary's kinds (set by start)
-  method: "attention", // the explanation method of the cross maps (a name from the run's `methods`)
+  method: null, // the explanation method of the cross maps (a name from the run's `methods`; set by start)
   mode: "probe", // "probe": logged probe sentences; "custom": the user's translated sentence
   custom: null, // the ./translate response
   head: {layer: 0, head: 0}, // the map open in the detail view (head null: the layer's own map)
@@ -111,14 +111,19 @@ export const kindTitle = (name) => {
   const {label} = kindOf(name);
   return label.charAt(0).toUpperCase() + label.slice(1);
 };
-/** An explanation method's entry in ./vocabulary: {name, label, gradients}. */
+/** An explanation method's entry in ./vocabulary: {name, label, weights, gradients, takes_steps, costly}. */
 export const methodOf = (name) => state.vocabulary.methods.find((m) => m.name === name);
+/** Whether method `name`'s maps are the cross-attention weights themselves (./vocabulary's `weights`). */
+export const isWeights = (name) => Boolean(methodOf(name)?.weights);
+/** Whether method `name` takes ./vocabulary's `ig_steps`, the points of its path integral (`takes_steps`). */
+export const takesSteps = (name) => Boolean(methodOf(name)?.takes_steps);
 
-/** The chosen method's entry in the run's `methods` (attention when the run lists no methods). */
+/** The chosen method's entry in the run's `methods` (the cross weights' own when the run lists no methods). */
 export function currentMethod() {
   const methods = state.run.methods || [];
+  const weights = state.vocabulary.methods.find((m) => m.weights);
   return methods.find((m) => m.name === state.method) || methods[0]
-    || {name: "attention", label: methodOf("attention").label, per_head: true, signed: false, layers: []};
+    || {name: weights.name, label: weights.label, per_head: true, signed: false, layers: []};
 }
 
 export function nearest(values, target, {notAbove = false} = {}) {
@@ -163,7 +168,7 @@ export function selectRun(name) {
     state.sentence = run.sentences.length ? run.sentences[0].id : 0;
   }
   if (!run.kinds.includes(state.kind)) state.kind = run.kinds[0];
-  state.method = currentMethod().name; // the same method where the run has it, else attention
+  state.method = currentMethod().name; // the same method where the run has it, else its first
   if (state.mode === "custom") state.mode = "probe";
   state.compareRun = "";
   state.compareStep = "";
