@@ -1,5 +1,6 @@
 """Readers for parallel corpora on disk: two line-aligned files, TSV, ``source ||| target`` lines and SCAN
-(ManyThings.org's Tatoeba files: ``data.tatoeba``).
+(ManyThings.org's Tatoeba files: ``data.tatoeba``); and the data module's readers of such corpora, by folder
+(``parallel``, ``multi30k``, ``tsv``, ``scan``: ``data.registry``).
 
 Every reader returns a list of :class:`~data.pairs.Pair` with whitespace normalised (ends stripped, runs of
 whitespace collapsed to one space, Windows and old Mac line endings accepted). Bad input raises one
@@ -10,12 +11,14 @@ between source and target``. Files ending in ``.gz`` are decompressed on the fly
 import codecs
 import gzip
 import os
+import random
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from data.pairs import Pair
+from data.reader import SPLITS, CorpusReader, SplitName, TextSide
 
 PathLike = str | os.PathLike[str]
 T = TypeVar("T")
@@ -254,3 +257,108 @@ def filter_by_length(
         raise ValueError(f"got {len(lengths)} lengths for {len(items)} items")
     kept = [item for item, length in zip(items, lengths, strict=True) if length <= max_len]
     return kept, len(items) - len(kept)
+
+
+# --- The corpora on disk, as the data module reads them (data.registry) ------------------------------------
+
+
+def maybe_gzipped(path: Path) -> Path:
+    """``path``, or ``path.gz`` where only that exists."""
+    gzipped = path.with_name(path.name + ".gz")
+    return gzipped if not path.exists() and gzipped.exists() else path
+
+
+class ParallelFiles(CorpusReader):
+    """``parallel``: line-aligned files ``<split>.<lang>`` in the folder ``path`` (gzipped ones too: KFTT's
+    ``train.ja.gz``), the language codes being ``source_lang`` and ``target_lang`` (either direction works;
+    default ``de`` into ``en``).
+
+    Options: ``val_split`` names the validation files (``dev`` for KFTT's ``dev.ja.gz``; None: ``val``);
+    ``test_split`` the test files (None: ``test``).
+    """
+
+    reads: ClassVar[frozenset[str]] = frozenset({"val_split"})
+    default_test: ClassVar[str] = "test"
+
+    def read(self) -> dict[SplitName, list[Pair]]:
+        return {split: read_parallel(self.file(split), self.file(split, "target")) for split in SPLITS}
+
+    def file(self, split: SplitName, side: TextSide = "source") -> Path:
+        language = self.source_lang if side == "source" else self.target_lang
+        return maybe_gzipped(Path(self.options.path or "") / f"{self.split_name(split)}.{language}")
+
+    def split_name(self, split: SplitName) -> str:
+        """The files' name for a split: ``val_split``, ``test_split`` or the split's own."""
+        names = {"val": self.options.val_split or "val", "test": self.options.test_split or self.default_test}
+        return names.get(split, split)
+
+
+class Multi30k(ParallelFiles):
+    """``multi30k``: as ``parallel``, with Multi30k's test set ``test2016`` as its test split (``test_split``
+    ``test`` means it too; or name another, such as ``test2017`` or ``mscoco2017``)."""
+
+    default_test: ClassVar[str] = "test2016"
+
+    def split_name(self, split: SplitName) -> str:
+        name = super().split_name(split)
+        return "test2016" if name == "test" else name
+
+
+class TsvFiles(ParallelFiles):
+    """``tsv``: ``train.tsv``, ``val.tsv`` and ``test.tsv`` of ``source<TAB>target`` lines in the folder
+    ``path``; ``val_split`` and ``test_split`` name other files (``<name>.tsv``)."""
+
+    def read(self) -> dict[SplitName, list[Pair]]:
+        test = self.file("test")
+        if not test.is_file() and self.options.test_split is not None:
+            raise CorpusError(
+                test, None,
+                f"no such file (test_split={self.options.test_split!r}; pass --data.test_split NAME to read "
+                "NAME.tsv, or null for test.tsv)",
+            )
+        return {split: read_tsv(self.file(split)) for split in SPLITS}
+
+    def file(self, split: SplitName, side: TextSide = "source") -> Path:
+        return maybe_gzipped(Path(self.options.path or "") / f"{self.split_name(split)}.tsv")
+
+
+class Scan(CorpusReader):
+    """``scan``: the SCAN folder ``path``, with ``<scan_split>_split/tasks_{train,test}_<scan_split>.txt``
+    (or ``.txt.gz``); ``scan_split`` is ``simple`` or ``length`` (SCAN's own splits). SCAN has no validation
+    file, so a seeded 5% of its training pairs (``seed``) is held out as val. Word-level tokens."""
+
+    tokenizer = "word"
+    VAL_FRACTION = 0.05
+
+    def read(self) -> dict[SplitName, list[Pair]]:
+        train = read_scan(self.file("train"))
+        test = read_scan(self.file("test"))
+        self._count, self._held_out = len(train), self.held_out(len(train))
+        return {
+            "train": [p for i, p in enumerate(train) if i not in self._held_out],
+            "val": [p for i, p in enumerate(train) if i in self._held_out],
+            "test": test,
+        }
+
+    def held_out(self, count: int) -> set[int]:
+        """Indices of the training file's pairs held out as val: a seeded share of ``VAL_FRACTION``."""
+        order = list(range(count))
+        random.Random(self.options.seed).shuffle(order)
+        return set(order[: max(1, round(self.VAL_FRACTION * count))])
+
+    def file(self, split: SplitName, side: TextSide = "source") -> Path:
+        """SCAN's test file for test, its training file for train and val."""
+        scan_split, part = self.options.scan_split, "test" if split == "test" else "train"
+        stem = Path(self.options.path or "") / f"{scan_split}_split" / f"tasks_{part}_{scan_split}.txt"
+        for candidate in (stem, stem.with_suffix(".txt.gz")):
+            if candidate.is_file():
+                return candidate
+        raise CorpusError(stem, None, "no such file (nor with .gz)")
+
+    def origin(self, split: SplitName, index: int, side: TextSide = "source") -> tuple[str, int | None]:
+        if split == "test":
+            return super().origin(split, index, side)
+        # val is a seeded hold-out of SCAN's training file, train the rest of it
+        inside = sorted(self._held_out) if split == "val" else [
+            i for i in range(self._count) if i not in self._held_out]
+        return str(self.file(split, side)), inside[index] + 1

@@ -10,7 +10,6 @@ import dataclasses
 import importlib.util
 import math
 import os
-import random
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -34,16 +33,12 @@ from data.alignment_labels import (
     write_links_file,
 )
 from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
-from data.corpora import (
-    CorpusError,
-    read_bitext,
-    read_parallel,
-    read_scan,
-    read_tsv,
-)
+from data.corpora import read_bitext
 from data.encoded import EncodedPairs, Side
 from data.gold import DIRECTIONS, Direction, GoldSet, Link, as_trained, not_repeating, read_gold_for
 from data.pairs import Pair, word_spans
+from data.reader import SPLITS, CorpusOptions, SplitName, TextSide
+from data.registry import DatasetName, open_corpus
 from data.scripts import (
     OPENCC_CONFIGS,
     ChineseScript,
@@ -53,21 +48,10 @@ from data.scripts import (
     text_handling,
 )
 from data.special import SPECIALS
-from data.tatoeba import ENGLISH, read_tatoeba, tatoeba_languages, tatoeba_splits
 from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
-from data.toy import Script, make_toy_splits
+from data.toy import Script
 
-DatasetName = Literal["toy", "copy", "reverse", "multi30k", "parallel", "tsv", "tatoeba", "scan"]
-SplitName = Literal["train", "val", "test"]
-TextSide = Literal["source", "target"]
-SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
-_TOY_TASKS = {"toy": "translate", "copy": "copy", "reverse": "reverse"}
-_SCAN_VAL_FRACTION = 0.05
 TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json"}
-DEFAULT_TEST_SPLIT = {"toy": "test", "copy": "test", "reverse": "test", "multi30k": "test2016",
-                      "parallel": "test", "tsv": "test", "tatoeba": "test", "scan": "test"}
-_FILE_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba", "scan")
-_SUBWORD_DATASETS = ("multi30k", "parallel", "tsv", "tatoeba")
 MAX_AUTO_WORKERS = 4
 # The largest vocab_size: 4 times the largest vocabularies in use (Gemma's, about 256,000 pieces), so that no
 # real corpus meets it; a mistyped 10**12 made the tokenizer library abort the process.
@@ -104,46 +88,30 @@ class TranslationDataModule(L.LightningDataModule):
     """Train/val/test data for translation, from the built-in toy tasks or a parallel corpus on disk.
 
     Args:
-        dataset: ``toy`` (the built-in toy translation task, no files needed), ``copy`` or ``reverse`` (toy
-            sanity tasks), ``multi30k`` (``train``/``val``/test files ``<split>.<lang>`` in ``path``),
-            ``parallel`` (the same layout for any corpus, with ``test`` as its test split; files may be
-            gzipped: KFTT's ``train.ja.gz``), ``tsv``
-            (``train.tsv``, ``val.tsv``, ``test.tsv`` of ``source<TAB>target`` lines in ``path``), ``tatoeba``
-            (``path`` is one ManyThings.org file as downloaded, ``cmn.txt``: English, translation and
-            attribution columns; val and test are held out of it) or ``scan``
-            (the SCAN folder with ``<scan_split>_split/tasks_{train,test}_<scan_split>.txt[.gz]``).
-        path: the corpus folder; required for multi30k, parallel, tsv and scan; for tatoeba the file.
-        source_lang: multi30k, parallel: the file extension of the source language (either direction works;
-            default ``de``). tatoeba: ``en`` reads English as the source, anything else the translation
-            column (a code BLEU's tokenizer knows, as ``zh``, ``cmn`` or ``ja``: it follows ``target_lang``);
-            by default the language of the file's name (``cmn.txt``: ``zh``), into English.
-        target_lang: multi30k, parallel: the file extension of the target language (default ``en``);
-            tatoeba: as above (English unless ``source_lang`` is).
+        dataset: a name of ``data.registry.CORPORA``: ``toy`` (the built-in toy translation task, no files
+            needed), ``copy`` or ``reverse`` (toy sanity tasks), ``multi30k`` and ``parallel`` (line-aligned
+            files ``<split>.<lang>``), ``tsv`` (``<split>.tsv``), ``tatoeba`` (one ManyThings.org file) or
+            ``scan``. Each is read by its reader, whose docstring says what it reads of the options below.
+        path: the corpus folder (for tatoeba the file); required by every dataset that reads files.
+        source_lang: the source language (multi30k, parallel: its file extension); ``None``: the reader's
+            choice (tatoeba: from the file's name; else ``de``).
+        target_lang: the target language, as ``source_lang`` (default ``en``).
         val_split: multi30k, parallel, tsv: the name of the validation files (``dev`` for KFTT's
             ``dev.ja.gz``); ``None``: ``val``.
-        test_split: which file is the test split; ``None``: the dataset's own (``test2016`` for multi30k,
-            ``test`` for tsv). multi30k: ``test`` also means ``test2016``; or name another, such as
-            ``test2017`` or ``mscoco2017``. tsv: ``<name>.tsv``. Ignored by toy tasks and scan.
-        scan_split: scan: ``simple`` or ``length`` (SCAN's own splits). SCAN has no validation file, so a
-            seeded 5% of its training pairs is held out as val.
+        test_split: which files are the test split; ``None``: the dataset's own (``test2016`` for multi30k).
+            Ignored by the toy tasks and scan; refused by tatoeba, which holds its test pairs out.
+        scan_split: scan: ``simple`` or ``length`` (SCAN's own splits).
         toy_train_size: toy tasks: number of training pairs.
         toy_val_size: toy tasks: number of validation pairs.
         toy_test_size: toy tasks: number of test pairs.
-        toy_split: toy tasks: ``random`` (one distribution) or ``length`` (test sentences longer than any
-            seen in training).
+        toy_split: toy tasks: ``random`` or ``length`` (test sentences longer than any seen in training).
         toy_max_train_words: toy tasks with ``toy_split=length``: the longest training sentence, in words.
-        toy_phenomena: ``toy`` only: translations with one-to-many, many-to-one and unaligned words, each with
-            its gold links (``data.toy``), where explanation methods can be told apart.
-        toy_script: ``toy`` only: ``latin`` (the invented target language) or ``han``: the target in Chinese
-            characters, without spaces, with measure words and an unaligned aspect particle (``data.toy``).
-            ``han`` needs a subword tokenizer, ``bpe`` unless named, whose ``pre_tokenize`` picks ``cjk`` for
-            the target; it makes ``target_lang`` ``zh`` (so that BLEU is tokenized as Chinese).
-        held_out_pairs: tatoeba only: about this many pairs each for val and for test (default 1000), drawn
-            with ``seed``. Pairs that share a sentence, on either side, stay in one split, so no test sentence
-            is seen in training.
+        toy_phenomena: ``toy`` only: one-to-many, many-to-one and unaligned words, with their gold links.
+        toy_script: ``toy`` only: ``latin`` or ``han`` (the target in Chinese characters, without spaces).
+        held_out_pairs: tatoeba only: about this many pairs each for val and for test, drawn with ``seed``.
         seed: seeds the toy generator, the SCAN and Tatoeba hold-outs and the shuffling of batches.
-        tokenizer: ``word``, ``bpe`` or ``unigram``; ``None`` picks ``word`` for toy, copy, reverse and scan
-            and ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy_script=han``.
+        tokenizer: ``word``, ``bpe`` or ``unigram``; ``None``: the reader's choice, ``word`` for toy, copy,
+            reverse and scan, ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy_script=han``.
         pre_tokenize: subword tokenizers: ``cjk`` makes each Han and Kana character a piece of its own before
             subwords are learnt, ``whitespace`` only splits at spaces; ``None`` picks ``cjk`` for a side
             written in Chinese or Japanese characters (``data.scripts.text_handling``), else ``whitespace``.
@@ -220,12 +188,14 @@ class TranslationDataModule(L.LightningDataModule):
         alignment_labels: str | None = None,
     ) -> None:
         super().__init__()
-        if dataset not in ("toy", "copy", "reverse", *_FILE_DATASETS):
-            raise ValueError(
-                f"dataset must be toy, copy, reverse, multi30k, parallel, tsv or scan, got {dataset!r}"
-            )
-        if dataset in _FILE_DATASETS and path is None:
-            raise ValueError(f"dataset={dataset!r} reads files: give the corpus folder as path")
+        corpus = CorpusOptions(
+            path=path, source_lang=source_lang, target_lang=target_lang, val_split=val_split,
+            test_split=test_split, scan_split=scan_split, held_out_pairs=held_out_pairs, seed=seed,
+            toy_train_size=toy_train_size, toy_val_size=toy_val_size, toy_test_size=toy_test_size,
+            toy_split=toy_split, toy_max_train_words=toy_max_train_words, toy_phenomena=toy_phenomena,
+            toy_script=toy_script,
+        )
+        self._reader = open_corpus(dataset, corpus)  # checks the dataset's options
         if tokenizer not in (None, "word", "bpe", "unigram"):
             raise ValueError(f"tokenizer must be word, bpe, unigram or None, got {tokenizer!r}")
         if max_train_len < 2:
@@ -244,58 +214,15 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {gold_direction!r}")
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
-        if dataset == "tatoeba":
-            source_lang, target_lang = tatoeba_languages(path, source_lang, target_lang)
-        source_lang = "de" if source_lang is None else source_lang  # Multi30k's
-        target_lang = "en" if target_lang is None else target_lang
         self.save_hyperparameters()
         # As resolved, not as typed (LightningCLI saves those): a checkpoint names its languages even when the
         # file's name gave them, and loads so whatever the file is called then.
-        self.hparams.update(source_lang=source_lang, target_lang=target_lang)
-        self.dataset = dataset
-        self.path = path
-        self.source_lang, self.target_lang = source_lang, target_lang
-        self.test_split, self.val_split, self.scan_split = test_split, val_split, scan_split
-        if val_split is not None and dataset not in ("multi30k", "parallel", "tsv"):
-            raise ValueError(f"val_split names validation files; dataset {dataset!r} has none")
-        self.toy_sizes = {"train": toy_train_size, "val": toy_val_size, "test": toy_test_size}
-        self.toy_split, self.toy_max_train_words = toy_split, toy_max_train_words
-        if toy_phenomena and dataset != "toy":
-            raise ValueError(f"toy_phenomena is a variant of dataset 'toy', not of {dataset!r}")
-        self.toy_phenomena = toy_phenomena
-        if toy_script not in ("latin", "han"):
-            raise ValueError(f"toy_script must be latin or han, got {toy_script!r}")
-        if toy_script != "latin" and dataset != "toy":
-            raise ValueError(f"toy_script is a variant of dataset 'toy', not of {dataset!r}")
-        if toy_script != "latin" and toy_phenomena:
-            raise ValueError(f"toy_phenomena is a variant of toy_script 'latin'; {toy_script!r} has its own")
-        if toy_script == "han" and tokenizer == "word":
-            raise ValueError(
-                "toy_script 'han' writes its target without spaces, so a word-level tokenizer would make "
-                "each sentence one token: use tokenizer bpe or unigram"
-            )
-        self.toy_script: Script = toy_script
-        if toy_script == "han":  # Chinese, whatever target_lang says: BLEU's tokenizer follows target_lang
-            self.target_lang = "zh"
-        if dataset == "tatoeba":
-            if (source_lang.lower() in ENGLISH) == (target_lang.lower() in ENGLISH):
-                raise ValueError(
-                    f"a Tatoeba file pairs English with one other language: exactly one of source_lang and "
-                    f"target_lang must be en, got {source_lang!r} and {target_lang!r}"
-                )
-            if test_split is not None:
-                raise ValueError("test_split names a file; dataset 'tatoeba' holds its test pairs out")
-        if held_out_pairs != 1000 and dataset != "tatoeba":  # 1000: the default every saved config holds
-            raise ValueError(
-                f"held_out_pairs holds pairs out of a Tatoeba file; dataset {dataset!r} has none"
-            )
-        if held_out_pairs < 1:
-            raise ValueError(f"held_out_pairs must be >= 1, got {held_out_pairs}")
-        self.held_out_pairs = held_out_pairs
+        self.source_lang, self.target_lang = self._reader.source_lang, self._reader.target_lang
+        self.hparams.update(source_lang=self.source_lang, target_lang=self.target_lang)
+        self.dataset, self.path = dataset, path
         self.seed = seed
-        self.tokenizer_kind: TokenizerKind = tokenizer or (
-            "bpe" if dataset in _SUBWORD_DATASETS or toy_script == "han" else "word"
-        )
+        self._reader.check_tokenizer(tokenizer or self._reader.tokenizer)
+        self.tokenizer_kind: TokenizerKind = tokenizer or self._reader.tokenizer
         for option, value in (("split_punctuation", split_punctuation), ("pre_tokenize", pre_tokenize)):
             if value and self.tokenizer_kind == "word":
                 raise ValueError(
@@ -340,7 +267,6 @@ class TranslationDataModule(L.LightningDataModule):
         self._train_links: Side | None = None  # each kept training pair's token links, flat
 
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
-        self._lines: dict[str, list[int]] = {}  # tatoeba: each pair's line in the file, per split
         self._tokenizers: tuple[Tokenizer, Tokenizer] | None = None  # (source, target)
         self._train_pairs: list[Pair] | None = None  # train after length filtering
         self._train_index: list[int] = []  # each kept training pair's index among all training pairs
@@ -392,7 +318,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _raw_splits(self) -> dict[str, list[Pair]]:
         if self._raw is None:
-            raw = self._read_splits()
+            raw = self._reader.read()
             if self.chinese_script is not None:
                 if self._chinese_sides is None:
                     self._chinese_sides = _chinese_sides(raw["train"], self.chinese_script)
@@ -435,92 +361,11 @@ class TranslationDataModule(L.LightningDataModule):
         ids, spans = tokenizer.encode_spans(text)
         return [span for token, span in zip(ids, spans, strict=True) if token == SPECIALS.unk_id]
 
-    def _read_splits(self) -> dict[str, list[Pair]]:
-        if self.dataset in _TOY_TASKS:
-            return make_toy_splits(
-                task=_TOY_TASKS[self.dataset],  # type: ignore[arg-type]
-                split=self.toy_split,
-                train_size=self.toy_sizes["train"],
-                val_size=self.toy_sizes["val"],
-                test_size=self.toy_sizes["test"],
-                seed=self.seed,
-                max_train_words=self.toy_max_train_words,
-                phenomena=self.toy_phenomena,
-                script=self.toy_script,
-            )
-        if self.dataset in ("multi30k", "parallel"):
-            return {split: read_parallel(self._file(split), self._file(split, "target")) for split in SPLITS}
-        if self.dataset == "tsv":
-            test = self._file("test")
-            if not test.is_file() and self.test_split is not None:
-                raise CorpusError(
-                    test, None,
-                    f"no such file (test_split={self.test_split!r}; pass --data.test_split NAME to read "
-                    "NAME.tsv, or null for test.tsv)",
-                )
-            return {split: read_tsv(self._file(split)) for split in SPLITS}
-        if self.dataset == "tatoeba":
-            return self._read_tatoeba()
-        # SCAN
-        train = read_scan(self._file("train"))
-        test = read_scan(self._file("test"))
-        held_out = _scan_held_out(len(train), self.seed)
-        return {
-            "train": [p for i, p in enumerate(train) if i not in held_out],
-            "val": [p for i, p in enumerate(train) if i in held_out],
-            "test": test,
-        }
-
-    def _read_tatoeba(self) -> dict[str, list[Pair]]:
-        """The file's pairs, split by :func:`~data.tatoeba.tatoeba_splits`; remembers each pair's line for
-        messages."""
-        pairs = read_tatoeba(self._file("train"), english_source=self.source_lang.lower() in ENGLISH)
-        self._lines = tatoeba_splits(pairs, self.held_out_pairs, self.seed)
-        if len(self._lines["train"]) == 0:
-            raise CorpusError(
-                self._file("train"), None,
-                f"its {len(pairs)} pairs leave none for training after holding out about "
-                f"held_out_pairs={self.held_out_pairs} for each of val and test (pairs that share a sentence "
-                "stay together)",
-            )
-        return {split: [pairs[line - 1] for line in self._lines[split]] for split in SPLITS}
-
-    def _file(self, split: SplitName, side: Literal["source", "target"] = "source") -> Path:
-        """The corpus file a split (and, for multi30k, a side) is read from; SCAN's val comes from train."""
-        assert self.path is not None
-        folder = Path(self.path)
-        if self.dataset == "scan":
-            return _scan_file(folder, self.scan_split, "test" if split == "test" else "train")
-        if self.dataset == "tatoeba":  # one file holds every split
-            if folder.is_dir():
-                raise CorpusError(folder, None, "is a folder; dataset 'tatoeba' reads one file: give cmn.txt")
-            return folder
-        names = {"test": self.test_split or DEFAULT_TEST_SPLIT[self.dataset], "val": self.val_split or "val"}
-        name = names.get(split, split)
-        if self.dataset == "tsv":
-            return _maybe_gzipped(folder / f"{name}.tsv")
-        if self.dataset == "multi30k" and name == "test":
-            name = "test2016"
-        return _maybe_gzipped(folder / f"{name}.{self.source_lang if side == 'source' else self.target_lang}")
-
-    def origin(
-        self, split: SplitName, index: int, side: Literal["source", "target"] = "source"
-    ) -> tuple[str, int | None]:
+    def origin(self, split: SplitName, index: int, side: TextSide = "source") -> tuple[str, int | None]:
         """Where pair ``index`` of a split was read, for messages: (file, line), or a description and None for
         the generated toy tasks. Training indices count all training pairs, before length filtering."""
-        if self.dataset in _TOY_TASKS:
-            return f"{self.dataset} {split} pair {index + 1}", None
-        line = index + 1
-        if self.dataset == "tatoeba":
-            self._raw_splits()
-            return str(self._file(split, side)), self._lines[split][index]
-        if self.dataset == "scan" and split != "test":  # val is a seeded hold-out of SCAN's training file
-            raw = self._raw_splits()
-            count = len(raw["train"]) + len(raw["val"])
-            held_out = _scan_held_out(count, self.seed)
-            lines = sorted(held_out) if split == "val" else [i for i in range(count) if i not in held_out]
-            line = lines[index] + 1
-        return str(self._file(split, side)), line
+        self._raw_splits()  # the reader knows where each pair came from once it has read them
+        return self._reader.origin(split, index, side)
 
     def check_fits(self, max_len: int, splits: Sequence[SplitName] = SPLITS, *, targets: bool = True) -> None:
         """Raise a ``CorpusError`` naming the first pair of ``splits`` that a model of ``max_len`` positions
@@ -842,12 +687,6 @@ class TranslationDataModule(L.LightningDataModule):
         return strategy.root_device.type, processes
 
 
-def _maybe_gzipped(path: Path) -> Path:
-    """``path``, or ``path.gz`` where only that exists."""
-    gzipped = path.with_name(path.name + ".gz")
-    return gzipped if not path.exists() and gzipped.exists() else path
-
-
 def _chinese_sides(train: list[Pair], script: ChineseScript) -> tuple[TextSide, ...]:
     """The sides of the training pairs that are Chinese, which ``chinese_script`` converts."""
     sides = tuple(side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train))
@@ -878,18 +717,3 @@ def _converted(pair: Pair, sides: Sequence[TextSide], read) -> dict[str, Any]:
             end = b
         fields[side], fields[f"{side}_words"] = "".join(pieces) + text[end:], tuple(pieces[1::2])
     return fields
-
-
-def _scan_held_out(count: int, seed: int) -> set[int]:
-    """Indices of the SCAN training pairs held out as val: a seeded share of ``_SCAN_VAL_FRACTION``."""
-    order = list(range(count))
-    random.Random(seed).shuffle(order)
-    return set(order[: max(1, round(_SCAN_VAL_FRACTION * count))])
-
-
-def _scan_file(folder: Path, scan_split: str, part: str) -> Path:
-    stem = folder / f"{scan_split}_split" / f"tasks_{part}_{scan_split}.txt"
-    for candidate in (stem, stem.with_suffix(".txt.gz")):
-        if candidate.is_file():
-            return candidate
-    raise CorpusError(stem, None, "no such file (nor with .gz)")

@@ -8,9 +8,11 @@ than once, either way round, so the hold-out moves whole groups of pairs linked 
 
 import random
 from pathlib import Path
+from typing import ClassVar
 
 from data.corpora import CorpusError, PathLike, normalise_spaces, read_lines
 from data.pairs import Pair
+from data.reader import SPLITS, CorpusReader, SplitName, TextSide
 
 # How a language is named when it is English: ManyThings' files pair English with another language.
 ENGLISH = frozenset({"en", "eng", "english"})
@@ -116,3 +118,56 @@ def tatoeba_splits(pairs: list[Pair], held_out: int, seed: int) -> dict[str, lis
         split = next((s for s in ("test", "val") if len(splits[s]) < held_out), "train")
         splits[split].extend(group)
     return {split: sorted(lines) for split, lines in splits.items()}
+
+
+class Tatoeba(CorpusReader):
+    """``tatoeba``: ``path`` is one ManyThings.org file as downloaded (``cmn.txt``: English, translation and
+    attribution columns); val and test are held out of it (:func:`tatoeba_splits`).
+
+    Options: ``source_lang`` ``en`` reads English as the source, anything else the translation column (a code
+    BLEU's tokenizer knows, as ``zh``, ``cmn`` or ``ja``: it follows ``target_lang``); by default the language
+    of the file's name (``cmn.txt``: ``zh``), into English (:func:`tatoeba_languages`). ``held_out_pairs``:
+    about this many pairs each for val and for test (default 1000), drawn with ``seed``; pairs that share a
+    sentence, on either side, stay in one split, so no test sentence is seen in training.
+    """
+
+    reads: ClassVar[frozenset[str]] = frozenset({"held_out_pairs"})
+
+    def __init__(self, name: str, options) -> None:
+        super().__init__(name, options)
+        if (self.source_lang.lower() in ENGLISH) == (self.target_lang.lower() in ENGLISH):
+            raise ValueError(
+                f"a Tatoeba file pairs English with one other language: exactly one of source_lang and "
+                f"target_lang must be en, got {self.source_lang!r} and {self.target_lang!r}"
+            )
+        if options.test_split is not None:
+            raise ValueError("test_split names a file; dataset 'tatoeba' holds its test pairs out")
+        if options.held_out_pairs < 1:
+            raise ValueError(f"held_out_pairs must be >= 1, got {options.held_out_pairs}")
+        self._lines: dict[str, list[int]] = {}  # each pair's line in the file, per split
+
+    def languages(self) -> tuple[str, str]:
+        return tatoeba_languages(self.options.path, self.options.source_lang, self.options.target_lang)
+
+    def read(self) -> dict[SplitName, list[Pair]]:
+        pairs = read_tatoeba(self.file("train"), english_source=self.source_lang.lower() in ENGLISH)
+        held_out = self.options.held_out_pairs
+        self._lines = tatoeba_splits(pairs, held_out, self.options.seed)
+        if len(self._lines["train"]) == 0:
+            raise CorpusError(
+                self.file("train"), None,
+                f"its {len(pairs)} pairs leave none for training after holding out about "
+                f"held_out_pairs={held_out} for each of val and test (pairs that share a sentence stay "
+                "together)",
+            )
+        return {split: [pairs[line - 1] for line in self._lines[split]] for split in SPLITS}
+
+    def file(self, split: SplitName, side: TextSide = "source") -> Path:
+        """The one file that holds every split."""
+        path = Path(self.options.path or "")
+        if path.is_dir():
+            raise CorpusError(path, None, "is a folder; dataset 'tatoeba' reads one file: give cmn.txt")
+        return path
+
+    def origin(self, split: SplitName, index: int, side: TextSide = "source") -> tuple[str, int | None]:
+        return str(self.file(split, side)), self._lines[split][index]

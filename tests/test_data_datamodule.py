@@ -381,7 +381,8 @@ def test_parallel_dataset_reads_gzipped_files_and_a_named_val_split(tmp_path):
     assert data.pairs("val")[1] == Pair("dev の 二", "dev two")
     assert data.pairs("test")[0] == Pair("test の 文", "the test sentence")
     assert data.origin("val", 1) == (str(tmp_path / "dev.ja.gz"), 2)
-    with pytest.raises(ValueError, match="val_split names validation files; dataset 'toy' has none"):
+    refused = "val_split is an option of dataset multi30k, parallel, tsv only; 'toy' has none"
+    with pytest.raises(ValueError, match=refused):
         TranslationDataModule(dataset="toy", val_split="dev")
 
 
@@ -428,7 +429,10 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dataset": "wmt"}, "dataset must be toy, copy, reverse, multi30k, parallel, tsv or scan"),
+        (
+            {"dataset": "wmt"},
+            "dataset must be one of toy, copy, reverse, multi30k, parallel, tsv, tatoeba, scan; got 'wmt'",
+        ),
         ({"dataset": "multi30k"}, "dataset='multi30k' reads files: give the corpus folder as path"),
         ({"tokenizer": "chars"}, "tokenizer must be word, bpe, unigram or None, got 'chars'"),
         (
@@ -445,7 +449,11 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
             {"split_punctuation": True},
             "split_punctuation needs tokenizer bpe or unigram; dataset 'toy' has word-level tokens",
         ),
-        ({"held_out_pairs": 500}, "held_out_pairs holds pairs out of a Tatoeba file; dataset 'toy' has none"),
+        ({"held_out_pairs": 500}, "held_out_pairs is an option of dataset tatoeba only; 'toy' has none"),
+        (
+            {"toy_phenomena": True, "dataset": "copy"},
+            "toy_phenomena is an option of dataset toy only; 'copy' has none",
+        ),
         ({"gold_zero_based": True}, "gold_zero_based reads the links of gold_alignments, which is not given"),
         (
             {"gold_sentences": "gold.txt", "gold_direction": "reversed"},
