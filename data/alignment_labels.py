@@ -14,10 +14,12 @@ has one): the rows the loss ignores.
 """
 
 import hashlib
+import importlib.util
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 import torch
 from torch import Tensor
@@ -98,6 +100,47 @@ def eflomal_cache_name(pairs: Sequence[Pair]) -> str:
 def write_links_file(path: PathLike, links: Sequence[set[Link]]) -> None:
     """One Pharaoh line (0-based) a pair, as :func:`read_alignment_labels` reads them back."""
     Path(path).write_text("".join(format_links(pair) + "\n" for pair in links), encoding="utf-8")
+
+
+class TrainingLinks:
+    """Guided alignment's word links of a run's training pairs (``alignment_labels``): read from a file whose
+    lines are every training pair's, or eflomal's, made on the pairs left after the gold repeats are dropped
+    (before length filtering) and cached beside the tokenizers, where a run whose ``tokenizer_dir`` holds
+    them reuses them. ``log(message)`` is told which and how long it took."""
+
+    def __init__(self, labels: str, tokenizer_dir: str | None, log: Callable[[str], Any]) -> None:
+        if labels == EFLOMAL and importlib.util.find_spec("eflomal") is None:
+            raise ValueError("alignment_labels=eflomal needs eflomal: pip install eflomal (or give a file)")
+        self.labels, self.tokenizer_dir, self.log = labels, tokenizer_dir, log
+        self.eflomal: tuple[str, list[set[Link]]] | None = None  # (cache file name, links) of eflomal's run
+
+    def of(self, raw: Sequence[Pair], index: Sequence[int], kept: Sequence[int]) -> list[set[Link]]:
+        """The word links of the training pairs ``kept`` (indices into ``raw``, all training pairs), where
+        ``index`` are those not dropped as gold repeats."""
+        if self.labels != EFLOMAL:
+            every = read_alignment_labels(self.labels, raw)
+            return [every[i] for i in kept]
+        aligned = [raw[i] for i in index]
+        name = eflomal_cache_name(aligned)
+        if self.eflomal is None or self.eflomal[0] != name:
+            cached = None if self.tokenizer_dir is None else Path(self.tokenizer_dir) / name
+            if cached is not None and cached.is_file():
+                self.log(f"Guided alignment: eflomal's links of the {len(aligned)} training pairs reused "
+                         f"from {cached}.")
+                self.eflomal = name, read_alignment_labels(cached, aligned)
+            else:
+                start = time.perf_counter()
+                self.eflomal = name, eflomal_links(aligned)
+                self.log(f"Guided alignment: eflomal aligned the {len(aligned)} training pairs in "
+                         f"{time.perf_counter() - start:.0f} s; a run writes them beside its tokenizers, as "
+                         f"{name}.")
+        position = {pair: k for k, pair in enumerate(index)}
+        return [self.eflomal[1][position[i]] for i in kept]
+
+    def save(self, directory: PathLike) -> None:
+        """Write eflomal's links, if made, into ``directory`` (beside the tokenizers), for a run to reuse."""
+        if self.eflomal is not None:
+            write_links_file(Path(directory) / self.eflomal[0], self.eflomal[1])
 
 
 def token_words_of(pair: Pair, side: str, tokenizer) -> tuple[list[int], list[int]]:

@@ -5,9 +5,11 @@ All id tensors are int64 and right-padded with ``pad_id``.
 """
 
 import math
+import os
 import random
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -287,3 +289,62 @@ class ResumableDataLoader(DataLoader):
         batches."""
         self._sampler.load_state_dict(state)
         self._position = None
+
+
+# --- Loaders: workers and pinned memory as the device wants them ------------------------------------------
+
+MAX_AUTO_WORKERS = 4
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def choose_num_workers(device_type: str, cores: int, processes: int = 1) -> int:
+    """Data loader workers per training process when ``num_workers="auto"``.
+
+    On the CPU, none: the model's own threads use every core, and a worker would take one from them for work
+    the main process does in a small share of a step. On a GPU, workers prepare the next batches while the GPU
+    computes: up to 4 per process, leaving one core per process for the process itself.
+    """
+    if device_type != "cuda":
+        return 0
+    per_process = max(cores // max(processes, 1), 1)
+    return max(0, min(MAX_AUTO_WORKERS, per_process - 1))
+
+
+def choose_pin_memory(device_type: str) -> bool:
+    """Page-locked batches, for faster and asynchronous copies, only when they go to a CUDA GPU."""
+    return device_type == "cuda"
+
+
+def bucketed_loader(
+    items: Sequence, collate_fn: Callable, *, shuffle: bool, max_tokens: int, seed: int, device_type: str,
+    processes: int, num_workers: int | Literal["auto"],
+) -> DataLoader:
+    """Batches of ``items`` (each with ``lengths()``) of at most ``max_tokens`` tokens, collated by
+    ``collate_fn`` with the special ids: shuffled and bucketed, or sorted by length. ``num_workers="auto"``:
+    :func:`choose_num_workers` for ``processes`` processes on ``device_type``."""
+    sampler = TokenBucketBatchSampler(
+        items.lengths().tolist(), max_tokens=max_tokens, shuffle=shuffle, seed=seed  # type: ignore[attr-defined]
+    )
+    auto = num_workers == "auto"
+    workers = choose_num_workers(device_type, available_cores(), processes) if auto else int(num_workers)
+    if workers > 0:
+        # Workers are forked after the tokenizers used their thread pool; say so explicitly, which also
+        # silences the library's warning about it.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Resumable: Lightning keeps the training loader's place in its epoch in every checkpoint.
+    return ResumableDataLoader(
+        items,  # type: ignore[arg-type]  # a sequence is a map-style dataset
+        batch_sampler=sampler,
+        collate_fn=partial(collate_fn, pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id,
+                           eos_id=SPECIALS.eos_id),
+        num_workers=workers,
+        pin_memory=choose_pin_memory(device_type),
+        persistent_workers=workers > 0,
+    )

@@ -8,12 +8,8 @@ into the model's config.
 
 import dataclasses
 import importlib.util
-import math
 import os
-import time
 from collections.abc import Sequence
-from functools import partial
-from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
@@ -22,21 +18,11 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
-from data.alignment_labels import (
-    EFLOMAL,
-    AlignedPairs,
-    collate_aligned,
-    eflomal_cache_name,
-    eflomal_links,
-    encode_token_links,
-    read_alignment_labels,
-    write_links_file,
-)
-from data.batching import Item, ResumableDataLoader, TokenBucketBatchSampler, check_fits, collate
-from data.corpora import read_bitext
+from data.alignment_labels import AlignedPairs, TrainingLinks, collate_aligned, encode_token_links
+from data.batching import Item, bucketed_loader, check_fits, collate
 from data.encoded import EncodedPairs, Side
-from data.gold import DIRECTIONS, Direction, GoldSet, Link, as_trained, not_repeating, read_gold_for
-from data.pairs import Pair, word_spans
+from data.gold import Direction, GoldFiles, GoldSet, as_trained
+from data.pairs import Pair
 from data.reader import SPLITS, CorpusOptions, SplitName, TextSide
 from data.registry import DatasetName, open_corpus
 from data.scripts import (
@@ -44,44 +30,14 @@ from data.scripts import (
     ChineseScript,
     PreTokenize,
     chinese_converter,
+    chinese_sides_of,
+    converted_fields,
     is_chinese,
-    text_handling,
 )
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
 from data.toy import Script
-
-TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json"}
-MAX_AUTO_WORKERS = 4
-# The largest vocab_size: 4 times the largest vocabularies in use (Gemma's, about 256,000 pieces), so that no
-# real corpus meets it; a mistyped 10**12 made the tokenizer library abort the process.
-MAX_VOCAB_SIZE = 2**20
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def choose_num_workers(device_type: str, cores: int, processes: int = 1) -> int:
-    """Data loader workers per training process when ``num_workers="auto"``.
-
-    On the CPU, none: the model's own threads use every core, and a worker would take one from them for work
-    the main process does in a small share of a step. On a GPU, workers prepare the next batches while the GPU
-    computes: up to 4 per process, leaving one core per process for the process itself.
-    """
-    if device_type != "cuda":
-        return 0
-    per_process = max(cores // max(processes, 1), 1)
-    return max(0, min(MAX_AUTO_WORKERS, per_process - 1))
-
-
-def choose_pin_memory(device_type: str) -> bool:
-    """Page-locked batches, for faster and asynchronous copies, only when they go to a CUDA GPU."""
-    return device_type == "cuda"
+from data.vocabulary import TokenizerSettings
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -196,8 +152,6 @@ class TranslationDataModule(L.LightningDataModule):
             toy_script=toy_script,
         )
         self._reader = open_corpus(dataset, corpus)  # checks the dataset's options
-        if tokenizer not in (None, "word", "bpe", "unigram"):
-            raise ValueError(f"tokenizer must be word, bpe, unigram or None, got {tokenizer!r}")
         if max_train_len < 2:
             raise ValueError(f"max_train_len must be >= 2 (a token plus BOS/EOS), got {max_train_len}")
         if max_tokens < max_train_len or (eval_max_tokens is not None and eval_max_tokens < max_train_len):
@@ -205,13 +159,7 @@ class TranslationDataModule(L.LightningDataModule):
                 f"max_tokens={max_tokens} and eval_max_tokens={eval_max_tokens} must be >= "
                 f"max_train_len={max_train_len}, so that a batch holds at least one pair"
             )
-        if gold_alignments is not None and gold_sentences is None:
-            raise ValueError("gold_alignments needs gold_sentences, the sentences its links index")
-        if gold_alignments is None and (gold_zero_based or gold_direction != "auto"):
-            option = "gold_zero_based" if gold_zero_based else f"gold_direction={gold_direction}"
-            raise ValueError(f"{option} reads the links of gold_alignments, which is not given")
-        if gold_direction not in DIRECTIONS:
-            raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {gold_direction!r}")
+        self._gold_files = GoldFiles(gold_sentences, gold_alignments, gold_zero_based, gold_direction)
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
         self.save_hyperparameters()
@@ -221,35 +169,24 @@ class TranslationDataModule(L.LightningDataModule):
         self.hparams.update(source_lang=self.source_lang, target_lang=self.target_lang)
         self.dataset, self.path = dataset, path
         self.seed = seed
-        self._reader.check_tokenizer(tokenizer or self._reader.tokenizer)
-        self.tokenizer_kind: TokenizerKind = tokenizer or self._reader.tokenizer
+        kind = tokenizer or self._reader.tokenizer
+        self._reader.check_tokenizer(kind)
+        self._vocabulary = TokenizerSettings(kind, vocab_size, split_punctuation, pre_tokenize, shared_vocab)
+        self.tokenizer_kind: TokenizerKind = self._vocabulary.kind
         for option, value in (("split_punctuation", split_punctuation), ("pre_tokenize", pre_tokenize)):
             if value and self.tokenizer_kind == "word":
                 raise ValueError(
                     f"{option} needs tokenizer bpe or unigram; dataset {dataset!r} has word-level tokens"
                 )
-        if pre_tokenize not in (None, "whitespace", "cjk"):
-            raise ValueError(f"pre_tokenize must be whitespace, cjk or None, got {pre_tokenize!r}")
         if chinese_script not in (None, *OPENCC_CONFIGS):
             raise ValueError(
                 f"chinese_script must be simplified, traditional or None, got {chinese_script!r}"
             )
         if chinese_script is not None and importlib.util.find_spec("opencc") is None:
             raise ValueError(f"chinese_script={chinese_script!r} needs OpenCC: pip install -e .[cjk]")
-        if alignment_labels == EFLOMAL and importlib.util.find_spec("eflomal") is None:
-            raise ValueError("alignment_labels=eflomal needs eflomal: pip install eflomal (or give a file)")
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
         self._chinese_sides: tuple[TextSide, ...] | None = None  # decided from the training text, once
-        if vocab_size > MAX_VOCAB_SIZE:
-            column = 4 * vocab_size / 2**20  # MiB: one float32 number a piece; at least 4 here
-            power = min(int(math.log(column, 1024)), 4)
-            unit = ("MiB", "GiB", "TiB", "PiB", "EiB")[power]
-            raise ValueError(
-                f"vocab_size must be at most {MAX_VOCAB_SIZE}, got {vocab_size}: the model's embedding "
-                f"table for it would take {column / 1024**power:.1f} {unit} for each of its d_model columns "
-                "(float32)"
-            )
         self.vocab_size = vocab_size
         self.split_punctuation = split_punctuation
         self.shared_vocab = shared_vocab
@@ -263,7 +200,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.gold_direction: Direction = gold_direction
         self._gold: GoldSet | None = None
         self.alignment_labels = alignment_labels
-        self._eflomal: tuple[str, list[set[Link]]] | None = None  # (cache file name, links) of eflomal's run
+        self._links = None if alignment_labels is None else TrainingLinks(alignment_labels, tokenizer_dir,
+                                                                          rank_zero_info)
         self._train_links: Side | None = None  # each kept training pair's token links, flat
 
         self._raw: dict[str, list[Pair]] | None = None  # the splits as read; train before length filtering
@@ -321,7 +259,7 @@ class TranslationDataModule(L.LightningDataModule):
             raw = self._reader.read()
             if self.chinese_script is not None:
                 if self._chinese_sides is None:
-                    self._chinese_sides = _chinese_sides(raw["train"], self.chinese_script)
+                    self._chinese_sides = chinese_sides_of(raw["train"], self.chinese_script, rank_zero_warn)
                 raw = {split: self.read_pairs(pairs) for split, pairs in raw.items()}
             self._raw = raw
         return self._raw
@@ -352,7 +290,8 @@ class TranslationDataModule(L.LightningDataModule):
         """``pairs`` (a split, a file to score, a gold set) with both sides read by :meth:`read_text`, each
         word of a pair that lists its words read in context."""
         sides = self.chinese_sides
-        return [dataclasses.replace(p, **_converted(p, sides, self.read_text)) if sides else p for p in pairs]
+        return [dataclasses.replace(p, **converted_fields(p, sides, self.read_text)) if sides else p
+                for p in pairs]
 
     def unknown_spans(self, text: str, side: TextSide = "source") -> list[tuple[int, int]]:
         """The ``[start, end)`` characters of ``text`` (as read: :meth:`read_text`) that the side's tokenizer
@@ -397,33 +336,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _train_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         train = self._raw_splits()["train"]
-        sources, targets = [p.source for p in train], [p.target for p in train]
-        if self.shared_vocab:
-            shared = self._train_tokenizer(sources + targets, "both sides")
-            return shared, shared
-        return self._train_tokenizer(sources, "source"), self._train_tokenizer(targets, "target")
-
-    def _train_tokenizer(self, texts: list[str], side: str) -> Tokenizer:
-        kwargs: dict[str, Any] = {
-            "kind": self.tokenizer_kind,
-            "vocab_size": self.vocab_size,
-            "split_punctuation": self.split_punctuation,
-        }
-        if self.tokenizer_kind != "word":
-            # A shared vocabulary's texts hold the source side first: sample both.
-            half = len(texts) // 2 if side == "both sides" else 0
-            handling = text_handling(texts[:2500] + texts[half:half + 2500])
-            kwargs["pre_tokenize"] = self.pre_tokenize or handling.pre_tokenize
-            kwargs["normalization"] = handling.normalization
-            if kwargs["pre_tokenize"] == "cjk" or handling.normalization == "nfc":
-                pieces = ("a piece per Han or Kana character" if kwargs["pre_tokenize"] == "cjk"
-                          else "words split at spaces")
-                rank_zero_info(
-                    f"Tokenizer ({side}): pre_tokenize={kwargs['pre_tokenize']} ({pieces}), "
-                    f"{handling.normalization.upper()} normalisation"
-                    + (" (full-width punctuation kept)." if handling.normalization == "nfc" else ".")
-                )
-        return Tokenizer.train(texts, **kwargs)
+        return self._vocabulary.train([p.source for p in train], [p.target for p in train], rank_zero_info)
 
     def use_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
         """Use these tokenizers (or objects with ``Tokenizer``'s interface, such as an imported model's)."""
@@ -470,43 +383,14 @@ class TranslationDataModule(L.LightningDataModule):
 
     def save_tokenizers(self, directory: str | os.PathLike[str]) -> None:
         """Write ``src_tokenizer.json`` and ``tgt_tokenizer.json`` into ``directory`` (created if needed)."""
-        src, tgt = self._ensure_tokenizers()
-        src.save(Path(directory) / TOKENIZER_FILES["src"])
-        tgt.save(Path(directory) / TOKENIZER_FILES["tgt"])
-        if self._eflomal is not None:  # beside them, for a run that restores them to reuse
-            name, links = self._eflomal
-            write_links_file(Path(directory) / name, links)
+        TokenizerSettings.save(directory, *self._ensure_tokenizers())
+        if self._links is not None:  # eflomal's, beside them, for a run that restores them to reuse
+            self._links.save(directory)
 
     def load_tokenizers(self, directory: str | os.PathLike[str]) -> None:
-        """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining).
-
-        Raises:
-            ValueError: they were trained otherwise than the settings that shape training say (``tokenizer``,
-                or the dataset's default; ``pre_tokenize`` when given; ``split_punctuation``; ``shared_vocab``
-                when true): the setting, the file and what it holds are named, since the run would record
-                settings it never used.
-        """
-        paths = [Path(directory) / TOKENIZER_FILES[side] for side in ("src", "tgt")]
-        src, tgt = (Tokenizer.load(path) for path in paths)
-        # One way only: tokenizers trained apart on the same words (the copy and reverse tasks) are one too.
-        if self.shared_vocab and src.to_json() != tgt.to_json():
-            raise ValueError(f"shared_vocab is true but {paths[0]} and {paths[1]} hold two vocabularies")
-        for path, restored in zip(paths, (src, tgt), strict=True):
-            pre_tokenize, split_punctuation = restored.pre_tokenization
-            asked = {
-                "tokenizer": (self.tokenizer_kind, restored.kind),  # as given, or the dataset's
-                "pre_tokenize": (self.pre_tokenize, pre_tokenize),
-                "split_punctuation": (self.split_punctuation, split_punctuation),
-            }
-            if restored.kind == "word":  # splits at spaces only, whatever the other two say
-                asked = {"tokenizer": asked["tokenizer"]}
-            for setting, (wanted, held) in asked.items():
-                if wanted is not None and wanted != held:
-                    raise ValueError(
-                        f"{setting}={wanted} but {path} was trained with {setting}={held}: leave "
-                        f"{setting} as the tokenizers were trained, or drop tokenizer_dir to train new ones"
-                    )
-        self._set_tokenizers(src, tgt)
+        """Restore the tokenizers written by :meth:`save_tokenizers` (no retraining); ValueError where they
+        were trained otherwise than the settings say (``data.vocabulary.TokenizerSettings.restore``)."""
+        self._set_tokenizers(*self._vocabulary.restore(directory))
 
     def setup(self, stage: str | None = None) -> None:
         """Make every process of a distributed run use rank 0's tokenizers; everything else is lazy.
@@ -529,7 +413,10 @@ class TranslationDataModule(L.LightningDataModule):
         if self._train_pairs is not None:
             return
         raw = self._raw_splits()["train"]
-        index = self._not_gold(raw) if self.gold_sentences is not None else list(range(len(raw)))
+        index = self._gold_files.not_repeated(raw)
+        if len(index) < len(raw):  # compared without spaces and case, as gold sets are often written
+            rank_zero_info(f"Dropped {len(raw) - len(index)} training pairs that repeat a sentence pair of "
+                           f"{self.gold_sentences}.")
         self.gold_set()  # a bad gold file stops the run here, not at its first validation
         encoded = self._encode([raw[i] for i in index])
         kept = np.flatnonzero(encoded.lengths() <= self.max_train_len)
@@ -542,47 +429,11 @@ class TranslationDataModule(L.LightningDataModule):
         self._train_index = [index[i] for i in kept.tolist()]
         self._train_pairs = [raw[i] for i in self._train_index]
         self._encoded["train"] = encoded if not dropped else encoded.select(kept)
-        if self.alignment_labels is not None:
+        if self._links is not None:
             self._train_links = encode_token_links(
-                self._train_pairs, self._alignment_word_links(raw, index), self._encoded["train"],
+                self._train_pairs, self._links.of(raw, index, self._train_index), self._encoded["train"],
                 *self._ensure_tokenizers(),
             )
-
-    def _alignment_word_links(self, raw: list[Pair], index: list[int]) -> list[set[Link]]:
-        """The word links of each kept training pair: read from the ``alignment_labels`` file, whose lines
-        are every training pair's; or eflomal's, made on the training pairs not dropped as gold repeats
-        (``index``), before length filtering, and cached beside the tokenizers."""
-        if self.alignment_labels != EFLOMAL:
-            every = read_alignment_labels(self.alignment_labels, raw)
-            return [every[i] for i in self._train_index]
-        aligned = [raw[i] for i in index]
-        name = eflomal_cache_name(aligned)
-        if self._eflomal is None or self._eflomal[0] != name:
-            cached = None if self.tokenizer_dir is None else Path(self.tokenizer_dir) / name
-            if cached is not None and cached.is_file():
-                rank_zero_info(f"Guided alignment: eflomal's links of the {len(aligned)} training pairs "
-                               f"reused from {cached}.")
-                self._eflomal = name, read_alignment_labels(cached, aligned)
-            else:
-                start = time.perf_counter()
-                self._eflomal = name, eflomal_links(aligned)
-                seconds = time.perf_counter() - start
-                rank_zero_info(f"Guided alignment: eflomal aligned the {len(aligned)} training pairs in "
-                               f"{seconds:.0f} s; a run writes them beside its tokenizers, as {name}.")
-        position = {pair: k for k, pair in enumerate(index)}
-        return [self._eflomal[1][position[i]] for i in self._train_index]
-
-    def _not_gold(self, pairs: list[Pair]) -> list[int]:
-        """Indices of ``pairs`` less those that repeat a sentence pair of ``gold_sentences`` (compared without
-        spaces and case: gold sets are often segmented or cased otherwise than the training text)."""
-        assert self.gold_sentences is not None
-        kept = not_repeating(pairs, read_bitext(self.gold_sentences))
-        if len(kept) < len(pairs):
-            rank_zero_info(
-                f"Dropped {len(pairs) - len(kept)} training pairs that repeat a sentence pair of "
-                f"{self.gold_sentences}."
-            )
-        return kept
 
     def gold_set(self) -> GoldSet | None:
         """The gold alignment set of ``gold_sentences`` and ``gold_alignments``, its sides in the model's
@@ -594,11 +445,8 @@ class TranslationDataModule(L.LightningDataModule):
         """
         if self.gold_alignments is None:
             return None
-        if self._gold is None:
-            assert self.gold_sentences is not None
-            gold, why = read_gold_for(self.gold_sentences, self.gold_alignments, self.source_lang,
-                                      self.target_lang, one_based=not self.gold_zero_based,
-                                      direction=self.gold_direction)
+        if self._gold is None and (found := self._gold_files.read(self.source_lang, self.target_lang)):
+            gold, why = found
             gold = dataclasses.replace(gold, pairs=self.read_pairs(gold.pairs))
             # Each side as the run's own test or validation split writes the same sentence, as evaluate.py
             # reads it, so that training and evaluate.py score one reading (data.gold.as_trained).
@@ -641,6 +489,12 @@ class TranslationDataModule(L.LightningDataModule):
         """Unshuffled batches of any pairs (an extra test file, say); ``Batch.index`` indexes ``pairs``."""
         return self._loader(self._encode(pairs), shuffle=False, max_tokens=max_tokens or self.eval_max_tokens)
 
+    def _loader(self, items: EncodedPairs | AlignedPairs, *, shuffle: bool, max_tokens: int) -> DataLoader:
+        device_type, processes = self._training_device()
+        collate_fn = collate_aligned if isinstance(items, AlignedPairs) else collate
+        return bucketed_loader(items, collate_fn, shuffle=shuffle, max_tokens=max_tokens, seed=self.seed,
+                               device_type=device_type, processes=processes, num_workers=self.num_workers)
+
     def train_dataloader(self) -> DataLoader:
         return self.dataloader("train", shuffle=True)
 
@@ -649,32 +503,6 @@ class TranslationDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self.dataloader("test")
-
-    def _loader(self, items: EncodedPairs | AlignedPairs, *, shuffle: bool, max_tokens: int) -> DataLoader:
-        sampler = TokenBucketBatchSampler(
-            items.lengths().tolist(), max_tokens=max_tokens, shuffle=shuffle, seed=self.seed
-        )
-        device_type, processes = self._training_device()
-        workers = (
-            choose_num_workers(device_type, available_cores(), processes)
-            if self.num_workers == "auto" else self.num_workers
-        )
-        if workers > 0:
-            # Workers are forked after the tokenizers used their thread pool; say so explicitly, which also
-            # silences the library's warning about it.
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        # Resumable: Lightning keeps the training loader's place in its epoch in every checkpoint.
-        return ResumableDataLoader(
-            items,  # type: ignore[arg-type]  # a sequence is a map-style dataset
-            batch_sampler=sampler,
-            collate_fn=partial(
-                collate_aligned if isinstance(items, AlignedPairs) else collate,
-                pad_id=SPECIALS.pad_id, bos_id=SPECIALS.bos_id, eos_id=SPECIALS.eos_id,
-            ),
-            num_workers=workers,
-            pin_memory=choose_pin_memory(device_type),
-            persistent_workers=workers > 0,
-        )
 
     def _training_device(self) -> tuple[str, int]:
         """The device type the attached Trainer computes on and its processes per machine; ("cpu", 1) without
@@ -685,35 +513,3 @@ class TranslationDataModule(L.LightningDataModule):
         strategy = trainer.strategy
         processes = getattr(strategy, "num_processes", 1) or 1
         return strategy.root_device.type, processes
-
-
-def _chinese_sides(train: list[Pair], script: ChineseScript) -> tuple[TextSide, ...]:
-    """The sides of the training pairs that are Chinese, which ``chinese_script`` converts."""
-    sides = tuple(side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train))
-    if not sides:
-        rank_zero_warn(f"chinese_script={script!r}: neither side of the training pairs is Chinese; unchanged")
-    return sides
-
-
-def _converted(pair: Pair, sides: Sequence[TextSide], read) -> dict[str, Any]:
-    """The fields of ``pair`` for ``sides``, each text converted by ``read(text, side)`` and, where the pair
-    lists that side's words (the toy in Han script), the words too: cut from the converted text where
-    conversion kept its length, so that each is converted in context (只 in 一只狗 becomes 隻; alone it stays
-    只), else one by one."""
-    fields: dict[str, Any] = {}
-    for side in sides:
-        text, words = getattr(pair, side), getattr(pair, f"{side}_words")
-        converted = read(text, side)
-        if words is None:
-            fields[side] = converted
-            continue
-        spans = word_spans(text, words)
-        if len(converted) == len(text):
-            fields[side], fields[f"{side}_words"] = converted, tuple(converted[a:b] for a, b in spans)
-            continue
-        pieces, end = [], 0
-        for (a, b), word in zip(spans, words, strict=True):
-            pieces += [text[end:a], read(word, side)]
-            end = b
-        fields[side], fields[f"{side}_words"] = "".join(pieces) + text[end:], tuple(pieces[1::2])
-    return fields

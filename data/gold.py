@@ -254,3 +254,36 @@ def not_repeating(pairs: Sequence[Pair], gold: Sequence[Pair]) -> list[int]:
 
     seen = {either for pair in gold for either in (loose(pair), loose(pair)[::-1])}
     return [i for i, pair in enumerate(pairs) if loose(pair) not in seen]
+
+
+@dataclass(frozen=True)
+class GoldFiles:
+    """The gold set a run keeps out of training and scores explanations on (the data module's ``gold_*``
+    options, whose meaning its docstring gives), checked once."""
+
+    sentences: str | None = None
+    alignments: str | None = None
+    zero_based: bool = False
+    direction: Direction = "auto"
+
+    def __post_init__(self) -> None:
+        if self.alignments is not None and self.sentences is None:
+            raise ValueError("gold_alignments needs gold_sentences, the sentences its links index")
+        if self.alignments is None and (self.zero_based or self.direction != "auto"):
+            option = "gold_zero_based" if self.zero_based else f"gold_direction={self.direction}"
+            raise ValueError(f"{option} reads the links of gold_alignments, which is not given")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+
+    def not_repeated(self, pairs: Sequence[Pair]) -> list[int]:
+        """Indices of ``pairs`` less those that repeat a sentence pair of ``sentences`` (all without it)."""
+        if self.sentences is None:
+            return list(range(len(pairs)))
+        return not_repeating(pairs, read_bitext(self.sentences))
+
+    def read(self, source_lang: str, target_lang: str) -> tuple[GoldSet, str] | None:
+        """:func:`read_gold_for` of these files, in the model's direction; None without ``alignments``."""
+        if self.alignments is None or self.sentences is None:
+            return None
+        return read_gold_for(self.sentences, self.alignments, source_lang, target_lang,
+                             one_based=not self.zero_based, direction=self.direction)

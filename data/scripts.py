@@ -21,11 +21,13 @@ keeps its words: only runs of Han and Kana longer than a word usually is are spl
     TextHandling(pre_tokenize='whitespace', normalization='nfc')
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from itertools import islice
-from typing import Literal
+from typing import Any, Literal
+
+from data.pairs import Pair, word_spans
 
 PreTokenize = Literal["whitespace", "cjk"]
 Normalization = Literal["nfkc", "nfc"]
@@ -132,3 +134,36 @@ def chinese_converter(script: ChineseScript) -> Callable[[str], str]:
     import opencc  # optional: only runs with ``chinese_script`` need it
 
     return opencc.OpenCC(OPENCC_CONFIGS[script]).convert
+
+
+def chinese_sides_of(train: Sequence[Pair], script: ChineseScript, warn: Callable[[str], Any]) -> tuple:
+    """The sides of the training pairs that are Chinese, which ``chinese_script`` converts; ``warn`` is told
+    where neither is."""
+    sides = tuple(side for side in ("source", "target") if is_chinese(getattr(p, side) for p in train))
+    if not sides:
+        warn(f"chinese_script={script!r}: neither side of the training pairs is Chinese; unchanged")
+    return sides
+
+
+def converted_fields(pair: Pair, sides: Sequence[str], read: Callable[[str, str], str]) -> dict[str, Any]:
+    """The fields of ``pair`` for ``sides``, each text converted by ``read(text, side)`` and, where the pair
+    lists that side's words (the toy in Han script), the words too: cut from the converted text where
+    conversion kept its length, so that each is converted in context (只 in 一只狗 becomes 隻; alone it stays
+    只), else one by one."""
+    fields: dict[str, Any] = {}
+    for side in sides:
+        text, words = getattr(pair, side), getattr(pair, f"{side}_words")
+        converted = read(text, side)
+        if words is None:
+            fields[side] = converted
+            continue
+        spans = word_spans(text, words)
+        if len(converted) == len(text):
+            fields[side], fields[f"{side}_words"] = converted, tuple(converted[a:b] for a, b in spans)
+            continue
+        pieces, end = [], 0
+        for (a, b), word in zip(spans, words, strict=True):
+            pieces += [text[end:a], read(word, side)]
+            end = b
+        fields[side], fields[f"{side}_words"] = "".join(pieces) + text[end:], tuple(pieces[1::2])
+    return fields

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from data import datamodule as datamodule_module
-from data.batching import Batch
+from data import batching
+from data.batching import Batch, choose_num_workers, choose_pin_memory
 from data.corpora import CorpusError
-from data.datamodule import TranslationDataModule, choose_num_workers, choose_pin_memory
+from data.datamodule import TranslationDataModule
 from data.pairs import Pair
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer
@@ -287,7 +287,7 @@ def attach_trainer(dm: TranslationDataModule, device: str, processes: int = 1) -
 
 
 def test_auto_loader_settings_follow_the_trainers_device(monkeypatch):
-    monkeypatch.setattr(datamodule_module, "available_cores", lambda: 8)
+    monkeypatch.setattr(batching, "available_cores", lambda: 8)
     assert small().num_workers == "auto"  # the default
     cpu = attach_trainer(small(), "cpu").train_dataloader()
     assert (cpu.num_workers, cpu.pin_memory) == (0, False)

@@ -463,7 +463,7 @@ def test_eflomal_labels_are_cached_beside_the_tokenizers_and_reused(tmp_path, mo
     def no_eflomal(pairs):
         raise AssertionError("eflomal ran again")
 
-    monkeypatch.setattr("data.datamodule.eflomal_links", no_eflomal)
+    monkeypatch.setattr("data.alignment_labels.eflomal_links", no_eflomal)
     again = labelled_rows(toy_task(alignment_labels="eflomal", tokenizer_dir=str(tmp_path)))
     assert all(torch.equal(a[2], b[2]) for a, b in zip(first, again, strict=True))
     assert sum(labels.sum() for _, _, labels in first) > 0
