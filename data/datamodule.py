@@ -167,8 +167,7 @@ class TranslationDataModule(L.LightningDataModule):
         # file's name gave them, and loads so whatever the file is called then.
         self.source_lang, self.target_lang = self._reader.source_lang, self._reader.target_lang
         self.hparams.update(source_lang=self.source_lang, target_lang=self.target_lang)
-        self.dataset, self.path = dataset, path
-        self.seed = seed
+        self.dataset, self.path, self.seed = dataset, path, seed
         kind = tokenizer or self._reader.tokenizer
         self._reader.check_tokenizer(kind)
         self._vocabulary = TokenizerSettings(kind, vocab_size, split_punctuation, pre_tokenize, shared_vocab)
@@ -179,25 +178,19 @@ class TranslationDataModule(L.LightningDataModule):
                     f"{option} needs tokenizer bpe or unigram; dataset {dataset!r} has word-level tokens"
                 )
         if chinese_script not in (None, *OPENCC_CONFIGS):
-            raise ValueError(
-                f"chinese_script must be simplified, traditional or None, got {chinese_script!r}"
-            )
+            raise ValueError(f"chinese_script must be simplified, traditional or None: {chinese_script!r}")
         if chinese_script is not None and importlib.util.find_spec("opencc") is None:
             raise ValueError(f"chinese_script={chinese_script!r} needs OpenCC: pip install -e .[cjk]")
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
         self._chinese_sides: tuple[TextSide, ...] | None = None  # decided from the training text, once
-        self.vocab_size = vocab_size
+        self.vocab_size, self.shared_vocab = vocab_size, shared_vocab
         self.split_punctuation = split_punctuation
-        self.shared_vocab = shared_vocab
-        self.max_train_len = max_train_len
-        self.max_tokens = max_tokens
+        self.max_train_len, self.max_tokens = max_train_len, max_tokens
         self.eval_max_tokens = eval_max_tokens or max_tokens
-        self.num_workers = num_workers
-        self.tokenizer_dir = tokenizer_dir
-        self.gold_sentences = gold_sentences
-        self.gold_alignments, self.gold_zero_based = gold_alignments, gold_zero_based
-        self.gold_direction: Direction = gold_direction
+        self.num_workers, self.tokenizer_dir = num_workers, tokenizer_dir
+        self.gold_sentences, self.gold_alignments = gold_sentences, gold_alignments
+        self.gold_zero_based, self.gold_direction = gold_zero_based, gold_direction
         self._gold: GoldSet | None = None
         self.alignment_labels = alignment_labels
         self._links = None if alignment_labels is None else TrainingLinks(alignment_labels, tokenizer_dir,
