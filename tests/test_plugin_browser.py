@@ -700,7 +700,7 @@ def test_grid_captions_fit_under_their_maps(tab):
               import(url).then(({drawGrid}) => {
                 const [L, H, T] = [3, 4, 9];
                 const map = () => Array.from({length: T}, () => Array(T).fill(1 / T));
-                const set = {kind: "cross", method: "attention", label: "cross-attention", signed: false,
+                const set = {kind: "cross", method: null, label: null, weights: true, signed: false,
                   rows: Array(T).fill("w"), cols: Array(T).fill("w"),
                   layers: ["layer 1", "layer 2", "layer 3"],
                   heads: H, perHead: Array.from({length: L}, () => Array.from({length: H}, map)),
@@ -813,12 +813,14 @@ def test_a_diverged_runs_null_values_are_drawn_blank_and_tabled_as_dashes(board,
 RENAMED_VOCABULARY = """(route, answer) => route !== "vocabulary" ? answer : {...answer,
   kinds: answer.kinds.map((k) => ({...k, short: `${k.short}!`, label: `renamed ${k.label}`,
                                    help: `help of ${k.name}`})),
+  methods: answer.methods.map((m) => ({...m, takes_steps: !m.weights && !m.gradients})),
   beam: {default: "the run's", max: 3}, ig_steps: {...answer.ig_steps, default: 5, max: 7}}"""
 
 
 def test_the_page_names_kinds_and_limits_as_the_vocabulary_route_does(board, driver):
-    """The page spells no kind, label or limit of its own: renamed in the route's answer, renamed on the
-    page."""
+    """The page spells no kind, label or limit of its own, and tells methods apart by the properties the
+    route gives them: renamed in the route's answer, renamed on the page; the steps asked of the methods
+    the answer says take them."""
     api = board[1]
     vocabulary = api.get("vocabulary")
     with answers_rewritten(driver, RENAMED_VOCABULARY):
@@ -836,4 +838,9 @@ def test_the_page_names_kinds_and_limits_as_the_vocabulary_route_does(board, dri
         assert css(driver, "#translate-beam")[0].get_attribute("value") == "the run's"
         steps = css(driver, "#ig-steps")[0]
         assert (steps.get_attribute("value"), steps.get_attribute("max")) == ("5", "7")
+        label = steps.find_element("xpath", "..")
+        # The answer's takes_steps, not the registry's (the shown method, the first, last: a change).
+        for method in reversed(vocabulary["methods"]):
+            choose_method(driver, method["name"])
+            assert label.is_displayed() == (not method["weights"] and not method["gradients"]), method["name"]
         assert page_errors(driver) == []
