@@ -1,4 +1,4 @@
-"""bench/alignment_curve.py and bench/explanation_curve.py: a figure from a run's logged scalars, or a
+"""bench/alignment_curve.py, bench/explanation_curve.py and bench/bleu_curve.py: a figure from a run's logged scalars, or a
 one-line refusal naming the folder or file (exit 2 for a bad argument, 1 for a write that failed); no
 traceback, and no partial figure left behind."""
 
@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-SCRIPTS = ("bench.alignment_curve", "bench.explanation_curve")
+SCRIPTS = ("bench.alignment_curve", "bench.explanation_curve", "bench.bleu_curve")
 ALIGNMENT_TAGS = ("heads/best_alignment", "heads/best_aer", "val/exact_match")
 
 
@@ -79,6 +79,18 @@ def test_the_alignment_curve_draws_the_logged_steps_and_replaces_only_with_overw
     main([str(tmp_path / "run"), str(output), "--overwrite"])
     assert output.read_bytes().startswith(b"\x89PNG")
     assert [p.name for p in output.parent.iterdir()] == ["curve.png"]  # no hidden file left beside it
+
+
+def test_the_bleu_curve_prints_each_validations_bleu_by_its_updates(tmp_path, capsys):
+    from bench.bleu_curve import main
+
+    log_scalars(tmp_path / "run", ("val/bleu", "val/loss"))
+    output = tmp_path / "bleu.png"
+    main([str(tmp_path / "run"), str(output)])
+    assert output.read_bytes().startswith(b"\x89PNG")
+    assert capsys.readouterr().out.splitlines() == [
+        "updates 11: validation BLEU 0.25", "updates 21: validation BLEU 0.50", "updates 31: validation BLEU 0.75",
+        f"wrote {output}"]
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
