@@ -1180,33 +1180,63 @@ def test_a_read_only_save_folder_stops_the_run_before_it_starts(tmp_path, monkey
     assert list(logs.iterdir()) == []
 
 
-def test_every_epoch_validates_though_its_number_of_batches_varies(tmp_path, monkeypatch):
-    # The token-bucket sampler cuts each epoch from a fresh shuffle, in chunks (16,384 pairs; 50 here, so that
-    # 300 pairs show it), so epochs differ by a batch or two. Lightning counted the first epoch's batches and
-    # validated after that many, so a shorter epoch never validated.
-    import functools
+def varying_epochs(tmp_path, monkeypatch) -> tuple[tuple[str, ...], list[int]]:
+    """(train_tiny's arguments, batches in each of its 3 epochs) for a corpus whose epochs have 25, 26 and 24
+    batches. The token-bucket sampler cuts each epoch from a fresh shuffle, in chunks (16,384 pairs; 30 here,
+    so that 120 pairs show it), so epochs differ by a batch or two."""
     import random
 
-    import data.datamodule
-    from data.batching import TokenBucketBatchSampler
-    from tests.conftest import read_events, short_tsv_corpus
+    import data.batching
+    from tests.conftest import short_tsv_corpus
 
-    sampler = functools.partial(TokenBucketBatchSampler, chunk_size=50)
-    monkeypatch.setattr(data.datamodule, "TokenBucketBatchSampler", sampler)
-    rng = random.Random(0)
-    lines = [" ".join(f"w{rng.randint(0, 9)}" for _ in range(rng.randint(1, 11))) for _ in range(300)]
+    class Chunked(data.batching.TokenBucketBatchSampler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, chunk_size=30, **kwargs)
+
+    monkeypatch.setattr(data.batching, "TokenBucketBatchSampler", Chunked)
+    rng = random.Random(14)
+    lines = [" ".join(f"w{rng.randint(0, 9)}" for _ in range(rng.randint(1, 11))) for _ in range(120)]
     pairs = [f"{line}\t{line}" for line in lines]
     corpus = short_tsv_corpus(tmp_path / "data", train=pairs, val=pairs[:8], test=pairs[:8])
     counts = []
-    for epoch in range(5):
-        epoch_sampler = sampler([len(line.split()) + 1 for line in lines], max_tokens=40, seed=1234)
+    for epoch in range(3):
+        epoch_sampler = Chunked([len(line.split()) + 1 for line in lines], max_tokens=40, seed=1234)
         epoch_sampler.set_epoch(epoch)
         counts.append(len(epoch_sampler))
-    assert min(counts[1:]) < counts[0], counts  # the premise: a later epoch is shorter than the first
-    run = train_tiny(
-        tmp_path / "runs", "--data.dataset", "tsv", "--data.path", str(corpus), "--data.tokenizer", "word",
-        "--data.max_tokens", "40", "--data.max_train_len", "40", "--trainer.max_epochs", "5",
-        "--attention.every_n_epochs", "0", "--model.decode_every_n_epochs", "0",
-    )
-    validated = [event.step for event in read_events(run).Scalars("val/loss")]
-    assert len(validated) == 5, validated
+    assert counts[1] > counts[0] > counts[2], counts  # the premise: a longer epoch, then a shorter one
+    args = ("--data.dataset", "tsv", "--data.path", str(corpus), "--data.tokenizer", "word",
+            "--data.max_tokens", "40", "--data.max_train_len", "40", "--trainer.max_epochs", "3",
+            "--trainer.log_every_n_steps", "1", "--attention.every_n_epochs", "0",
+            "--model.decode_every_n_epochs", "0")  # fmt: skip
+    return args, counts
+
+
+def test_every_epoch_runs_all_its_batches_and_validates_after_them_though_their_number_varies(
+    tmp_path, monkeypatch
+):
+    # Lightning counts the first epoch's batches once. It validated after that many batches of every epoch, so
+    # a shorter epoch never validated; and it ended every epoch after at most that many, so a longer one lost
+    # its last batch and its validation with it.
+    args, counts = varying_epochs(tmp_path, monkeypatch)
+    run = train_tiny(tmp_path / "runs", *args)
+    # Lightning logs a validation's scalars at the count of batches stepped before its epoch's last.
+    ends = [sum(counts[: epoch + 1]) for epoch in range(3)]
+    assert sorted(val_curve(run)) == [end - 1 for end in ends]
+    assert sorted(loss_curve(run)) == list(range(ends[-1]))
+
+
+def test_a_run_resumed_in_an_epoch_longer_than_the_first_runs_it_whole_and_resumes_exactly(
+    tmp_path, monkeypatch
+):
+    # A resumed run counts its batches while the loader still stands at the first epoch: this one was cut
+    # at the first epoch's length, one batch short, and did not validate there.
+    args, counts = varying_epochs(tmp_path, monkeypatch)
+    uninterrupted = train_tiny(tmp_path / "whole", *args)
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, counts[0] + 3, "sigint")  # in the second epoch, the longer one
+        with pytest.raises(SystemExit):
+            train_tiny(tmp_path / "resumed", *args)
+    run = next((tmp_path / "resumed" / "tiny").iterdir())
+    train_tiny(tmp_path / "resumed", *args, "--resume", str(run))
+    assert val_curve(run) == val_curve(uninterrupted)
+    assert loss_curve(run) == loss_curve(uninterrupted)

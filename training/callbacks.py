@@ -20,25 +20,49 @@ class SaveTokenizers(L.Callback):
 
 
 class EpochLength(L.Callback):
-    """Each epoch's own number of batches, for the progress bar and for when validation runs.
+    """Each epoch's own number of batches: for the progress bar, for when validation runs and for when the
+    epoch ends.
 
-    Lightning counts the training batches once, in the first epoch, and validates after that many batches
-    of every epoch (``val_check_batch``). The token-bucket sampler cuts each epoch's batches from a fresh
-    shuffle, so their number moves by a batch or two between epochs (Tatoeba's: 287 to 289): an epoch one
-    batch short of the first never reached its validation check, which was skipped with the attention
-    logging and the checkpoint choice, and a longer one validated a batch early. Lightning has set the
-    sampler's epoch when this hook runs, so the loader's length is this epoch's.
+    The token-bucket sampler cuts each epoch's batches from a fresh shuffle, so their number moves by a batch
+    or two between epochs (Tatoeba's: 287 to 289). Lightning counts the training batches once, when it sets
+    up the loader, and keeps that count three times: as the epoch's length (``max_batches``), as the batch
+    after which it validates (``val_check_batch``), and as the loader's limit, which ends every epoch after at
+    most that many batches (its fetcher marks the last batch at ``min(len(loader), limit)``). An epoch shorter
+    than the first never reached its validation check; a longer one was cut at the first's length, losing its
+    last batches, and so never reached it either (a run of 287 batches in its first epoch, 288 in its second,
+    stepped 287 in both and did not validate in the second). All three are set here from the loader's length
+    in this epoch: Lightning has set the sampler's epoch when ``on_train_epoch_start`` runs, and its fetcher
+    starts the epoch after it.
+
+    A resumed run is counted while the loader still stands at its first epoch, before it gets the saved
+    epoch, and its fetcher starts before any hook; in an epoch it restarts mid-way Lightning calls no
+    ``on_train_epoch_start``. So a resumed run is counted again at ``on_train_start``, when the loader is in
+    the saved epoch, and the fetcher is told that epoch's length.
     """
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.fit_loop.restarting:
+            self._count(trainer)
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._count(trainer)
+
+    @staticmethod
+    def _count(trainer: L.Trainer) -> None:
         limit, interval = trainer.limit_train_batches, trainer.val_check_interval
-        loader = trainer.train_dataloader
+        loader, fit_loop = trainer.train_dataloader, trainer.fit_loop
         whole = isinstance(limit, float) and limit == 1.0 and isinstance(interval, float) and interval == 1.0
         if trainer.fast_dev_run or not whole or loader is None or not hasattr(loader, "__len__"):
             return  # a limit (an int 1 is one batch), or validation within epochs, sets its own counts
         batches = len(loader)
-        trainer.fit_loop.max_batches = batches  # what trainer.num_training_batches reads
+        fit_loop.max_batches = batches  # what trainer.num_training_batches reads
         trainer.val_check_batch = batches
+        # Lightning keeps no public handle on these two: the loader's limit, which the fetcher reads when it
+        # starts an epoch, and the fetcher, which a resumed run started before the loader had its epoch.
+        if fit_loop._combined_loader is not None:
+            fit_loop._combined_loader.limits = [batches]
+        if fit_loop._data_fetcher is not None and fit_loop._data_fetcher.length is not None:
+            fit_loop._data_fetcher.length = batches
 
 
 class LineProgress(ProgressBar):
