@@ -7,20 +7,21 @@ reported on the other 482, beside the two directions symmetrised, the diagonal, 
     python bench/kftt_alignment.py --jobs 2 --max-time 00:00:45:00
     python bench/kftt_alignment.py --checkpoint CKPT      # score one trained run, train nothing
     python bench/kftt_alignment.py --no-eflomal --methods attention value_norms
-    python bench/kftt_alignment.py --shift --runs sup_ja_en sup_en_ja --max-time 00:01:15:00 --out results_shift
+    python bench/kftt_alignment.py --shift --runs sup_ja_en sup_en_ja --max-time 00:01:15:00 \
+        --out results_shift
 
 The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
 --data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
---model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` (and with ``--shift``, ``--model.alignment_shift true``:
-each word's links train the row of the step that reads the word, Shift-Att's reading) or not, each on one thread
-(``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised run beside its unsupervised twin so
-that both see the same load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is scored
-by ``evaluate.py CKPT --gold-alignments ... --gold-sentences ... --links-out`` (its figures and links go to
-``--out``); its BLEU on KFTT's dev is the one its last validation logged (greedy, the first 300 dev pairs).
-The symmetrised rows join the two directions' maps chosen under the forward arg-max
-(``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions are joined, and score them on
-the same reporting pairs. eflomal is ``bench/kftt_eflomal.py --report-from 101`` (``pip install -e
-.[align]``). Without the corpus, the command says so and exits cleanly.
+--model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` (and with ``--shift``,
+``--model.alignment_shift true``: each word's links train the row of the step that reads the word, Shift-Att's
+reading) or not, each on one thread (``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised
+run beside its unsupervised twin so that both see the same load; a run whose ``last.ckpt`` is already in
+``--out``/runs is reused. Each is scored by ``evaluate.py explain CKPT --gold-alignments ...
+--gold-sentences ... --links-out`` (its figures and links go to ``--out``); its BLEU on KFTT's dev is the one
+its last validation logged (greedy, the first 300 dev pairs). The symmetrised rows join the two directions'
+maps chosen under the forward arg-max (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two
+directions are joined, and score them on the same reporting pairs. eflomal is ``bench/kftt_eflomal.py
+--report-from 101`` (``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
 """
 
 import argparse
@@ -86,7 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alignment-weight", type=float, default=0.5,
                    help="λ of the supervised runs (default 0.5; see docs/explanations.md)")
     p.add_argument("--shift", action="store_true",
-                   help="supervise each word's links at the step that reads the word (--model.alignment_shift)")
+                   help="supervise each word's links at the step that reads the word "
+                        "(--model.alignment_shift)")
     p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
     p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
                    help="train and score only these runs (default: all four)")
@@ -127,8 +129,8 @@ def evaluate_command(
     checkpoint: Path, files: dict[str, Path], methods: list[str], ig_steps: int, out: Path
 ) -> list[str]:
     return [
-        sys.executable, "evaluate.py", str(checkpoint), "--gold-alignments", str(files["links"]),
-        "--gold-sentences", str(files["sentences"]), "--alignment-methods", *methods,
+        sys.executable, "evaluate.py", "explain", str(checkpoint), "--gold-alignments", str(files["links"]),
+        "--gold-sentences", str(files["sentences"]), "--methods", *methods,
         "--ig-steps", str(ig_steps), "--gold-choose", str(CHOOSE), "--analysis-out", str(out / "figures"),
         "--links-out", str(out / "links"), "--overwrite", "--quiet",
     ]  # fmt: skip

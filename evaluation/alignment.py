@@ -33,7 +33,7 @@ def check_alignable(
     if not pairs or any(p.alignment is None for p in pairs):
         # Explanation methods are also scored on a human gold set's words, which other pairs lack.
         gold = "; for other pairs, give a gold set: --gold-alignments LINKS --gold-sentences FILE" \
-            if option == "--alignment-methods" else ""
+            if option == "explain" else ""
         raise AnalysisError(f"{option} needs data with gold word alignments ({GOLD_DATASETS}){gold}")
     _check_one_token_per_word(pairs, src_tokenizer, tgt_tokenizer, option)
 

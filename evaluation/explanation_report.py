@@ -1,6 +1,6 @@
-"""``evaluate.py CKPT --alignment-methods``: every explanation method scored against the gold alignments of a
-split, as one JSON table (method × layer: AER and agreement), and its first sentences explained, as numbers
-(an ``AlignmentMethodsReport``) that ``viz.reports.draw_alignment_methods`` draws.
+"""``evaluate.py explain CKPT``: every explanation method scored against the gold alignments of a split, as
+one JSON table (method × layer: AER and agreement), and its first sentences explained, as numbers (an
+``AlignmentMethodsReport``) that ``viz.reports.draw_alignment_methods`` draws.
 
 Files written to the analysis folder (``--analysis-out``, default ``<run>/analysis/<checkpoint>``):
     alignment_methods_<data>.json                  the table, per-head scores, the options and timings
@@ -15,15 +15,17 @@ and, by viz.reports:
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.explain.attributions import IG_STEPS
 from analysis.explain.logit_lens import LogitLens
-from analysis.explain.registry import METHODS
 from analysis.explain.scores import AlignmentScores
 from analysis.explain.trace import Explanation
+from analysis.word_alignment import THRESHOLD
 from data.pairs import Pair
-from evaluation.inputs import write_whole
+from evaluation.inputs import check_new, write_whole
 
 PICTURED_SENTENCES = 3
 DEFAULT_SENTENCES = 200  # of a split, without --alignment-sentences
@@ -36,10 +38,24 @@ def flat_table(scores: dict[str, AlignmentScores]) -> list[dict]:
             for row in method.layers]
 
 
-def print_table(rows: list[dict]) -> None:
-    print(f"{'method':22s} {'layer':12s} {'AER':>6s} {'agreement':>10s}")
+def table_text(rows: list[dict]) -> str:
+    """The rows of ``flat_table`` as a table for people."""
+    lines = [f"{'method':22s} {'layer':12s} {'AER':>6s} {'agreement':>10s}"]
     for row in rows:
-        print(f"{row['method']:22s} {row['layer']:12s} {row['aer']:6.3f} {row['agreement']:10.3f}")
+        lines.append(f"{row['method']:22s} {row['layer']:12s} {row['aer']:6.3f} {row['agreement']:10.3f}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Explaining:
+    """How the explanation methods are scored, and where their files go (evaluate.py explain's options)."""
+
+    folder: Path  # the analysis folder
+    methods: list[str]  # names of ``analysis.explain.registry.METHODS``, checked where a person gave them
+    ig_steps: int = IG_STEPS  # Integrated Gradients' points of the path integral
+    batch_size: int = 32  # sentences a pass
+    threshold: float = THRESHOLD  # the thresholded extractions' share of a row (and column), on words
+    overwrite: bool = False  # replace the report's files
 
 
 @dataclass
@@ -67,7 +83,7 @@ class ExplainedSentence:
 
 @dataclass
 class AlignmentMethodsReport:
-    """What --alignment-methods computed: the scores, the pictured sentences, and where its files go."""
+    """What evaluate.py explain computed: the scores, the pictured sentences, and where its files go."""
 
     scores: dict[str, AlignmentScores]  # method -> scores (``evaluation.explanations.explanation_alignment``)
     sentences: list[ExplainedSentence]  # the first PICTURED_SENTENCES pairs
@@ -76,6 +92,8 @@ class AlignmentMethodsReport:
     lens_files: list[Path]  # the logit lens JSON of each pictured sentence (the table is path(".json"))
     # on a gold set (``evaluation.gold_report``): method -> extraction -> its best AER over layers and heads
     extractions: dict[str, dict[str, float]] | None = None
+    table: str = ""  # the scores as a table for people (stdout)
+    note: str = ""  # what a person should know of how the pairs were read (stderr), if anything
 
     def path(self, suffix: str) -> Path:
         """The report's file ``<stem><suffix>``, e.g. ``path("_aer.png")``."""
@@ -93,7 +111,7 @@ def explain_sentence(model, dm, pair: Pair, methods, ig_steps: int, gold=None) -
         src_ids, tgt_ids = dm.src_tokenizer.encode(pair.source), dm.tgt_tokenizer.encode(pair.target)
     else:
         src_ids, tgt_ids = gold.source.ids, gold.target.ids
-    seen = sentence_pass(model, src_ids, tgt_ids, where="--alignment-methods")
+    seen = sentence_pass(model, src_ids, tgt_ids, where="explain")
     explanations, lens = explain_pass(seen, methods, ig_steps=ig_steps), lens_of(model, seen)
     words = None
     if gold is not None:
@@ -128,35 +146,33 @@ def _lens_position(sentence: ExplainedSentence, layer: int, t: int) -> dict:
     }
 
 
-def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> AlignmentMethodsReport:
-    """Score the methods on the first --alignment-sentences pairs and explain the first PICTURED_SENTENCES;
-    write the JSON files and print the table. The figures are the caller's to draw
+def alignment_methods_report(run, pairs: list[Pair], name: str, options: Explaining, *, about: dict,
+                             progress: Callable[[int], object] | None = None) -> AlignmentMethodsReport:
+    """Score the methods on ``pairs`` (a split's, with gold links on their tokens) and explain the first
+    PICTURED_SENTENCES; write the JSON files, named after ``name`` (the data's), whose result starts with
+    ``about``; ``progress`` is called with the pairs scored. The figures are the caller's to draw
     (``viz.reports.draw_alignment_methods``)."""
     from evaluation.alignment import check_alignable
     from evaluation.explanations import explanation_alignment
 
     dm, model = run.datamodule, run.module.model
-    methods = args.alignment_methods or list(METHODS)  # checked by option_error
-    pairs = pairs[: args.alignment_sentences or DEFAULT_SENTENCES]
-    check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer, "--alignment-methods")
-    name = Path(args.tsv).stem if args.tsv else args.split
-    stem = directory / f"alignment_methods_{name}"
+    check_alignable(pairs, dm.src_tokenizer, dm.tgt_tokenizer, "explain")
+    stem = options.folder / f"alignment_methods_{name}"
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
-    check_new(json_path, args.overwrite)
-    directory.mkdir(parents=True, exist_ok=True)
+    check_new(json_path, options.overwrite)
+    options.folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     scores = explanation_alignment(
-        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=methods, ig_steps=args.ig_steps,
-        batch_size=min(args.batch_size, 32), option="--alignment-methods",
+        model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=options.methods, ig_steps=options.ig_steps,
+        batch_size=options.batch_size, option="explain", progress=progress,
     )
     seconds = time.perf_counter() - start
     rows = flat_table(scores)
     pictured = pairs[:PICTURED_SENTENCES]
-    sentences = [explain_sentence(model, dm, pair, methods, args.ig_steps) for pair in pictured]
+    sentences = [explain_sentence(model, dm, pair, options.methods, options.ig_steps) for pair in pictured]
     result = {
-        "checkpoint": args.checkpoint, "data": args.tsv or args.split, "global_step": run.global_step,
-        "sentences": len(pairs), "options": {"ig_steps": args.ig_steps}, "seconds": seconds,
-        "table": rows,
+        **about, "global_step": run.global_step, "sentences": len(pairs),
+        "options": {"ig_steps": options.ig_steps}, "seconds": seconds, "table": rows,
         "best": {name: dataclasses.asdict(method.best) for name, method in scores.items()},
         "heads": {name: dataclasses.asdict(method.heads) for name, method in scores.items()
                   if method.heads is not None},
@@ -164,8 +180,7 @@ def run_alignment_methods(args, run, pairs, directory: Path, check_new) -> Align
     }
     text = json.dumps(result, indent=1)
     write_whole(json_path, lambda staged: staged.write_text(text, encoding="utf-8"))
-    report = AlignmentMethodsReport(scores, sentences, stem, result, lens_files=[])
+    report = AlignmentMethodsReport(scores, sentences, stem, result, lens_files=[], table=table_text(rows))
     for number, sentence in enumerate(sentences, start=1):
         report.lens_files.append(write_lens(sentence, report.path(f"_sentence{number}_lens.json")))
-    print_table(rows)
     return report

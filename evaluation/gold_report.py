@@ -1,10 +1,10 @@
-"""``evaluate.py CKPT --gold-alignments LINKS --gold-sentences SENTENCES``: every explanation method scored on
-a human gold set's own words (``evaluation.gold_alignment``), each extraction's best layer or head with its
-precision, recall and AER, as numbers (an ``AlignmentMethodsReport``) that ``viz.reports`` draws.
+"""``evaluate.py explain CKPT --gold-alignments LINKS --gold-sentences SENTENCES``: every explanation method
+scored on a human gold set's own words (``evaluation.gold_alignment``), each extraction's best layer or head
+with its precision, recall and AER, as numbers (an ``AlignmentMethodsReport``) that ``viz.reports`` draws.
 
 Files written to the analysis folder (``--analysis-out``, default ``<run>/analysis/<checkpoint>``), named
 after the links file (``ja-en.gold``: ``gold_ja-en``; a split scored on its words, the Han-script toy's:
-``alignment_methods_<split>``, as ``--alignment-methods`` names the files of other data):
+``alignment_methods_<split>``, as explain names the files of other data):
     gold_<name>.json                      every method, extraction, layer and head; the options and timings
     gold_<name>_sentence<k>_lens.json     the logit lens of gold pair k
 and, by viz.reports:
@@ -17,13 +17,11 @@ and, by viz.reports:
 
 import dataclasses
 import json
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
-from analysis.explain.registry import METHODS
 from analysis.word_alignment import EXTRACTIONS
 from data.corpora import CorpusError
 from data.gold import GoldSet, as_trained, gold_reversed, read_gold_for, write_links
@@ -31,6 +29,7 @@ from data.pairs import Pair
 from evaluation.explanation_report import (
     PICTURED_SENTENCES,
     AlignmentMethodsReport,
+    Explaining,
     explain_sentence,
     flat_table,
     write_lens,
@@ -48,7 +47,7 @@ from evaluation.gold_alignment import (
     reading,
     reported,
 )
-from evaluation.inputs import write_whole
+from evaluation.inputs import check_new, write_whole
 
 GOLD_CHOOSE = 100  # the gold pairs that choose each method's map; training scores the same first 100
 
@@ -62,24 +61,42 @@ def corpus_pairs(dm) -> list[Pair]:
         return []
 
 
-def read_gold_option(args, run) -> tuple[GoldSet, str]:
-    """The gold set of --gold-alignments and --gold-sentences in the run's direction, each side read as the
-    run's corpus writes the same sentence where it has it (``data.gold.as_trained``); and why that
-    direction, with how many sides the corpus had.
+@dataclass(frozen=True)
+class GoldSource:
+    """A gold set to score the methods on, and how its report and its errors name it."""
+
+    gold: GoldSet  # in the model's direction
+    name: str  # the report's files: <name>.json, <name>_aer.png, ...
+    sentences: str  # named where a pair cannot be read: its sentences' file, or the split
+    links: str  # named where its links leave nothing to score: its links' file, or the split
+    direction: str  # which way round it was read, and why
+    swapped: bool = False  # the file is the other way round: links written back swapped (--links-out)
+
+
+def read_gold_files(dm, links: str, sentences: list[str], *, zero_based: bool = False,
+                    direction: str = "auto") -> GoldSource:
+    """The gold set of ``links`` (Pharaoh) and ``sentences`` (one file of 'source ||| target' lines, or a
+    source and a target file) in the run's direction, each side read as the run's corpus writes the same
+    sentence where it has it (``data.gold.as_trained``); why that direction, with how many sides the corpus
+    had.
 
     Raises:
         CorpusError: a file is unreadable or malformed (the message names the file and line).
     """
-    dm = run.datamodule
-    sentences = args.gold_sentences
     gold, why = read_gold_for(
-        sentences[0], args.gold_alignments, dm.source_lang, dm.target_lang,
-        one_based=not args.gold_zero_based, direction=args.gold_direction,
+        sentences[0], links, dm.source_lang, dm.target_lang, one_based=not zero_based, direction=direction,
         target_sentences=sentences[1] if len(sentences) > 1 else None,
     )
     gold = dataclasses.replace(gold, pairs=dm.read_pairs(gold.pairs))  # its script, as the run's data
     gold, read = as_trained(gold, corpus_pairs(dm))
-    return gold, f"{why}; {read}"
+    swapped = gold_reversed(direction, [links, sentences[0]], dm.source_lang, dm.target_lang)[0]
+    return GoldSource(gold, f"gold_{Path(links).stem}", sentences[0], links, f"{why}; {read}", swapped)
+
+
+def data_gold(pairs: list[Pair], name: str) -> GoldSource:
+    """A split's pairs whose gold links index words that are not its tokens (the Han-script toy's), scored
+    on their words as a gold set is; named as explain names the files of other data."""
+    return GoldSource(GoldSet(pairs), f"alignment_methods_{name}", name, name, "the data's own")
 
 
 def map_name(best: dict) -> str:
@@ -87,25 +104,27 @@ def map_name(best: dict) -> str:
     return best["layer"] + ("" if best["head"] is None else f" head {best['head']}")
 
 
-def print_best(best: dict[str, dict[str, dict]], parts: Parts, diagonal: dict) -> None:
+def best_text(best: dict[str, dict[str, dict]], parts: Parts, diagonal: dict) -> str:
     """Each method's map chosen under the forward arg-max and over every extraction, then every
     extraction's chosen map's AER, all as reported on the reporting pairs; the diagonal beside them."""
-    print(f"maps {parts.describe()}")
-    print(f"{'method':22s} {'chosen map':40s} {'precision':>9s} {'recall':>7s} {'AER':>6s} {'chose at':>8s}")
+    header = (f"{'method':22s} {'chosen map':40s} {'precision':>9s} {'recall':>7s} {'AER':>6s} "
+              f"{'chose at':>8s}")
+    lines = [f"maps {parts.describe()}", header]
     for name, chosen in best.items():
         for key in ("argmax", "best"):
             row = chosen[key]
             where = f"{map_name(row)}, {EXTRACTIONS[row['extraction']].short}"
-            print(f"{name:22s} {where:40s} {row['precision']:9.3f} {row['recall']:7.3f} {row['aer']:6.3f} "
-                  f"{row['chosen_aer']:8.3f}")
-    print(f"{'diagonal (baseline)':22s} {'target word j to source word (j + ½)·S/T':40s} "
-          f"{diagonal['precision']:9.3f} {diagonal['recall']:7.3f} {diagonal['aer']:6.3f}")
+            lines.append(f"{name:22s} {where:40s} {row['precision']:9.3f} {row['recall']:7.3f} "
+                         f"{row['aer']:6.3f} {row['chosen_aer']:8.3f}")
+    lines.append(f"{'diagonal (baseline)':22s} {'target word j to source word (j + ½)·S/T':40s} "
+                 f"{diagonal['precision']:9.3f} {diagonal['recall']:7.3f} {diagonal['aer']:6.3f}")
     extractions = [e for e in next(iter(best.values())) if e != "best"]
-    print(f"\nAER by extraction, each its own chosen map: "
-          f"{'; '.join(f'{EXTRACTIONS[e].short} = {e}' for e in extractions)}")
-    print(f"{'method':22s} " + " ".join(f"{EXTRACTIONS[e].short:>10s}" for e in extractions))
+    named = "; ".join(f"{EXTRACTIONS[e].short} = {e}" for e in extractions)
+    lines += ["", f"AER by extraction, each its own chosen map: {named}",
+              f"{'method':22s} " + " ".join(f"{EXTRACTIONS[e].short:>10s}" for e in extractions)]
     for name, chosen in best.items():
-        print(f"{name:22s} " + " ".join(f"{chosen[e]['aer']:10.3f}" for e in extractions))
+        lines.append(f"{name:22s} " + " ".join(f"{chosen[e]['aer']:10.3f}" for e in extractions))
+    return "\n".join(lines)
 
 
 def write_links_out(folder: Path, links: dict[str, dict[str, list[set]]], swapped: bool) -> list[Path]:
@@ -125,71 +144,64 @@ def write_links_out(folder: Path, links: dict[str, dict[str, list[set]]], swappe
     return written
 
 
-def run_gold_alignment(
-    args, run, directory: Path, check_new, *, data: tuple[GoldSet, str] | None = None
+def gold_report(
+    run,
+    source: GoldSource,
+    options: Explaining,
+    *,
+    about: dict,
+    limit: int | None = None,
+    choose_on: int = 0,
+    links_out: Path | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> AlignmentMethodsReport:
-    """Score the methods on the gold set of --gold-alignments (its first --alignment-sentences pairs, else
-    all), or on ``data`` (a split's pairs whose gold words are not its tokens, the Han-script toy's, and the
-    split's name), and explain the first PICTURED_SENTENCES pairs over their words; write the JSON files and
-    print the tables. Each method's map (layer, head, extraction) is chosen on the first --gold-choose pairs
-    and its figures are those of the others (``Parts``); a split is chosen and reported on the same pairs.
-    The figures are the caller's to draw (``viz.reports.draw_alignment_methods``)."""
+    """Score the methods on ``source``'s gold set (its first ``limit`` pairs; None: all) and explain its first
+    PICTURED_SENTENCES pairs over their words; write the JSON files, whose result starts with ``about``.
+    Each method's map (layer, head, extraction) is chosen on the first ``choose_on`` pairs and its figures
+    are those of the others (``Parts``; 0: chosen and reported on the same pairs); with ``links_out``, each
+    chosen map's links are written there. ``progress`` is called with the pairs done: each pair once, and
+    once more with ``links_out``. The figures are the caller's to draw (``viz.reports``)."""
     dm, model = run.datamodule, run.module.model
-    if data is None:
-        gold, direction = read_gold_option(args, run)
-        print(f"{gold.summary()}; direction {direction}", file=sys.stderr)
-        name, where = Path(args.gold_alignments).stem, args.gold_sentences[0]
-    else:
-        (gold, name), direction = data, "the data's own"
-        where = name
-    pairs = gold.pairs[: args.alignment_sentences] if args.alignment_sentences else gold.pairs
-    items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len, where)
+    gold, pairs = source.gold, source.gold.pairs[:limit]
+    items = gold_items(GoldSet(pairs), dm.src_tokenizer, dm.tgt_tokenizer, model.config.max_len,
+                       source.sentences)
     read = reading(items)
-    print("read: " + "; ".join(f"{side} {c['tokens']} tokens, {c['unknown']} unknown, {c['unread_words']} "
-                               "words inside another word's token" for side, c in read.items()),
-          file=sys.stderr)
-    parts = Parts.of(len(items), args.gold_choose if data is None else 0)
+    note = "read: " + "; ".join(f"{side} {c['tokens']} tokens, {c['unknown']} unknown, {c['unread_words']} "
+                                "words inside another word's token" for side, c in read.items())
+    parts = Parts.of(len(items), choose_on)
     choosing_items, reporting_items = items[slice(*parts.choose)], items[slice(*parts.report)]
-    check_sure_links(reporting_items, args.gold_alignments if data is None else where,
-                     "reported on" if parts.apart else "scored")
-    # Named as the data's --alignment-methods files are (``alignment_methods_val``), a gold set's after it.
-    stem = directory / (f"gold_{name}" if data is None else f"alignment_methods_{name}")
+    check_sure_links(reporting_items, source.links, "reported on" if parts.apart else "scored")
+    stem = options.folder / source.name
     json_path = stem.with_name(f"{stem.name}.json")  # the report's path(".json")
-    check_new(json_path, args.overwrite)
-    directory.mkdir(parents=True, exist_ok=True)
-    methods = args.alignment_methods or list(METHODS)  # checked by parse_args
-    bar = tqdm(total=len(items) + (args.links_out is not None) * len(items), desc="explaining gold pairs",
-               unit="sent", disable=args.quiet, file=sys.stderr)
+    check_new(json_path, options.overwrite)
+    options.folder.mkdir(parents=True, exist_ok=True)
+    methods, step = options.methods, (progress or (lambda count: None))
     start = time.perf_counter()
-    options = {"methods": methods, "threshold": args.alignment_threshold, "ig_steps": args.ig_steps,
-               "batch_size": min(args.batch_size, 32)}
-    choosing = gold_alignment(model, choosing_items, progress=bar.update, **options)
-    reporting = choosing if not parts.apart else gold_alignment(model, reporting_items, progress=bar.update,
-                                                                **options)
+    settings = {"methods": methods, "threshold": options.threshold, "ig_steps": options.ig_steps,
+                "batch_size": options.batch_size}
+    choosing = gold_alignment(model, choosing_items, progress=step, **settings)
+    reporting = choosing if not parts.apart else gold_alignment(model, reporting_items, progress=step,
+                                                                **settings)
     choices = {method: choose(scores) for method, scores in choosing.items()}
     best = {method: reported(choices[method], choosing[method], reporting[method]) for method in methods}
     diagonal = diagonal_score(reporting_items)
     links_files = []
-    if data is None and args.links_out is not None:
+    if links_out is not None:
         maps = {method: {name: chosen[name] for name in ("best", "argmax")}
                 for method, chosen in choices.items()}
-        links = chosen_links(model, items, maps, threshold=args.alignment_threshold, ig_steps=args.ig_steps,
-                             batch_size=options["batch_size"])
+        links = chosen_links(model, items, maps, threshold=options.threshold, ig_steps=options.ig_steps,
+                             batch_size=options.batch_size)
         links["diagonal"] = {"best": [diagonal_links(item.source.count, item.target.count) for item in items]}
-        bar.update(len(items))
-        swapped = gold_reversed(args.gold_direction, [args.gold_alignments, args.gold_sentences[0]],
-                                dm.source_lang, dm.target_lang)[0]
-        links_files = [str(path) for path in write_links_out(Path(args.links_out), links, swapped)]
+        step(len(items))
+        links_files = [str(path) for path in write_links_out(links_out, links, source.swapped)]
     seconds = time.perf_counter() - start
-    bar.close()
     sure, possible = (sum(len(item.sure) for item in reporting_items),
                       sum(len(item.possible) for item in reporting_items))
     result = {
-        "checkpoint": args.checkpoint, "gold_alignments": args.gold_alignments,
-        "gold_sentences": args.gold_sentences, "direction": direction, "sentences": len(items),
+        **about, "direction": source.direction, "sentences": len(items),
         "parts": parts.as_dict() | {"about": parts.describe()}, "sure_links": sure,
         "possible_links": possible, "dropped_links": gold.dropped, "read": read,
-        "options": {"ig_steps": args.ig_steps, "threshold": args.alignment_threshold}, "seconds": seconds,
+        "options": {"ig_steps": options.ig_steps, "threshold": options.threshold}, "seconds": seconds,
         "best": {method: {e: row for e, row in rows.items() if e != "best"} for method, rows in best.items()},
         "chosen": {method: chosen["best"] for method, chosen in best.items()},
         "diagonal": diagonal, "links_out": links_files,
@@ -202,12 +214,12 @@ def run_gold_alignment(
         every["choosing_scores"] = {method: as_dict(scores) for method, scores in choosing.items()}
     text = json.dumps(result | every, indent=1, ensure_ascii=False)
     write_whole(json_path, lambda staged: staged.write_text(text, encoding="utf-8"))
-    sentences = [explain_sentence(model, dm, pair, methods, args.ig_steps, gold=item)
+    sentences = [explain_sentence(model, dm, pair, methods, options.ig_steps, gold=item)
                  for pair, item in zip(pairs[:PICTURED_SENTENCES], items, strict=False)]
     aers = {method: {e: row["aer"] for e, row in named.items()} for method, named in result["best"].items()}
     figures = {method: scores.alignment_scores() for method, scores in reporting.items()}
-    report = AlignmentMethodsReport(figures, sentences, stem, result, lens_files=[], extractions=aers)
+    report = AlignmentMethodsReport(figures, sentences, stem, result, lens_files=[], extractions=aers,
+                                    table=best_text(best, parts, diagonal), note=note)
     for number, sentence in enumerate(sentences, start=1):
         report.lens_files.append(write_lens(sentence, report.path(f"_sentence{number}_lens.json")))
-    print_best(best, parts, diagonal)
     return report

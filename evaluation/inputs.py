@@ -1,11 +1,8 @@
-"""What evaluate.py reads from the command line and where it writes, checked at the edge: the sentences of
-``--translate``, the option values argparse converts, the device, and every output path (before any work, so
-that no scores are lost after decoding). Each problem is one line (``InputError``, ``OutputExistsError``, or
-argparse's usage error) that evaluate.py prints.
+"""What evaluate.py reads and where it writes, checked at the edge: the sentences ``evaluate.py translate`` is
+given, the device, and every output path (before any work, so that no scores are lost after decoding). Each
+problem is one line (``InputError``, ``OutputExistsError``) that evaluate.py prints.
 """
 
-import argparse
-import math
 import os
 import sys
 import threading
@@ -17,7 +14,6 @@ import torch
 
 from data.batching import check_fits
 from data.tokenizer import Tokenizer
-from evaluation.pruning import parse_prune_count
 from training.checkpoints import CheckpointError
 
 
@@ -26,7 +22,7 @@ class OutputExistsError(Exception):
 
 
 class InputError(Exception):
-    """Bad sentences given to --translate, or an option the run's data cannot honour; the message is one
+    """Bad sentences given to translate, or an option the run's data cannot honour; the message is one
     line."""
 
 
@@ -73,44 +69,36 @@ def check_folder(folder: Path, option: str, given: Path | str) -> None:
         raise OutputExistsError(f"{option} {given}: {existing} is not writable")
 
 
-def analysis_directory(args) -> Path:
-    """--analysis-out, or <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder, or
-    <folder>/analysis for a --hf-model folder (a Hub name has none: ``check_outputs`` asks for
-    --analysis-out). Never a folder relative to where evaluate.py runs, which may be the project's source."""
-    if args.analysis_out:
-        return Path(args.analysis_out)
-    if args.checkpoint is None:  # --hf-model
-        return Path(args.hf_model).expanduser() / "analysis"
-    checkpoint = Path(args.checkpoint)
-    folder = checkpoint.parent
-    run_dir = folder.parent if folder.name == "checkpoints" else folder
-    return run_dir / "analysis" / checkpoint.stem
+def analysis_folder(given: str | None, *, checkpoint: str | None, hf_model: str | None = None) -> Path:
+    """The folder of the analysis files, checked before any work: ``given`` (--analysis-out), else
+    <run>/analysis/<checkpoint stem> where <run> holds the checkpoints/ folder, or <folder>/analysis for an
+    imported model's folder (a Hub name has none: --analysis-out is asked for). Never a folder relative to
+    where evaluate.py runs, which may be the project's source."""
+    if given:
+        folder = Path(given)
+    elif checkpoint is None:
+        if not Path(hf_model).expanduser().is_dir():
+            raise InputError(f"{hf_model} is no folder here, so its analyses have no folder to go into: give "
+                             "--analysis-out DIR")
+        folder = Path(hf_model).expanduser() / "analysis"
+    else:
+        checkpoint_folder = Path(checkpoint).parent
+        run_dir = checkpoint_folder.parent if checkpoint_folder.name == "checkpoints" else checkpoint_folder
+        folder = run_dir / "analysis" / Path(checkpoint).stem
+    check_folder(folder, "--analysis-out", given or f"{folder} (the default)")
+    return folder
 
 
-def check_outputs(args) -> None:
-    """Every output path checked before any work, so that no scores are lost after decoding. Needs the
-    checkpoint file (``choose_checkpoint``): the analysis folder's default is named after it."""
-    if args.output:
-        output = Path(args.output)
-        if output.is_dir():
-            raise OutputExistsError(
-                f"--output {output} is a folder; give a file name, such as {output / 'out.jsonl'}"
-            )
-        check_new(output, args.overwrite)
-        check_folder(output.parent, "--output", output)
-    for option, value in (("--attention-out", args.attention_out), ("--analysis-out", args.analysis_out)):
-        if value:
-            check_folder(Path(value), option, Path(value))
-    explaining = args.alignment_methods is not None or args.gold_alignments is not None
-    if not args.analysis_out and (args.head_importance or explaining):
-        if args.hf_model is not None and not args.make_run and not Path(args.hf_model).expanduser().is_dir():
-            raise InputError(f"--hf-model {args.hf_model} is no folder here, so its analyses have no folder "
-                             "to go into: give --analysis-out DIR")
-        folder = analysis_directory(args)
-        check_folder(folder, "--analysis-out", f"{folder} (the default)")
-    for folder in (args.export_ctranslate2, args.export_hf):
-        if folder:
-            check_new(Path(folder), args.overwrite)
+def check_output(given: str, overwrite: bool) -> None:
+    """--output's file, checked before any decoding: not a folder, new unless ``overwrite``, in a folder that
+    can be made."""
+    output = Path(given)
+    if output.is_dir():
+        raise OutputExistsError(
+            f"--output {output} is a folder; give a file name, such as {output / 'out.jsonl'}"
+        )
+    check_new(output, overwrite)
+    check_folder(output.parent, "--output", output)
 
 
 def _decoded_lines(stream) -> list[str]:
@@ -125,7 +113,7 @@ def _decoded_lines(stream) -> list[str]:
                 line = line.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise InputError(
-                    f"--translate -: stdin line {number} is not UTF-8 text (byte 0x{line[error.start]:02x} "
+                    f"translate -: stdin line {number} is not UTF-8 text (byte 0x{line[error.start]:02x} "
                     f"at byte {error.start + 1})"
                 ) from None
         lines.append(line.removeprefix("\ufeff") if number == 1 else line)
@@ -143,56 +131,37 @@ def _check_text(text: str, where: str) -> None:
 
 
 def read_sentences(text: str, stdin=None) -> list[str]:
-    """The sentences of ``--translate TEXT``, or of stdin's lines for ``-``; an empty one, or one that is not
-    UTF-8, is an error."""
+    """The sentences of ``translate MODEL TEXT``, or of stdin's lines for ``-``; an empty one, or one that is
+    not UTF-8, is an error."""
     if text != "-":
-        _check_text(text, "--translate: the sentence")
+        _check_text(text, "translate: the sentence")
         if not text.strip():
             raise InputError(
-                "--translate: the sentence is empty; give a sentence, or '-' to read lines from stdin"
+                "translate: the sentence is empty; give a sentence, or '-' to read lines from stdin"
             )
         return [text.strip()]
     stream = sys.stdin if stdin is None else stdin
     try:
         lines = _decoded_lines(getattr(stream, "buffer", stream))  # bytes where there are, to decode here
     except UnicodeDecodeError as error:  # a text stream that decodes itself
-        raise InputError(f"--translate -: stdin is not UTF-8 text ({error.reason})") from None
+        raise InputError(f"translate -: stdin is not UTF-8 text ({error.reason})") from None
     sentences = [line.strip() for line in lines]
     for number, sentence in enumerate(sentences, start=1):
-        _check_text(sentence, f"--translate -: stdin line {number}")
+        _check_text(sentence, f"translate -: stdin line {number}")
         if not sentence:
-            raise InputError(f"--translate -: stdin line {number} is empty; give one sentence per line")
+            raise InputError(f"translate -: stdin line {number} is empty; give one sentence per line")
     if not sentences:
-        raise InputError("--translate -: stdin holds no sentence")
+        raise InputError("translate -: stdin holds no sentence")
     return sentences
-
-
-def finite_float(text: str) -> float:
-    """A float option's value; inf and nan are refused, as the last line's JSON cannot hold them."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):  # float() reads "inf", "nan" and overflows such as "1e999" to inf
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
-
-
-def prune_count_option(text: str) -> int | float:
-    """--prune-heads K: a count of heads, or a fraction of them."""
-    try:
-        return parse_prune_count(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def check_sentences_fit(
     sentences: list[str], tokenizer: Tokenizer, max_len: int, *, from_stdin: bool
 ) -> None:
-    """Each sentence of --translate must fit the model's max_len; the first that does not is named."""
+    """Each sentence to translate must fit the model's max_len; the first that does not is named."""
 
     def where(index: int, side: str) -> tuple[str, None]:
-        return (f"stdin, sentence {index + 1}" if from_stdin else "--translate"), None
+        return (f"stdin, sentence {index + 1}" if from_stdin else "translate"), None
 
     encoded = tokenizer.encode_batch(sentences)
     check_fits([(i, ids, []) for i, ids in enumerate(encoded)], max_len, where)
@@ -283,11 +252,12 @@ def writer_thread_errors() -> Iterator[list[OSError]]:
     failed: list[OSError] = []
     hook = threading.excepthook
 
-    def keep(args) -> None:
-        if isinstance(args.exc_value, OSError) and type(args.thread).__module__.startswith("tensorboard."):
-            failed.append(args.exc_value)
+    def keep(raised) -> None:  # threading.ExceptHookArgs
+        writer = type(raised.thread).__module__.startswith("tensorboard.")
+        if isinstance(raised.exc_value, OSError) and writer:
+            failed.append(raised.exc_value)
         else:
-            hook(args)
+            hook(raised)
 
     threading.excepthook = keep
     try:

@@ -1,15 +1,13 @@
-"""A checkpoint loaded for evaluation: its weights averaged if asked, its unknown settings warned about in one
-line each, and refused when its weights hold NaN or when ``--test-split`` names a choice its data does not
-have. Problems are one-line ``CheckpointError``s and ``InputError``s, which evaluate.py prints.
+"""A checkpoint loaded for evaluation: its weights averaged if asked, its unknown settings returned as
+one-line warnings, and refused when its weights hold NaN or when ``--test-split`` names a choice its data
+does not have. Problems are one-line ``CheckpointError``s and ``InputError``s, which evaluate.py prints.
 """
 
-import sys
 import warnings
 from pathlib import Path
 
 import torch
 
-from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from evaluation.inputs import InputError
 from training.checkpoints import (
@@ -25,15 +23,12 @@ from training.module import TranslationModule
 
 
 def choose_checkpoint(checkpoint: str) -> str:
-    """The checkpoint file to load: a run folder given instead becomes the file of its newest weights
-    (printed)."""
+    """The checkpoint file to load: a run folder given instead becomes the file of its newest weights."""
     if not Path(checkpoint).is_dir():
         return checkpoint
     if Path(checkpoint).suffix == ".ckpt":  # not a run folder to look into: "no checkpoint yet" would mislead
         raise CheckpointError(f"{checkpoint}: not a checkpoint file (a folder, not a regular file)")
-    chosen = str(newest_checkpoint(checkpoint))
-    print(f"using {chosen}", file=sys.stderr)
-    return chosen
+    return str(newest_checkpoint(checkpoint))
 
 
 def load(
@@ -43,27 +38,29 @@ def load(
     data_path: str | None = None,
     test_split: str | None = None,
     device: torch.device,
-) -> LoadedRun:
-    """The run of ``checkpoint``, its weights averaged over its last ``average_last`` checkpoints (printed);
-    a checkpoint's unknown settings are printed as one-line warnings."""
+) -> tuple[LoadedRun, list[str]]:
+    """The run of ``checkpoint``, its weights averaged over its last ``average_last`` checkpoints, and the
+    lines to tell the user: which checkpoints were averaged, and a warning for each of the checkpoint's
+    unknown settings."""
+    notes = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnknownSettingsWarning)
         state_dict = None
         if average_last:
             paths = last_checkpoints(checkpoint, average_last)
             state_dict = average_state_dicts(paths)
-            print(f"averaging {len(paths)} checkpoints: {', '.join(p.name for p in paths)}", file=sys.stderr)
+            notes.append(f"averaging {len(paths)} checkpoints: {', '.join(p.name for p in paths)}")
         run = load_run(
             checkpoint, state_dict=state_dict, data_path=data_path, test_split=test_split, device=str(device)
         )
     for warning in caught:
         if issubclass(warning.category, UnknownSettingsWarning):
-            print(f"warning: {warning.message}", file=sys.stderr)
+            notes.append(f"warning: {warning.message}")
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     check_finite(run, checkpoint)
     check_test_split(run, test_split)
-    return run
+    return run, notes
 
 
 def check_finite(run: LoadedRun, checkpoint: str) -> None:
@@ -89,21 +86,6 @@ def check_test_split(run: LoadedRun, test_split: str | None) -> None:
         )
 
 
-def corpus_error_line(error: CorpusError, args) -> str:
-    """The line evaluate.py prints for ``error``, naming evaluate.py's own option where a missing file of the
-    run's data has one: a test set that is not there is --test-split's (the data module's message names
-    train.py's --data.test_split), and a run's data that moved is found again with --data-path."""
-    if args.checkpoint is None or not error.reason.startswith("no such file"):
-        return str(error)
-    if args.test_split is not None and Path(error.path).name.startswith(f"{args.test_split}."):
-        return (f"--test-split {args.test_split}: {error.path}: no such file in the run's data folder (leave "
-                "--test-split out for the run's own test set)")
-    given = (args.tsv, args.gold_alignments, *(args.gold_sentences or ()))  # the user's own files
-    if args.data_path is None and error.path not in given:
-        return f"{error}; if the run's data moved, give its folder with --data-path FOLDER"
-    return str(error)
-
-
 def imported_run(
     settings: dict,
     state_dict: dict,
@@ -114,9 +96,10 @@ def imported_run(
     target_lang: str | None,
     device: torch.device,
 ) -> LoadedRun:
-    """A run around a model trained elsewhere (evaluate.py --hf-model): ``TranslationModule`` of the model's
+    """A run around a model trained elsewhere (evaluate.py's --hf): ``TranslationModule`` of the model's
     ``settings`` holding its weights, and a data module holding only its tokenizers (objects with
-    ``data.tokenizer.Tokenizer``'s interface) and languages; the sentences come from --tsv or --translate."""
+    ``data.tokenizer.Tokenizer``'s interface) and languages; the sentences come from --tsv, a gold set or
+    translate's text."""
     module = TranslationModule(**settings)
     module.model.load_state_dict(state_dict)
     datamodule = TranslationDataModule(

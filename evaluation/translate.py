@@ -5,6 +5,7 @@ Shape legend: B batch, S source length, L generated length.
 """
 
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import torch
@@ -37,6 +38,21 @@ def pair_batches(
     sources = src_tokenizer.encode_batch([p.source for p in pairs])
     targets = tgt_tokenizer.encode_batch([p.target for p in pairs])
     return list(length_sorted_batches(sources, targets, batch_size))
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How sentences are translated: beam search (1: greedy) with GNMT's length penalty, ``batch_size``
+    sentences at a time, at most ``max_len`` tokens each (None: twice the source length + 10)."""
+
+    beam_size: int = 1
+    length_penalty: float = 0.6
+    batch_size: int = 64
+    max_len: int | None = None
+
+    def options(self) -> dict:
+        """The keyword arguments of :func:`translate_hypotheses`."""
+        return asdict(self)
 
 
 class Hypothesis(NamedTuple):

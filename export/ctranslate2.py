@@ -84,7 +84,7 @@ def check_exportable(model: Transformer) -> None:
     if not getattr(c, "scale_embedding", True) or getattr(c, "logits_bias", False):
         raise EngineError(
             "this model was imported from a Marian model (logits_bias or scale_embedding false): CTranslate2 "
-            "(--export-ctranslate2, --engine ctranslate2) is not supported for it, as only this project's "
+            "(export-ctranslate2, score-ctranslate2) is not supported for it, as only this project's "
             "embedding scale and bias-free output are mapped; CTranslate2's own converter reads the original"
         )
     positional = getattr(c, "positional", "sinusoidal")

@@ -1,36 +1,20 @@
-"""evaluate.py's CTranslate2 options: ``--export-ctranslate2 DIR`` and ``--engine ctranslate2``.
+"""``evaluate.py score-ctranslate2``: a split or --tsv file translated by CTranslate2.
 
-Kept here so that evaluate.py only parses the options (refusing those CTranslate2 cannot honour) and
-dispatches. This module only translates: evaluate.py scores the translations with evaluation.result, as for
-the PyTorch engine (same sacreBLEU, chrF and exact match on the same detokenized text), so that export/
-depends on the model and the tokenizers, never on evaluation/.
+This module only translates: evaluate.py scores the translations with evaluation.result, as for the PyTorch
+engine (same sacreBLEU, chrF and exact match on the same detokenized text), so that export/ depends on the
+model and the tokenizers, never on evaluation/.
 """
 
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from data.tokenizer import Tokenizer
-from export.ctranslate2 import (
-    CTranslate2Translator,
-    EngineError,
-    export,
-    length_penalty_note,
-    temporary_export,
-)
+from export.ctranslate2 import CTranslate2Translator, temporary_export
 from model import Transformer
-
-
-def export_run(args, model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> Path:
-    """--export-ctranslate2 DIR: write the checkpoint's model (averaged, if asked) as a CTranslate2 model."""
-    return export(
-        model, src_tokenizer, tgt_tokenizer, args.export_ctranslate2,
-        quantization=args.compute_type, overwrite=args.overwrite,
-    )
 
 
 @dataclass(frozen=True)
@@ -50,44 +34,46 @@ class EngineTranslation:
 
 
 def translate_with_engine(
-    args, model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sources: list[str]
+    model: Transformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    sources: list[str],
+    *,
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+    batch_size: int = 64,
+    max_len: int | None = None,
+    compute_type: str = "float32",
+    engine_model: str | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> EngineTranslation:
-    """--engine ctranslate2: translate ``sources`` (the split or --tsv file) with CTranslate2.
-
-    Uses ``--engine-model DIR`` if given, else exports ``model`` to a temporary folder first (not timed).
-    """
-    if args.output and Path(args.output).exists() and not args.overwrite:
-        raise EngineError(f"{args.output} exists; choose another name or pass --overwrite")
-    note = length_penalty_note(args.beam_size, args.length_penalty)
-    if note:
-        print(note, file=sys.stderr)
+    """Translate ``sources`` with CTranslate2, from the export in ``engine_model`` if given, else from
+    ``model`` exported to a temporary folder first (not timed). ``progress`` is called with the sentences
+    done."""
     staging = None
-    if args.engine_model:
-        model_dir = Path(args.engine_model)
+    if engine_model:
+        model_dir = Path(engine_model)
     else:
         staging = temporary_export(model, src_tokenizer, tgt_tokenizer)
         model_dir = Path(staging.name) / "model"
     try:
         translator = CTranslate2Translator(
             model_dir, src_tokenizer, tgt_tokenizer, model_max_len=model.config.max_len,
-            compute_type=args.compute_type, threads=torch.get_num_threads(),
+            compute_type=compute_type, threads=torch.get_num_threads(),
         )
-        bar = tqdm(total=len(sources), desc="translating (ctranslate2)", unit="sent", disable=args.quiet,
-                   file=sys.stderr)
         start = time.perf_counter()
         hypotheses_ids = translator.translate(
-            sources, beam_size=args.beam_size, length_penalty=args.length_penalty,
-            batch_size=args.batch_size, max_len=args.max_len, progress=bar.update,
+            sources, beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size,
+            max_len=max_len, progress=progress,
         )
         elapsed = time.perf_counter() - start
-        bar.close()
     finally:
         if staging is not None:
             staging.cleanup()
     settings = {
         "engine": "ctranslate2",
-        "compute_type": args.compute_type,
-        "engine_model": str(args.engine_model) if args.engine_model else None,
+        "compute_type": compute_type,
+        "engine_model": str(engine_model) if engine_model else None,
         "threads": torch.get_num_threads(),
     }
     return EngineTranslation(hypotheses_ids, elapsed, settings)

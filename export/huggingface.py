@@ -345,10 +345,10 @@ def check_out_folder(out: str | os.PathLike[str], *, overwrite: bool) -> None:
     others = [name for name in names if name not in EXPORT_FILES]
     if others:
         listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-        raise EngineError(f"--overwrite replaces only a folder written by --export-hf, and {out} holds "
-                          f"{listed} besides; choose another name")
+        raise EngineError(f"--overwrite replaces only a folder written by evaluate.py export-hf, and {out} "
+                          f"holds {listed} besides; choose another name")
     if names and not _exported_here(out / "config.json"):
-        raise EngineError(f"--overwrite replaces only a folder written by --export-hf, and {out}'s "
+        raise EngineError(f"--overwrite replaces only a folder written by evaluate.py export-hf, and {out}'s "
                           "config.json is not an export's; choose another name")
 
 

@@ -28,14 +28,14 @@ What maps, and how (checked against transformers 5.24's ``modeling_marian.py``):
   where this project uses GNMT's penalty: beams agree where pad is already -inf in the logits and at
   ``length_penalty`` 0; on OPUS-MT models (pad's probability tiny) they differ at most in rare near ties.
 
-What does not map, or cannot be read, is refused in one line naming ``--hf-model``: a local folder without a
-``config.json`` naming its model type, model types other than Marian (checked first), a path that names no
-folder, a local folder whose Marian files (``source.spm``, ``target.spm``, ``vocab.json`` with ``<unk>``) are
-missing or unreadable or that is an export of this project's (``tokenizer.json``), a damaged weights file,
-``config.json`` sizes that are not whole numbers, do not fit the weights' shapes (compared in the file's
-header before anything is allocated) or would make position tables larger than the machine's memory,
-encoder and decoder with different head counts or feed-forward sizes (``TransformerConfig`` has one of each),
-and an activation other than those above.
+What does not map, or cannot be read, is refused in one line naming the model (evaluate.py's ``MODEL --hf``):
+a local folder without a ``config.json`` naming its model type, model types other than Marian (checked
+first), a path that names no folder, a local folder whose Marian files (``source.spm``, ``target.spm``,
+``vocab.json`` with ``<unk>``) are missing or unreadable or that is an export of this project's
+(``tokenizer.json``), a damaged weights file, ``config.json`` sizes that are not whole numbers, do not fit the
+weights' shapes (compared in the file's header before anything is allocated) or would make position tables
+larger than the machine's memory, encoder and decoder with different head counts or feed-forward sizes
+(``TransformerConfig`` has one of each), and an activation other than those above.
 
 Shape legend: D model dim, V vocabulary size.
 """
@@ -246,7 +246,7 @@ def first_line(error: Exception) -> str:
 
 
 def local_folder(name: str) -> Path | None:
-    """The folder ``--hf-model`` names, or None for a Hub name; a path that names no folder is refused here
+    """The folder ``name`` is, or None for a Hub name; a path that names no folder is refused here
     rather than looked up on the Hub (``owner/name`` could be either: it is a path only if it exists)."""
     path = Path(name).expanduser()
     if path.is_dir():
@@ -435,12 +435,11 @@ def check_marian_type(marian_config) -> None:
 
 def load_marian(name: str) -> MarianImport:
     """Read a Marian model and its tokenizer (a local folder, or a Hub name with a network) for this
-    project; the one-line ``EngineError`` (``--hf-model NAME: ...``) says what does not map or could not be
-    read."""
+    project; the one-line ``EngineError`` (``NAME: ...``) says what does not map or could not be read."""
     try:
         return read_marian(name)
     except EngineError as error:
-        raise EngineError(f"--hf-model {name}: {error}") from None
+        raise EngineError(f"{name}: {error}") from None
 
 
 def read_marian(name: str) -> MarianImport:

@@ -1,5 +1,5 @@
 """``pipeline("translation", model=DIR, trust_remote_code=True)`` for a folder written by evaluate.py
---export-hf, which copies this file into it and names it in ``config.json``'s ``custom_pipelines``.
+export-hf, which copies this file into it and names it in ``config.json``'s ``custom_pipelines``.
 
 transformers 5 removed its ``translation`` pipeline; this one answers as 4.x's did: a text gives
 ``[{"translation_text": ...}]``, a list of texts one such entry per text (an empty list, none), decoding with

@@ -303,7 +303,7 @@ def test_analysis_options_give_one_line_errors(tiny_run, tmp_path, capsys):
         assert code == 1 and message in err, err
         assert len(err.strip().splitlines()) == 1, err
     with pytest.raises(SystemExit):
-        evaluate.parse_args([str(checkpoint), "--translate", "a b", "--head-importance"])
+        evaluate.parse_args(["translate", str(checkpoint), "a b", "--head-importance"])
 
 
 # -- a model that has learnt to reverse ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""evaluate.py --translate ... --attention-out DIR onto a disk that fills up: one line naming the file it
+"""evaluate.py translate ... --attention-out DIR onto a disk that fills up: one line naming the file it
 could not write, and nothing of the run left behind, so that the same command runs again without
 --overwrite; what was in DIR before is kept as it was."""
 
@@ -41,7 +41,7 @@ def test_a_full_disk_names_the_map_and_leaves_nothing_of_the_run(tiny_run, tmp_p
     maps = tmp_path / "maps"
     monkeypatch.setattr("sys.stdin", io.StringIO(TWO_SENTENCES))  # the second one's maps fail
     calls = fill_the_disk_at(monkeypatch, failing=14)  # 12 maps of sentence 1, then the second of sentence 2
-    code, out, err = run_evaluate(capsys, checkpoint, "--translate", "-", "--attention-out", maps)
+    code, out, err = run_evaluate(capsys, "translate", checkpoint, "-", "--attention-out", maps)
     assert code == 1 and out.count("\n") == 2  # both translations printed before the maps were drawn
     failed = maps / "sentence_2" / calls[-1].name  # named where it was to be, not where it was drawn
     assert err.strip() == f"error: {failed}: No space left on device"
@@ -49,7 +49,7 @@ def test_a_full_disk_names_the_map_and_leaves_nothing_of_the_run(tiny_run, tmp_p
 
     monkeypatch.undo()  # the disk has room again: the same command runs, without --overwrite
     monkeypatch.setattr("sys.stdin", io.StringIO(TWO_SENTENCES))
-    code, _, err = run_evaluate(capsys, checkpoint, "--translate", "-", "--attention-out", maps)
+    code, _, err = run_evaluate(capsys, "translate", checkpoint, "-", "--attention-out", maps)
     assert code == 0, err
     assert sorted(p.name for p in maps.iterdir()) == ["sentence_1", "sentence_2"]  # no hidden folder left
     assert len(list((maps / "sentence_2").iterdir())) == 2 * 2 * 3 + 1
@@ -73,7 +73,7 @@ def test_a_full_disk_while_overwriting_keeps_what_was_there(tiny_run, tmp_path, 
 
     monkeypatch.setattr(Path, "open", full_disk_for_html)
     code, _, err = run_evaluate(
-        capsys, checkpoint, "--translate", "the dog", "--attention-out", maps, "--overwrite"
+        capsys, "translate", checkpoint, "the dog", "--attention-out", maps, "--overwrite"
     )
     assert code == 1
     assert err.strip() == f"error: {maps / 'sentence_1' / 'head_view.html'}: No space left on device"
@@ -81,7 +81,7 @@ def test_a_full_disk_while_overwriting_keeps_what_was_there(tiny_run, tmp_path, 
 
     monkeypatch.undo()
     code, _, err = run_evaluate(
-        capsys, checkpoint, "--translate", "the dog", "--attention-out", maps, "--overwrite"
+        capsys, "translate", checkpoint, "the dog", "--attention-out", maps, "--overwrite"
     )
     assert code == 0, err
     after = tree(maps)
@@ -95,7 +95,7 @@ def test_a_sentence_folder_that_is_a_file_is_refused_before_translating(tiny_run
     maps.mkdir()
     (maps / "sentence_1").write_text("a file\n")
     code, out, err = run_evaluate(
-        capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "the dog", "--attention-out", maps,
+        capsys, "translate", tiny_run / "checkpoints" / "last.ckpt", "the dog", "--attention-out", maps,
         "--overwrite",
     )
     assert (code, out) == (1, "")  # nothing translated

@@ -957,8 +957,8 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     methods = "attention shift_att value_norms rollout grad_x_input integrated_gradients"
     for name, evaluate in zip(names, lines[4:8], strict=True):
         checkpoint = f"{out}/runs/{name}/version_0/checkpoints/last.ckpt"
-        assert f"evaluate.py {checkpoint} --gold-alignments" in evaluate
-        assert f"--alignment-methods {methods}" in evaluate
+        assert f"evaluate.py explain {checkpoint} --gold-alignments" in evaluate
+        assert f"--methods {methods}" in evaluate
         assert f"--analysis-out {out}/figures/{name} --links-out {out}/links/{name}" in evaluate
     assert lines[-1].endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'} --report-from 101")
     (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints").mkdir(parents=True)
@@ -969,7 +969,7 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     assert [name for name in names if any(f"name {name} " in line for line in lines[1:4])] == list(names[1:])
     assert main(["--dry-run", "--checkpoint", "x.ckpt", "--no-eflomal", "--methods", "attention"]) == 0
     (evaluate,) = capsys.readouterr().out.splitlines()
-    assert "evaluate.py x.ckpt" in evaluate and "--alignment-methods attention --ig-steps" in evaluate
+    assert "evaluate.py explain x.ckpt" in evaluate and "--methods attention --ig-steps" in evaluate
 
 
 def test_kftt_alignment_shift_supervises_only_the_supervised_runs_at_the_step_that_reads_each_word(

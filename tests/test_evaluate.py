@@ -161,7 +161,7 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     out_dir = tmp_path / "maps"
     sentence = load_run(checkpoint).datamodule.pairs("test")[0].source
-    code, out, _ = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
+    code, out, _ = run_evaluate(capsys, "translate", checkpoint, sentence, "--attention-out", out_dir)
     assert code == 0 and out.count("\n") == 1  # one translation, possibly empty for this barely trained model
     folder = out_dir / "sentence_1"
     pngs = sorted(folder.glob("*.png"))
@@ -174,10 +174,10 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
     data = json.loads(parser.scripts[0])
     assert all(word in json.dumps(data) for word in sentence.split())
     # Refuses to overwrite what it wrote, unless asked.
-    code, _, err = run_evaluate(capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir)
+    code, _, err = run_evaluate(capsys, "translate", checkpoint, sentence, "--attention-out", out_dir)
     assert code == 1 and "exists" in err
     assert run_evaluate(
-        capsys, checkpoint, "--translate", sentence, "--attention-out", out_dir, "--overwrite"
+        capsys, "translate", checkpoint, sentence, "--attention-out", out_dir, "--overwrite"
     )[0] == 0
 
 
@@ -185,7 +185,7 @@ def test_translate_from_stdin(tiny_run, capsys, monkeypatch):
     import io
 
     monkeypatch.setattr("sys.stdin", io.StringIO("the dog saw a cat\nevery queen walked\n"))
-    code, out, _ = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
+    code, out, _ = run_evaluate(capsys, "translate", tiny_run / "checkpoints" / "last.ckpt", "-")
     assert code == 0 and out.count("\n") == 2  # one line per input line
 
 
@@ -201,18 +201,18 @@ def test_ctrl_c_while_reading_stdin_ends_in_one_line_and_status_130(tiny_run, ca
             raise KeyboardInterrupt
 
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(Waiting())))
-    code, out, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", "-")
+    code, out, err = run_evaluate(capsys, "translate", tiny_run / "checkpoints" / "last.ckpt", "-")
     assert (code, out, err) == (130, "", "Interrupted.\n")
 
 
 @pytest.mark.parametrize(
     "text, stdin, message",
     [
-        ("", None, "--translate: the sentence is empty"),
-        ("  \t ", None, "--translate: the sentence is empty"),
-        ("-", "the dog saw a cat\n\nevery queen walked\n", "--translate -: stdin line 2 is empty"),
-        ("-", "the dog saw a cat\n   \n", "--translate -: stdin line 2 is empty"),
-        ("-", "", "--translate -: stdin holds no sentence"),
+        ("", None, "translate: the sentence is empty"),
+        ("  \t ", None, "translate: the sentence is empty"),
+        ("-", "the dog saw a cat\n\nevery queen walked\n", "translate -: stdin line 2 is empty"),
+        ("-", "the dog saw a cat\n   \n", "translate -: stdin line 2 is empty"),
+        ("-", "", "translate -: stdin holds no sentence"),
     ],
 )
 def test_translate_refuses_an_empty_sentence(tiny_run, capsys, monkeypatch, text, stdin, message):
@@ -220,7 +220,7 @@ def test_translate_refuses_an_empty_sentence(tiny_run, capsys, monkeypatch, text
 
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
-    code, out, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--translate", text)
+    code, out, err = run_evaluate(capsys, "translate", tiny_run / "checkpoints" / "last.ckpt", text)
     assert code != 0
     assert out == ""  # nothing translated, not even the other lines
     (line,) = err.strip().splitlines()  # one line, no traceback
@@ -336,7 +336,7 @@ def test_a_position_variant_trains_logs_attention_evaluates_and_old_checkpoints_
     assert code == 0 and last_json(out)["num_sentences"] == 40
     sentence = loaded.datamodule.pairs("test")[0].source
     code, _, _ = run_evaluate(
-        capsys, checkpoint, "--translate", sentence, "--attention-out", tmp_path / "maps"
+        capsys, "translate", checkpoint, sentence, "--attention-out", tmp_path / "maps"
     )
     assert code == 0 and len(list((tmp_path / "maps" / "sentence_1").glob("*.png"))) == 2 * 2 * 3
 
@@ -352,7 +352,7 @@ def test_a_negative_length_penalty_is_an_option_error(tmp_path, capsys):
         run_evaluate(capsys, tmp_path / "any.ckpt", "--beam-size", "4", "--length-penalty", "-0.5")
     assert stopped.value.code == 2
     err = capsys.readouterr().err
-    assert "--length-penalty must be at least 0, got -0.5" in err and "Traceback" not in err
+    assert "argument --length-penalty: must be at least 0, got -0.5" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("alpha", ["inf", "-inf", "nan", "1e999"])
@@ -380,18 +380,19 @@ def test_sentences_longer_than_max_len_are_one_line_errors(tiny_run, tmp_path, c
     long_reference.write_text(f"the dog saw a cat\t{LONG}\n", encoding="utf-8")
     too_long = "300 tokens, 301 with {}, longer than the model's max_len 256"
     cases = [
-        (["--tsv", long_source], f"{long_source}:2: source has {too_long.format('EOS')}"),
+        ([checkpoint, "--tsv", long_source, "--quiet"],
+         f"{long_source}:2: source has {too_long.format('EOS')}"),
         # The head analyses read the reference teacher-forced, so it must fit too.
-        (["--tsv", long_reference, "--head-importance", "--analysis-out", tmp_path / "analysis"],
+        ([checkpoint, "--tsv", long_reference, "--head-importance", "--analysis-out", tmp_path / "analysis"],
          f"{long_reference}:1: target has {too_long.format('BOS')}"),
-        (["--translate", LONG, "--attention-out", tmp_path / "maps"],
-         f"--translate: source has {too_long.format('EOS')}"),
+        (["translate", checkpoint, LONG, "--attention-out", tmp_path / "maps"],
+         f"translate: source has {too_long.format('EOS')}"),
     ]
     for args, message in cases:
-        code, _, err = run_evaluate(capsys, checkpoint, *args, "--quiet")
+        code, _, err = run_evaluate(capsys, *args)
         assert (code, err) == (1, f"error: {message}\n"), args
     monkeypatch.setattr("sys.stdin", io.StringIO(f"the dog saw a cat\n{LONG}\n"))
-    code, out, err = run_evaluate(capsys, checkpoint, "--translate", "-")
+    code, out, err = run_evaluate(capsys, "translate", checkpoint, "-")
     assert (code, out, err) == (1, "", f"error: stdin, sentence 2: source has {too_long.format('EOS')}\n")
     assert not (tmp_path / "maps").exists() and not (tmp_path / "analysis").exists()
     # Scoring compares a reference as text: a long one is no obstacle.
@@ -469,11 +470,11 @@ def test_exporting_the_attention_of_overflowing_weights_is_a_one_line_error(tmp_
 @pytest.fixture
 def decodings(monkeypatch):
     """How many times evaluate.py decoded (a list that grows by one per call)."""
-    import evaluate
+    from commands import translate
     from evaluation import scoring
 
     calls = []
-    for module, name in ((scoring, "translate"), (evaluate, "translate_hypotheses")):
+    for module, name in ((scoring, "translate"), (translate, "translate_hypotheses")):
         function = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _f=function, **k: calls.append(1) or _f(*a, **k))
     return calls
@@ -491,18 +492,19 @@ def test_bad_output_paths_are_refused_before_any_decoding(tiny_run, tmp_path, ca
     a_file.write_text("keep me\n")
     (tmp_path / "maps" / "sentence_1").mkdir(parents=True)
     cases = [
-        (["--output", tmp_path, "--overwrite"], f"--output {tmp_path} is a folder; give a file name"),
-        (["--output", a_file / "out.jsonl"],
+        ([checkpoint, "--output", tmp_path, "--overwrite", "--quiet"],
+         f"--output {tmp_path} is a folder; give a file name"),
+        ([checkpoint, "--output", a_file / "out.jsonl", "--quiet"],
          f"--output {a_file / 'out.jsonl'}: {a_file} is a file, not a folder"),
-        (["--translate", "the dog", "--attention-out", a_file],
+        (["translate", checkpoint, "the dog", "--attention-out", a_file],
          f"--attention-out {a_file}: {a_file} is a file"),
-        (["--translate", "the dog", "--attention-out", tmp_path / "maps"],
+        (["translate", checkpoint, "the dog", "--attention-out", tmp_path / "maps"],
          f"{tmp_path / 'maps' / 'sentence_1'} exists; choose another name or pass --overwrite"),
-        (["--head-importance", "--analysis-out", a_file / "x"],
+        ([checkpoint, "--head-importance", "--analysis-out", a_file / "x", "--quiet"],
          f"--analysis-out {a_file / 'x'}: {a_file} is a file, not a folder"),
     ]
     for args, message in cases:
-        code, out, err = run_evaluate(capsys, checkpoint, *args, "--quiet")
+        code, out, err = run_evaluate(capsys, *args)
         assert (code, out) == (1, ""), args
         assert err.startswith(f"error: {message}") and len(err.splitlines()) == 1, err
     assert decodings == [] and a_file.read_text() == "keep me\n"
@@ -511,10 +513,10 @@ def test_bad_output_paths_are_refused_before_any_decoding(tiny_run, tmp_path, ca
 @pytest.mark.parametrize(
     "option, value, message",
     [
-        ("--max-len", "0", "--max-len must be at least 1, got 0"),
-        ("--max-len", "-5", "--max-len must be at least 1, got -5"),
-        ("--beam-size", "99999999999", "--beam-size must be at most 256, got 99999999999"),
-        ("--average-last", "0", "--average-last must be at least 1, got 0"),
+        ("--max-len", "0", "argument --max-len: must be at least 1, got 0"),
+        ("--max-len", "-5", "argument --max-len: must be at least 1, got -5"),
+        ("--beam-size", "99999999999", "argument --beam-size: must be at most 256, got 99999999999"),
+        ("--average-last", "0", "argument --average-last: must be at least 1, got 0"),
     ],
 )
 def test_absurd_counts_are_option_errors(tmp_path, capsys, option, value, message):
@@ -522,52 +524,6 @@ def test_absurd_counts_are_option_errors(tmp_path, capsys, option, value, messag
         run_evaluate(capsys, tmp_path / "any.ckpt", option, value)
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err.strip().splitlines()[-1].endswith(f"error: {message}")
-
-
-@pytest.mark.parametrize(
-    "options, message",
-    [
-        (["--ig-steps", "4"], "--ig-steps needs --alignment-methods"),
-        (["--compute-type", "int8"], "--compute-type needs --engine ctranslate2 or --export-ctranslate2"),
-        (["--translate", "a cat", "--output", "out.jsonl"],
-         ("--output cannot be used with --translate, which translates the sentences it is given rather than "
-          "a split or --tsv file")),
-        (["--translate", "a cat", "--tsv", "pairs.tsv"],
-         ("--tsv cannot be used with --translate, which translates the sentences it is given rather than a "
-          "split or --tsv file")),
-        (["--export-ctranslate2", "dir", "--engine", "ctranslate2"],
-         ("--engine cannot be used with --export-ctranslate2, which only exports; evaluate with --engine "
-          "ctranslate2 --engine-model DIR afterwards")),
-        (["--alignment-methods", "--output", "o.jsonl"], "--alignment-methods runs alone, without --output"),
-        (["--export-ctranslate2", "dir", "--translate", "a cat"],
-         "argument --translate: not allowed with argument --export-ctranslate2"),
-    ],
-)
-def test_an_option_outside_its_mode_is_refused_in_one_line_naming_both(tmp_path, capsys, options, message):
-    """Scoring is the default; --translate, --alignment-methods and --export-ctranslate2 replace it (one at
-    most), and every option of one mode given in another is refused before anything is read."""
-    with pytest.raises(SystemExit) as stopped:
-        run_evaluate(capsys, tmp_path / "any.ckpt", *options)
-    err = capsys.readouterr().err
-    assert stopped.value.code == 2 and err.splitlines()[-1] == f"evaluate.py: error: {message}"
-
-
-def test_options_of_every_mode_parse_alone():
-    """The documented spellings of each mode parse, so a mode's options are not refused in their own mode."""
-    import evaluate
-
-    cases = {
-        evaluate.SCORE: ["--head-importance", "--prune-heads", "4", "--alignment", "--output", "o.jsonl",
-                         "--analysis-out", "a", "--test-split", "test2017"],
-        evaluate.ENGINE: ["--engine", "ctranslate2", "--engine-model", "m", "--compute-type", "int8",
-                          "--tsv", "t.tsv", "--output", "o.jsonl"],
-        evaluate.TRANSLATE: ["--translate", "a cat", "--attention-out", "maps", "--beam-size", "4"],
-        evaluate.EXPLAIN: ["--split", "val", "--alignment-methods", "attention", "--ig-steps", "8",
-                           "--alignment-sentences", "20", "--analysis-out", "a"],
-        evaluate.EXPORT: ["--export-ctranslate2", "dir", "--compute-type", "int8", "--average-last", "3"],
-    }
-    for mode, options in cases.items():
-        assert evaluate.mode(evaluate.parse_args(["x.ckpt", *options])) is mode, options
 
 
 def other_vocabulary(checkpoint: dict) -> dict:
@@ -609,12 +565,12 @@ def test_translate_refuses_bytes_that_are_not_utf8(tiny_run, capsys, monkeypatch
 
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     # Linux hands a program its argument bytes as lone surrogates where they are not UTF-8 (PEP 383).
-    code, out, err = run_evaluate(capsys, checkpoint, "--translate", os.fsdecode(b"the caf\xe9 dog"))
+    code, out, err = run_evaluate(capsys, "translate", checkpoint, os.fsdecode(b"the caf\xe9 dog"))
     assert (code, out) == (1, "")
-    assert err == "error: --translate: the sentence is not UTF-8 text (byte 0xe9 at character 8)\n"
+    assert err == "error: translate: the sentence is not UTF-8 text (byte 0xe9 at character 8)\n"
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"the dog saw a cat\n\xff\xfe cat\n")))
-    code, out, err = run_evaluate(capsys, checkpoint, "--translate", "-")
-    message = "--translate -: stdin line 2 is not UTF-8 text (byte 0xff at byte 1)"
+    code, out, err = run_evaluate(capsys, "translate", checkpoint, "-")
+    message = "translate -: stdin line 2 is not UTF-8 text (byte 0xff at byte 1)"
     assert (code, out, err) == (1, "", f"error: {message}\n")
 
 
@@ -629,7 +585,7 @@ def test_a_byte_order_mark_on_stdin_is_dropped(tiny_run, capsys, monkeypatch):
     translations = []
     for text in ("\ufeffthe dog saw a cat\n", "the dog saw a cat\n"):
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-        code, out, _ = run_evaluate(capsys, checkpoint, "--translate", "-")
+        code, out, _ = run_evaluate(capsys, "translate", checkpoint, "-")
         translations.append((code, out))
     assert translations[0] == translations[1] and translations[0][0] == 0
 
@@ -718,7 +674,7 @@ def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tmp_pa
     ((ids, finished),) = translate_hypotheses(model, dm.src_tokenizer, dm.tgt_tokenizer, [source], max_len=2)
     assert (len(ids), finished) == (2, False)
     code, out, _ = run_evaluate(
-        capsys, never_ends, "--translate", source, "--max-len", "2", "--attention-out", tmp_path / "maps",
+        capsys, "translate", never_ends, source, "--max-len", "2", "--attention-out", tmp_path / "maps",
     )
     assert code == 0 and out.splitlines()[-1] == dm.tgt_tokenizer.decode(ids)
     parser = _Collect()
@@ -733,27 +689,27 @@ def test_the_default_analysis_folder_is_checked_before_any_work(tiny_run, tmp_pa
     """Without --analysis-out files go to <run>/analysis/<checkpoint>: a file in the way stops it first."""
     import shutil
 
-    from evaluation import scoring
+    from commands import explain, score
 
-    monkeypatch.setattr(scoring, "measure_head_importance", lambda *a, **k: pytest.fail("measured heads"))
-    monkeypatch.setattr(scoring, "run_alignment_methods", lambda *a, **k: pytest.fail("scored methods"))
+    monkeypatch.setattr(score, "measure_head_importance", lambda *a, **k: pytest.fail("measured heads"))
+    monkeypatch.setattr(explain, "explain_pairs", lambda *a, **k: pytest.fail("scored methods"))
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     checkpoint = shutil.copy(tiny_run / "checkpoints" / "last.ckpt", run / "checkpoints" / "last.ckpt")
     (run / "analysis").write_text("keep me\n")
     default, in_the_way = run / "analysis" / "last", run / "analysis"
     message = f"error: --analysis-out {default} (the default): {in_the_way} is a file, not a folder\n"
-    for option in (["--head-importance"], ["--alignment-methods", "attention"]):
-        code, out, err = run_evaluate(capsys, checkpoint, *option, "--quiet")
-        assert (code, out, err) == (1, "", message), option
+    for command in ([checkpoint, "--head-importance"], ["explain", checkpoint, "--methods", "attention"]):
+        code, out, err = run_evaluate(capsys, *command, "--quiet")
+        assert (code, out, err) == (1, "", message), command
     assert (run / "analysis").read_text() == "keep me\n"
 
 
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--split", "val"], "--test-split names the test set to read; it does not go with --split val"),
-        (["--tsv", "pairs.tsv"], "--test-split names the test set to read; it does not go with --tsv"),
+        (["--split", "val"], "argument --split: not allowed with argument --test-split"),
+        (["--tsv", "pairs.tsv"], "argument --tsv: not allowed with argument --test-split"),
     ],
 )
 def test_a_test_split_that_would_be_ignored_is_an_option_error(tmp_path, capsys, extra, message):
@@ -780,7 +736,7 @@ def test_a_diverged_checkpoint_is_one_line_error_before_translating(tiny_run, tm
     diverged = tmp_path / "diverged.ckpt"
     torch.save(checkpoint, diverged)
     maps = tmp_path / "maps"
-    code, out, err = run_evaluate(capsys, diverged, "--translate", "the dog", "--attention-out", maps)
+    code, out, err = run_evaluate(capsys, "translate", diverged, "the dog", "--attention-out", maps)
     message = (f"{diverged}: {first} holds NaN or infinite weights (the run diverged?); use an earlier "
                "checkpoint")
     assert (code, out, err) == (1, "", f"error: {message}\n")
@@ -839,7 +795,7 @@ def test_a_full_disk_keeps_the_scores_and_the_old_output_file(tiny_run, tmp_path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("task", [["--quiet"], ["--translate", "the dog"]])
+@pytest.mark.parametrize("task", [["CKPT", "--quiet"], ["translate", "CKPT", "the dog"]])
 def test_a_reader_that_stops_early_ends_evaluate_quietly(tiny_run, task):
     """`evaluate.py CKPT | head -1`: stdout's reader is gone; exit with the status a shell reports for a Unix
     tool killed by SIGPIPE (128 + 13), without a traceback or an error message."""
@@ -850,7 +806,8 @@ def test_a_reader_that_stops_early_ends_evaluate_quietly(tiny_run, task):
     os.close(read)  # the reader has left before anything is printed
     try:
         done = subprocess.run(
-            [sys.executable, "evaluate.py", str(tiny_run / "checkpoints" / "last.ckpt"), *task],
+            [sys.executable, "evaluate.py",
+             *(str(tiny_run / "checkpoints" / "last.ckpt") if word == "CKPT" else word for word in task)],
             stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT, check=False,
         )
     finally:

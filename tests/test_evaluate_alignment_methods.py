@@ -1,5 +1,5 @@
-"""evaluate.py --alignment-methods on a checkpoint trained inside the tests: the table, its agreement with the
-per-head alignment analysis, the files, and option errors."""
+"""evaluate.py explain on a checkpoint trained inside the tests: the table, its agreement with the per-head
+alignment analysis, the files, and option errors."""
 
 import pytest
 import torch
@@ -13,8 +13,8 @@ def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     out_dir = tmp_path / "analysis"
     code, out, err = run_evaluate(
-        capsys, checkpoint, "--split", "val", "--alignment-methods", "attention", "shift_att", "grad_x_input",
-        "--alignment-sentences", "6", "--analysis-out", out_dir,
+        capsys, "explain", checkpoint, "--split", "val", "--methods", "attention", "shift_att",
+        "grad_x_input", "--alignment-sentences", "6", "--analysis-out", out_dir,
     )
     assert code == 0, err
     result = last_json(out)
@@ -41,7 +41,7 @@ def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny
         assert expected in names
     assert f"wrote {out_dir / 'alignment_methods_val.json'} and {len(names) - 1} other files" in err
     # Written once; a second run without --overwrite refuses to replace it.
-    code, _, err = run_evaluate(capsys, checkpoint, "--split", "val", "--alignment-methods", "attention",
+    code, _, err = run_evaluate(capsys, "explain", checkpoint, "--split", "val", "--methods", "attention",
                                 "--alignment-sentences", "2", "--analysis-out", out_dir)
     assert code == 1 and "exists" in err
 
@@ -49,20 +49,19 @@ def test_alignment_methods_table_files_and_agreement_with_the_head_analysis(tiny
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--alignment-methods", "saliency"], "unknown explanation method 'saliency'"),
-        (["--alignment-methods", "--ig-steps", "0"], "--ig-steps must be at least 1, got 0"),
+        (["--methods", "saliency"], "argument --methods: invalid choice: 'saliency'"),
+        (["--ig-steps", "0"], "argument --ig-steps: must be at least 1, got 0"),
         # Captum's Gauss-Legendre table grows as steps squared: 100000 steps asked numpy for 74.5 GiB.
-        (["--alignment-methods", "--ig-steps", "100000"], "--ig-steps must be at most 32, got 100000"),
-        (["--alignment-methods", "--alignment-sentences", "0"], "--alignment-sentences must be at least 1"),
-        # One of the modes that replace scoring (argparse's mutually exclusive group).
-        (["--alignment-methods", "--translate", "a cat"],
-         "error: argument --translate: not allowed with argument --alignment-methods"),
-        (["--alignment-methods", "--alignment"], "--alignment-methods runs alone"),
+        (["--ig-steps", "100000"], "argument --ig-steps: must be at most 32, got 100000"),
+        (["--alignment-sentences", "0"], "argument --alignment-sentences: must be at least 1"),
+        # The options of other subcommands are not explain's.
+        (["--translate", "a cat"], "error: unrecognized arguments: --translate a cat"),
+        (["--alignment"], "error: unrecognized arguments: --alignment"),
     ],
 )
 def test_alignment_method_option_errors(tiny_run, capsys, extra, message):
     with pytest.raises(SystemExit) as exit_info:
-        run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", *extra)
+        run_evaluate(capsys, "explain", tiny_run / "checkpoints" / "last.ckpt", *extra)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -70,11 +69,11 @@ def test_alignment_method_option_errors(tiny_run, capsys, extra, message):
 def test_data_without_gold_alignments_is_a_one_line_error(tiny_run, tmp_path, capsys):
     tsv = tmp_path / "plain.tsv"
     tsv.write_text("the cat saw a dog\tlo kato vida un hundo\n", encoding="utf-8")
-    code, _, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--tsv", tsv,
-                                "--alignment-methods", "--analysis-out", tmp_path / "a")
+    code, _, err = run_evaluate(capsys, "explain", tiny_run / "checkpoints" / "last.ckpt", "--tsv", tsv,
+                                "--analysis-out", tmp_path / "a")
     assert code == 1
-    expected = ("error: --alignment-methods needs data with gold word alignments (toy, copy, reverse); for "
-                "other pairs, give a gold set: --gold-alignments LINKS --gold-sentences FILE")
+    expected = ("error: explain needs data with gold word alignments (toy, copy, reverse); for other pairs, "
+                "give a gold set: --gold-alignments LINKS --gold-sentences FILE")
     assert err.strip() == expected
 
 
@@ -112,7 +111,7 @@ def test_the_han_script_toy_is_scored_on_its_words_in_training_and_by_evaluate(h
     logged = {tag for tag in tags if tag.startswith("explain/") and tag.endswith("/best_aer")}
     assert {"explain/attention/best_aer", "explain/grad_x_input/best_aer"} <= logged
     code, out, err = run_evaluate(
-        capsys, han_run / "checkpoints" / "last.ckpt", "--split", "val", "--alignment-methods", "attention",
+        capsys, "explain", han_run / "checkpoints" / "last.ckpt", "--split", "val", "--methods", "attention",
         "value_norms", "--alignment-sentences", "12", "--analysis-out", tmp_path,
     )
     assert code == 0, err

@@ -1,5 +1,5 @@
-"""evaluate.py CKPT --gold-alignments LINKS --gold-sentences SENTENCES: every explanation method scored on a
-handmade gold set's words, with a model whose BPE tokenizer splits them into pieces."""
+"""evaluate.py explain CKPT --gold-alignments LINKS --gold-sentences SENTENCES: every explanation method
+scored on a handmade gold set's words, with a model whose BPE tokenizer splits them into pieces."""
 
 import json
 import logging
@@ -43,8 +43,8 @@ def test_every_method_is_scored_on_the_gold_words_and_drawn(gold_run, tmp_path, 
     checkpoint, files = gold_run
     sentences, links = files["en-zh"]
     out = tmp_path / "analysis"
-    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
-                                     sentences, "--ig-steps", "4", "--analysis-out", out)
+    code, stdout, err = run_evaluate(capsys, "explain", checkpoint, "--gold-alignments", links,
+                                     "--gold-sentences", sentences, "--ig-steps", "4", "--analysis-out", out)
     assert code == 0, err
     assert ("gold alignments: 3 sentence pairs, 15 sure and 1 possible links; dropped 1 past the end of "
             "their sentence (lines 3); direction forward: en-zh.gold is en-zh") in err
@@ -69,8 +69,9 @@ def test_every_method_is_scored_on_the_gold_words_and_drawn(gold_run, tmp_path, 
 
     # The same gold written the other way round, for a model that translates the other way: swapped back.
     sentences, links = files["zh-en"]
-    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
-                                     sentences, "--alignment-methods", "attention", "--analysis-out", out)
+    code, stdout, err = run_evaluate(capsys, "explain", checkpoint, "--gold-alignments", links,
+                                     "--gold-sentences", sentences, "--methods", "attention",
+                                     "--analysis-out", out)
     assert code == 0, err
     assert "direction reversed: zh-en.gold is zh-en and the model translates en to zh" in err
     assert last_json(stdout)["best"]["attention"] == result["best"]["attention"]
@@ -87,8 +88,8 @@ def test_maps_chosen_on_the_first_pairs_are_reported_on_the_others_and_their_lin
     checkpoint, files = gold_run
     sentences, links = files[name]
     out = tmp_path / "links"
-    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
-                                     sentences, "--alignment-methods", "attention", "value_norms",
+    code, stdout, err = run_evaluate(capsys, "explain", checkpoint, "--gold-alignments", links,
+                                     "--gold-sentences", sentences, "--methods", "attention", "value_norms",
                                      "--gold-choose", "1", "--links-out", out,
                                      "--analysis-out", tmp_path / "a")
     assert code == 0, err
@@ -129,8 +130,8 @@ def test_two_sentence_files_zero_based_links_and_the_first_pairs(gold_run, tmp_p
     target.write_text("他 看见 一只 大 狗 。\n我 喜欢 茶壶 。\n", encoding="utf-8")
     links.write_text("0-0 1-1 2-2\n0-0 1-1\n", encoding="utf-8")
     code, stdout, err = run_evaluate(
-        capsys, checkpoint, "--gold-alignments", links, "--gold-sentences", source, target,
-        "--gold-zero-based", "--alignment-sentences", "1", "--alignment-methods", "attention",
+        capsys, "explain", checkpoint, "--gold-alignments", links, "--gold-sentences", source, target,
+        "--gold-zero-based", "--alignment-sentences", "1", "--methods", "attention",
         "--gold-direction", "forward", "--alignment-threshold", "0.3", "--analysis-out", tmp_path / "a",
     )
     assert code == 0, err
@@ -140,7 +141,7 @@ def test_two_sentence_files_zero_based_links_and_the_first_pairs(gold_run, tmp_p
 
 
 def test_a_run_made_from_a_gold_set_says_nothing_more_of_its_direction(gold_run, tmp_path, caplog):
-    """evaluate.py --make-run reads the gold set and says in which direction it is read; the run it writes
+    """evaluate.py make-run reads the gold set and says in which direction it is read; the run it writes
     reads the set again, already in the model's direction, and must not add a line of its own ("forward, as
     asked", though nothing was asked)."""
     checkpoint, files = gold_run
@@ -165,8 +166,8 @@ def test_bad_links_are_one_line_naming_the_file(gold_run, tmp_path, capsys, line
     checkpoint, files = gold_run
     links = tmp_path / "en-zh.gold"
     links.write_text(lines, encoding="utf-8")
-    code, _, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
-                                files["en-zh"][0], "--analysis-out", tmp_path / "a")
+    code, _, err = run_evaluate(capsys, "explain", checkpoint, "--gold-alignments", links,
+                                "--gold-sentences", files["en-zh"][0], "--analysis-out", tmp_path / "a")
     assert code == 1
     assert err.strip().splitlines()[-1] == "error: " + error.format(links=links)
 
@@ -177,26 +178,28 @@ def test_bad_links_are_one_line_naming_the_file(gold_run, tmp_path, capsys, line
         (["--gold-alignments", "g.gold"], "--gold-alignments needs --gold-sentences FILE"),
         (["--gold-alignments", "g", "--gold-sentences", "a", "b", "c"], "--gold-alignments needs"),
         (["--gold-sentences", "s.txt"], "--gold-sentences needs --gold-alignments"),
-        (["--alignment-methods", "--gold-zero-based"], "--gold-zero-based needs --gold-alignments"),
+        (["--gold-zero-based"], "--gold-zero-based needs --gold-alignments"),
+        (["--split", "val", "--gold-choose", "0"], "--gold-choose needs --gold-alignments"),
+        (["--links-out", "l"], "--links-out needs --gold-alignments"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--output", "o.jsonl"],
-         "--gold-alignments runs alone, without --output"),
+         "unrecognized arguments: --output o.jsonl"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--tsv", "t.tsv"],
          "argument --tsv: not allowed with argument --gold-alignments"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--test-split", "t"],
-         "--test-split names the test set to read; it does not go with --gold-alignments"),
+         "argument --test-split: not allowed with argument --gold-alignments"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--alignment-threshold", "1.5"],
-         "--alignment-threshold must be in (0, 1], got 1.5"),
+         "argument --alignment-threshold: must be in (0, 1], got 1.5"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--gold-direction", "up"],
          "argument --gold-direction: invalid choice: 'up'"),
+        # explain reads the reference translations teacher-forced: it decodes nothing
         (["--gold-alignments", "g", "--gold-sentences", "s", "--beam-size", "4"],
-         ("--beam-size decodes; --gold-alignments explains the reference translations (teacher-forced), so "
-          "it decodes nothing")),
+         "unrecognized arguments: --beam-size 4"),
         (["--gold-alignments", "g", "--gold-sentences", "s", "--max-len", "20"],
-         "--max-len decodes; --gold-alignments explains"),
-        (["--alignment-methods", "--length-penalty", "1.0"], "--length-penalty decodes; --alignment-methods"),
+         "unrecognized arguments: --max-len 20"),
+        (["--length-penalty", "1.0"], "unrecognized arguments: --length-penalty 1.0"),
     ],
 )
 def test_gold_option_errors(tmp_path, capsys, options, message):
     with pytest.raises(SystemExit) as stopped:
-        run_evaluate(capsys, tmp_path / "any.ckpt", *options)
-    assert stopped.value.code == 2 and message in capsys.readouterr().err
+        run_evaluate(capsys, "explain", tmp_path / "any.ckpt", *options)
+    assert stopped.value.code == 2 and message in capsys.readouterr().err.splitlines()[-1]

@@ -1,5 +1,5 @@
 """The CTranslate2 export decodes exactly like the PyTorch model, refuses what it cannot map, and
-evaluate.py's --export-ctranslate2 and --engine ctranslate2 behave. CTranslate2 is optional: its tests skip
+evaluate.py's export-ctranslate2 and score-ctranslate2 behave. CTranslate2 is optional: its tests skip
 without it."""
 
 import dataclasses
@@ -211,8 +211,9 @@ def test_export_refuses_what_it_cannot_map(toy, tmp_path):
 
 def test_missing_ctranslate2_is_one_clear_line(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import fails as if not installed
-    for option in (["--engine", "ctranslate2"], ["--export-ctranslate2", str(tmp_path / "m")]):
-        code, out, err = run_evaluate(capsys, tmp_path / "any.ckpt", *option)
+    checkpoint = tmp_path / "any.ckpt"
+    for command in (["score-ctranslate2", checkpoint], ["export-ctranslate2", checkpoint, tmp_path / "m"]):
+        code, out, err = run_evaluate(capsys, *command)
         assert code == 1 and out == ""
         assert err.strip() == f"error: {INSTALL_HINT}"
 
@@ -226,12 +227,12 @@ def test_export_cli_refuses_an_existing_folder_and_leaves_it_untouched(tiny_run,
     (folder / "notes.txt").write_text("mine")
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
 
-    code, out, err = run_evaluate(capsys, checkpoint, "--export-ctranslate2", folder)
+    code, out, err = run_evaluate(capsys, "export-ctranslate2", checkpoint, folder)
     assert code == 1 and out == ""
     assert err.strip().splitlines() == [f"error: {folder} exists; choose another name or pass --overwrite"]
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()} == before
 
-    code, _, err = run_evaluate(capsys, checkpoint, "--export-ctranslate2", folder, "--overwrite")
+    code, _, err = run_evaluate(capsys, "export-ctranslate2", checkpoint, folder, "--overwrite")
     assert code == 0, err
     assert (folder / "notes.txt").read_text() == "mine"  # only CTranslate2's own files are replaced
     assert (folder / "model.bin").read_bytes() != b"not a model"
@@ -244,7 +245,7 @@ def test_engine_ctranslate2_scores_like_pytorch(tiny_run, capsys, tmp_path):
     code, out, err = run_evaluate(capsys, checkpoint, "--quiet")
     assert code == 0, err
     pytorch = last_json(out)
-    code, out, err = run_evaluate(capsys, checkpoint, "--quiet", "--engine", "ctranslate2")
+    code, out, err = run_evaluate(capsys, "score-ctranslate2", checkpoint, "--quiet")
     assert code == 0, err
     engine = last_json(out)
     assert pytorch["engine"] == "pytorch" and engine["engine"] == "ctranslate2"
@@ -255,10 +256,10 @@ def test_engine_ctranslate2_scores_like_pytorch(tiny_run, capsys, tmp_path):
 
     # Beam search from a reused export, written with --output.
     folder = tmp_path / "ct2"
-    assert run_evaluate(capsys, checkpoint, "--export-ctranslate2", folder)[0] == 0
+    assert run_evaluate(capsys, "export-ctranslate2", checkpoint, folder)[0] == 0
     args = ("--quiet", "--beam-size", "3", "--length-penalty", "0")
-    code, out, err = run_evaluate(capsys, checkpoint, *args, "--engine", "ctranslate2",
-                                  "--engine-model", folder, "--output", tmp_path / "ct2.jsonl")
+    code, out, err = run_evaluate(capsys, "score-ctranslate2", checkpoint, *args, "--engine-model", folder,
+                                  "--output", tmp_path / "ct2.jsonl")
     assert code == 0, err
     code, out_pt, err = run_evaluate(capsys, checkpoint, *args, "--output", tmp_path / "pt.jsonl")
     assert code == 0, err
@@ -273,7 +274,7 @@ def test_engine_model_of_another_vocabulary_is_refused(tiny_run, capsys, tmp_pat
         src.vocab_size, tgt.vocab_size, **SPECIALS.ids, d_model=16, num_heads=2, d_ff=32
     ))
     folder = export(other, src, tgt, tmp_path / "other")
-    code, _, err = run_evaluate(capsys, tiny_run / "checkpoints" / "last.ckpt", "--engine", "ctranslate2",
+    code, _, err = run_evaluate(capsys, "score-ctranslate2", tiny_run / "checkpoints" / "last.ckpt",
                                 "--engine-model", folder)
     assert code == 1
     assert err.strip().splitlines() == [
@@ -282,24 +283,25 @@ def test_engine_model_of_another_vocabulary_is_refused(tiny_run, capsys, tmp_pat
 
 
 @pytest.mark.parametrize(
-    "options, message",
+    "options, unknown",
     [
-        (["--engine", "ctranslate2", "--head-importance"],
-         ("--head-importance cannot be used with --engine ctranslate2: CTranslate2 returns no per-head "
-          "attention")),
-        (["--engine", "ctranslate2", "--translate", "a dog", "--attention-out", "maps"],
-         "--attention-out cannot be used with --engine ctranslate2"),
-        (["--engine-model", "dir"], "--engine-model needs --engine ctranslate2"),
-        (["--export-ctranslate2", "dir", "--alignment"],
-         "--alignment cannot be used with --export-ctranslate2"),
+        (["score-ctranslate2", "any.ckpt", "--head-importance"], "--head-importance"),
+        (["score-ctranslate2", "any.ckpt", "--attention-out", "maps"], "--attention-out maps"),
+        (["x.ckpt", "--engine-model", "dir"], None),  # a moved option: the line names the subcommand
+        (["export-ctranslate2", "any.ckpt", "dir", "--alignment"], "--alignment"),
     ],
 )
-def test_engine_refuses_options_that_need_attention(options, message, capsys):
+def test_engine_refuses_options_that_need_attention(options, unknown, capsys):
+    """CTranslate2 returns no per-head attention: its subcommands have no option that reads it."""
     with pytest.raises(SystemExit) as stop:
-        run_evaluate(capsys, "any.ckpt", *options)
+        run_evaluate(capsys, *options)
     assert stop.value.code == 2
-    assert message in capsys.readouterr().err.strip().splitlines()[-1]
-
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    if unknown is None:
+        assert line.endswith("--engine-model is now an option of score-ctranslate2: python evaluate.py "
+                             "score-ctranslate2 CKPT --engine-model DIR")
+    else:
+        assert line.endswith(f"error: unrecognized arguments: {unknown}")
 
 
 @needs_ct2

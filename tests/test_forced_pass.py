@@ -114,7 +114,7 @@ def test_the_logger_the_tab_and_attention_out_show_the_same_maps(tiny_run, tmp_p
     logged_text = json.loads(tensor_util.make_ndarray(summaries["attention/sentence_0/text"].tensor).item())
 
     # evaluate.py --attention-out: the head view holds every map.
-    code, _, _ = run_evaluate(capsys, checkpoint, "--translate", text, "--attention-out", tmp_path / "maps")
+    code, _, _ = run_evaluate(capsys, "translate", checkpoint, text, "--attention-out", tmp_path / "maps")
     assert code == 0
     parser = _Collect()
     parser.feed((tmp_path / "maps" / "sentence_1" / "head_view.html").read_text(encoding="utf-8"))

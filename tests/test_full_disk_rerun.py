@@ -76,9 +76,9 @@ def test_a_failed_analysis_under_overwrite_puts_back_the_files_it_replaced(tiny_
 
 def test_a_full_disk_at_a_sentence_figure_leaves_no_file_of_the_explanations(tiny_run, tmp_path, capsys,
                                                                            monkeypatch):
-    """--alignment-methods writes its JSON and the lenses' JSON before its figures."""
+    """explain writes its JSON and the lenses' JSON before its figures."""
     out = tmp_path / "analysis"
-    command = (tiny_run / "checkpoints" / "last.ckpt", "--alignment-methods", "attention", "--split", "val",
+    command = ("explain", tiny_run / "checkpoints" / "last.ckpt", "--methods", "attention", "--split", "val",
                "--alignment-sentences", "2", "--analysis-out", out, "--quiet")
     with monkeypatch.context() as patch:
         fill_the_disk_at_figure(patch, "_sentence2.png")
@@ -108,7 +108,7 @@ def test_an_interrupt_while_a_file_is_written_leaves_no_staged_file(tiny_run, tm
     assert tree(out) == {}
 
 
-# -- --make-run: TensorBoard's event file -------------------------------------------------------------------
+# -- make-run: TensorBoard's event file ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -148,18 +148,18 @@ def test_a_full_disk_as_make_run_writes_its_events_is_one_line_naming_the_file(m
     out = tmp_path / "logs" / "made"
     with monkeypatch.context() as patch:
         patch.setattr(LocalFileSystem, "_write", full)
-        code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+        code, _, err = run_evaluate(capsys, "make-run", model, out, "--tsv", tsv, "--quiet")
     for thread in threading.enumerate():  # a writer thread that failed has ended, or ends now
         if thread is not threading.current_thread() and thread.daemon:
             thread.join(timeout=5)
     assert code == 1
     assert printed == []
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1] == (f"error: --make-run {out}: No space left on device; nothing of "
+    assert err.strip().splitlines()[-1] == (f"error: {out}: No space left on device; nothing of "
                                             "the run was kept")
     assert list(out.parent.iterdir()) == []  # nothing of the run, no staging folder
 
-    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+    code, _, err = run_evaluate(capsys, "make-run", model, out, "--tsv", tsv, "--quiet")
     assert code == 0, err
     assert [p.name for p in out.parent.iterdir()] == ["made"]
     assert len(list(out.glob("events.out.tfevents.*"))) == 1

@@ -1,4 +1,4 @@
-"""evaluate.py --hf-model: a Marian model saved by transformers, imported into this project's Transformer
+"""evaluate.py MODEL --hf: a Marian model saved by transformers, imported into this project's Transformer
 with its SentencePiece tokenizer, computes transformers' own logits, tokens and attention weights, and
 evaluate.py scores, translates and analyses it unchanged. Everything is built here: a tiny SentencePiece model
 trained on a few sentences and a small random MarianMTModel, saved with save_pretrained (no network)."""
@@ -225,14 +225,14 @@ def test_greedy_and_beam_tokens_are_generates(saved, beam_size):
 
 def test_what_does_not_map_is_refused_in_one_line(tmp_path):
     save_marian(tmp_path / "heads", decoder_attention_heads=2)
-    with pytest.raises(EngineError, match=r"^--hf-model \S+: encoder_attention_heads=4 and "
+    with pytest.raises(EngineError, match=r"^\S+: encoder_attention_heads=4 and "
                                           r"decoder_attention_heads=2 differ"):
         load_marian(str(tmp_path / "heads"))
     save_marian(tmp_path / "tanh", activation_function="tanh")
-    with pytest.raises(EngineError, match=r"^--hf-model \S+: activation_function='tanh' cannot be imported"):
+    with pytest.raises(EngineError, match=r"^\S+: activation_function='tanh' cannot be imported"):
         load_marian(str(tmp_path / "tanh"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(EngineError, match=r"^--hf-model \S+: no config.json in the folder"):
+    with pytest.raises(EngineError, match=r"^\S+: no config.json in the folder"):
         load_marian(str(tmp_path / "empty"))
 
 
@@ -263,7 +263,7 @@ def shared_model(tmp_path_factory):
 
 def test_evaluate_translates_an_imported_model_as_generate_does(shared_model, capsys, tmp_path):
     folder, marian, tokenizer, _ = shared_model
-    code, out, err = run_evaluate(capsys, "--hf-model", folder, "--translate", GERMAN[0],
+    code, out, err = run_evaluate(capsys, "translate", folder, GERMAN[0], "--hf",
                                   "--attention-out", tmp_path / "maps")
     assert code == 0, err
     hf = tokenizer(GERMAN[0], return_tensors="pt")
@@ -276,7 +276,7 @@ def test_evaluate_translates_an_imported_model_as_generate_does(shared_model, ca
 
 def test_evaluate_scores_and_ranks_the_heads_of_an_imported_model(shared_model, capsys, tmp_path):
     folder, _, _, tsv = shared_model
-    code, out, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", tsv, "--head-importance",
+    code, out, err = run_evaluate(capsys, folder, "--hf", "--tsv", tsv, "--head-importance",
                                   "--importance-sentences", "2", "--prune-heads", "2",
                                   "--analysis-out", tmp_path / "analysis", "--quiet")
     assert code == 0, err
@@ -294,46 +294,46 @@ def test_analyses_of_an_imported_model_go_into_its_folder_not_where_evaluate_run
     shutil.copytree(shared_model[0], folder)
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
-    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", shared_model[3], "--head-importance",
+    code, _, err = run_evaluate(capsys, folder, "--hf", "--tsv", shared_model[3], "--head-importance",
                                 "--importance-sentences", "2", "--quiet")
     assert code == 0, err
     assert list((tmp_path / "cwd").iterdir()) == []
     assert any(p.suffix == ".json" for p in (folder / "analysis").iterdir())
-    code, _, err = run_evaluate(capsys, "--hf-model", "Helsinki-NLP/opus-mt-de-en", "--tsv", shared_model[3],
+    code, _, err = run_evaluate(capsys, "Helsinki-NLP/opus-mt-de-en", "--hf", "--tsv", shared_model[3],
                                 "--head-importance")
     assert code == 1
-    assert err.strip().splitlines() == [("error: --hf-model Helsinki-NLP/opus-mt-de-en is no folder here, so "
-                                         "its analyses have no folder to go into: give --analysis-out DIR")]
+    assert err.strip().splitlines() == [("error: Helsinki-NLP/opus-mt-de-en is no folder here, so its "
+                                         "analyses have no folder to go into: give --analysis-out DIR")]
     assert list((tmp_path / "cwd").iterdir()) == []
 
 
 def test_explanation_methods_on_pairs_without_gold_point_to_a_gold_set(shared_model, capsys):
     folder, _, _, tsv = shared_model
-    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", tsv, "--alignment-methods",
-                                "attention")
+    code, _, err = run_evaluate(capsys, "explain", folder, "--hf", "--tsv", tsv, "--methods", "attention")
     assert code == 1
     assert err.strip().splitlines()[-1] == (
-        "error: --alignment-methods needs data with gold word alignments (toy, copy, reverse); for other "
-        "pairs, give a gold set: --gold-alignments LINKS --gold-sentences FILE")
+        "error: explain needs data with gold word alignments (toy, copy, reverse); for other pairs, give a "
+        "gold set: --gold-alignments LINKS --gold-sentences FILE")
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--translate", "x", "CKPT"], "give a checkpoint or --hf-model, not both"),
-    ([], "--hf-model has no data of its own: give --tsv FILE"),
-    (["--tsv", "x.tsv", "--average-last", "2"], "--average-last is about a run's checkpoints or data"),
-    (["--tsv", "x.tsv", "--engine", "ctranslate2"], "--hf-model cannot be used with --engine ctranslate2"),
-    (["--export-hf", "out"], "--hf-model cannot be used with --export-hf"),
+    (["some/model", "--hf"], "--hf: a transformers model has no data of its own: give --tsv FILE"),
+    (["some/model", "--hf", "--test-split", "t"], "--hf: a transformers model has no data of its own"),
+    (["some/model", "--hf", "--tsv", "x.tsv", "--average-last", "2"],
+     "argument --average-last: not allowed with argument --hf"),
+    (["score-ctranslate2", "some/model", "--hf", "--tsv", "x.tsv"], "unrecognized arguments: --hf"),
+    (["export-hf", "some/model", "out", "--hf"], "unrecognized arguments: --hf"),
 ])
 def test_evaluate_refuses_what_an_imported_model_has_not(capsys, args, message):
     with pytest.raises(SystemExit):
-        run_evaluate(capsys, "--hf-model", "some/model", *args)
+        run_evaluate(capsys, *args)
     assert message in capsys.readouterr().err
 
 
-def test_evaluate_needs_a_checkpoint_or_an_imported_model(capsys):
+def test_evaluate_needs_a_model(capsys):
     with pytest.raises(SystemExit):
-        run_evaluate(capsys, "--translate", "x")
-    assert "required: checkpoint (or --hf-model)" in capsys.readouterr().err
+        run_evaluate(capsys, "translate", "--hf")
+    assert "the following arguments are required: MODEL, TEXT" in capsys.readouterr().err
 
 
 def unlink(name):
@@ -393,9 +393,9 @@ def test_a_broken_marian_folder_is_refused_in_one_line_naming_the_option(shared_
     shutil.copytree(shared_model[0], folder)
     damage, message = BROKEN[broken]
     damage(folder)
-    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--tsv", shared_model[3], "--quiet")
+    code, _, err = run_evaluate(capsys, folder, "--hf", "--tsv", shared_model[3], "--quiet")
     assert code == 1
-    assert err.strip().splitlines()[-1].startswith(f"error: --hf-model {folder}: {message}")
+    assert err.strip().splitlines()[-1].startswith(f"error: {folder}: {message}")
 
 
 @contextmanager
@@ -445,10 +445,10 @@ def test_a_config_json_that_does_not_fit_its_weights_is_refused_before_it_is_all
     changes, message = HUGE[damage]
     with_config(**changes)(folder)
     with no_more_memory_than(2**30):
-        code, _, err = run_evaluate(capsys, "--hf-model", folder, "--translate", GERMAN[0])
+        code, _, err = run_evaluate(capsys, "translate", folder, GERMAN[0], "--hf")
     assert code == 1
     lines = err.strip().splitlines()
-    assert lines[-1].startswith(f"error: --hf-model {folder}: {message}"), lines[-1]
+    assert lines[-1].startswith(f"error: {folder}: {message}"), lines[-1]
 
 
 def test_weights_saved_by_torch_are_compared_with_config_json_too(shared_model, tmp_path):
@@ -494,27 +494,27 @@ def tiny_bart_with_marians_tokenizer(folder):
                          [(tiny_t5, "t5"), (tiny_bart_with_marians_tokenizer, "bart")])
 def test_a_model_that_is_not_marian_is_refused_by_its_type(tmp_path, capsys, save, model_type):
     save(tmp_path / "model")
-    code, _, err = run_evaluate(capsys, "--hf-model", tmp_path / "model", "--translate", "x")
+    code, _, err = run_evaluate(capsys, "translate", tmp_path / "model", "x", "--hf")
     assert code == 1
-    assert err.strip().splitlines()[-1] == (f"error: --hf-model {tmp_path / 'model'}: model type "
+    assert err.strip().splitlines()[-1] == (f"error: {tmp_path / 'model'}: model type "
                                             f"{model_type!r} is not Marian: only Marian models are imported")
 
 
 @pytest.mark.parametrize("path", ["/no/such/model", "./no-such-model", "../no/such", "runs/no/such/model"])
 def test_a_path_that_names_no_folder_is_not_looked_up_on_the_hub(capsys, path):
-    code, _, err = run_evaluate(capsys, "--hf-model", path, "--translate", "x")
-    assert code == 1 and err.strip().splitlines()[-1] == f"error: --hf-model {path}: no such folder"
+    code, _, err = run_evaluate(capsys, "translate", path, "x", "--hf")
+    assert code == 1 and err.strip().splitlines()[-1] == f"error: {path}: no such folder"
 
 
 def test_a_folder_under_home_is_read_with_its_tilde(shared_model, capsys, tmp_path, monkeypatch):
     shutil.copytree(shared_model[0], tmp_path / "opus-mt-de-en")
     monkeypatch.setenv("HOME", str(tmp_path))
-    code, _, err = run_evaluate(capsys, "--hf-model", "~/opus-mt-de-en", "--translate", GERMAN[0])
+    code, _, err = run_evaluate(capsys, "translate", "~/opus-mt-de-en", GERMAN[0], "--hf")
     assert code == 0, err
 
 
 def test_a_file_is_not_a_model_folder(shared_model, capsys):
     tsv = shared_model[3]
-    code, _, err = run_evaluate(capsys, "--hf-model", tsv, "--translate", "x")
+    code, _, err = run_evaluate(capsys, "translate", tsv, "x", "--hf")
     assert code == 1
-    assert err.strip().splitlines()[-1] == f"error: --hf-model {tsv}: is a file, not a model folder"
+    assert err.strip().splitlines()[-1] == f"error: {tsv}: is a file, not a model folder"

@@ -1,6 +1,6 @@
-"""evaluate.py --hf-model --gold-alignments: the explanation methods of an imported Marian model scored on a
-gold set's words, each SentencePiece piece belonging to the word it spells. The tiny model and tokenizer are
-test_import_marian.py's (no network)."""
+"""evaluate.py explain MODEL --hf --gold-alignments: the explanation methods of an imported Marian model
+scored on a gold set's words, each SentencePiece piece belonging to the word it spells. The tiny model and
+tokenizer are test_import_marian.py's (no network)."""
 
 import json
 
@@ -68,8 +68,8 @@ def test_the_gold_words_of_transformers_own_last_layer_argmax_score_aer_zero(gol
     imported model's own attention over the same words, finds them exactly there (AER 0), and not in the
     first layer's."""
     folder, sentences, gold, links = gold_model
-    code, out, err = run_evaluate(capsys, "--hf-model", folder, "--gold-alignments", gold, "--gold-sentences",
-                                  sentences, "--alignment-methods", "attention", "rollout",
+    code, out, err = run_evaluate(capsys, "explain", folder, "--hf", "--gold-alignments", gold,
+                                  "--gold-sentences", sentences, "--methods", "attention", "rollout",
                                   "--analysis-out", tmp_path / "analysis", "--quiet")
     assert code == 0, err
     assert "direction forward: de-en.gold is de-en" in err
@@ -85,12 +85,12 @@ def test_the_gold_words_of_transformers_own_last_layer_argmax_score_aer_zero(gol
 
 
 def test_a_run_made_with_the_gold_set_shows_the_same_aer_in_the_tab(gold_model, tmp_path, capsys):
-    """--make-run with the gold set instead of --tsv: the tab's probes are the gold pairs, read word by word,
-    and its explanation scores are the same computation as --gold-alignments' forward arg-max."""
+    """make-run with the gold set instead of --tsv: the tab's probes are the gold pairs, read word by word,
+    and its explanation scores are the same computation as explain --gold-alignments' forward arg-max."""
     folder, sentences, gold, _ = gold_model
     logdir = tmp_path / "logs"
-    code, _, err = run_evaluate(capsys, "--hf-model", folder, "--gold-alignments", gold, "--gold-sentences",
-                                sentences, "--make-run", logdir / "opus", "--quiet")
+    code, _, err = run_evaluate(capsys, "make-run", folder, logdir / "opus", "--gold-alignments", gold,
+                                "--gold-sentences", sentences, "--quiet")
     assert code == 0, err
     assert err.count("direction") == 1 and "direction forward: de-en.gold is de-en" in err  # one true line
     client, _ = serve(logdir)
@@ -105,5 +105,5 @@ def test_a_run_made_with_the_gold_set_shows_the_same_aer_in_the_tab(gold_model, 
 
 def test_gold_scoring_needs_no_tsv_and_the_methods_alone_still_need_data(capsys):
     with pytest.raises(SystemExit):
-        run_evaluate(capsys, "--hf-model", "some/model", "--alignment-methods")
+        run_evaluate(capsys, "explain", "some/model", "--hf")
     assert "give --tsv FILE (source<TAB>reference lines) or --gold-alignments" in capsys.readouterr().err

@@ -1,8 +1,8 @@
-"""evaluate.py --hf-model --gold-alignments on Japanese: an imported Marian model whose SentencePiece model
-learnt Japanese as it is written (no spaces) reads a gold set segmented into words with spaces (KyTea's, with
-full-width punctuation) as its training text would present it, its words joined without spaces, and each
-SentencePiece piece belongs to the gold word whose characters it spells (its offsets). Everything is built
-here: a SentencePiece model trained on a few sentences and a small random MarianMTModel (no network)."""
+"""evaluate.py explain MODEL --hf --gold-alignments on Japanese: an imported Marian model whose SentencePiece
+model learnt Japanese as it is written (no spaces) reads a gold set segmented into words with spaces (KyTea's,
+with full-width punctuation) as its training text would present it, its words joined without spaces, and
+each SentencePiece piece belongs to the gold word whose characters it spells (its offsets). Everything is
+built here: a SentencePiece model trained on a few sentences and a small random MarianMTModel (no network)."""
 
 
 import pytest
@@ -114,8 +114,8 @@ def test_gold_links_of_transformers_own_attention_over_the_words_score_aer_zero(
     sentences.write_text("".join(f"{j} ||| {e}\n" for j, e in GOLD), encoding="utf-8")
     gold.write_text("".join(" ".join(f"{s + 1}-{t + 1}" for s, t in pair) + "\n" for pair in links),
                     encoding="utf-8")
-    code, out, err = run_evaluate(capsys, "--hf-model", folder, "--gold-alignments", gold, "--gold-sentences",
-                                  sentences, "--alignment-methods", "attention", "--analysis-out",
+    code, out, err = run_evaluate(capsys, "explain", folder, "--hf", "--gold-alignments", gold,
+                                  "--gold-sentences", sentences, "--methods", "attention", "--analysis-out",
                                   tmp_path / "analysis", "--quiet")
     assert code == 0, err
     assert "no corpus of the run beside the gold: its sides are read as the gold writes them" in err

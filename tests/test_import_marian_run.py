@@ -1,4 +1,4 @@
-"""evaluate.py --hf-model --tsv --make-run DIR: a run folder made from an imported Marian model, which the
+"""evaluate.py make-run MODEL DIR --tsv FILE: a run folder made from an imported Marian model, which the
 ATTENTION tab opens as it opens a training run: its logged maps are transformers' own attention weights, a
 typed sentence translates to generate()'s tokens, and every head and explanation method answers. The tiny
 model is test_import_marian.py's (no network); the tab is driven as tests/test_plugin.py drives it."""
@@ -24,15 +24,15 @@ LAYERS, HEADS = 2, 4  # save_marian's
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """(logdir, run name, MarianMTModel, MarianTokenizer), the run written by evaluate.py --make-run."""
+    """(logdir, run name, MarianMTModel, MarianTokenizer), the run written by evaluate.py make-run."""
     folder = tmp_path_factory.mktemp("marian_run")
     marian, tokenizer = save_marian(folder / "opus-mt-de-en", seed=1)  # seed 0's translations are all empty
     tsv = folder / "de_en.tsv"
     tsv.write_text("".join(f"{g}\t{e}\n" for g, e in zip(GERMAN, ENGLISH)), encoding="utf-8")
     import evaluate  # in this process, as run_evaluate, which needs a test's capsys
 
-    code = evaluate.main(["--hf-model", str(folder / "opus-mt-de-en"), "--tsv", str(tsv), "--make-run",
-                          str(folder / "logs" / "opus-mt-de-en"), "--quiet"])
+    code = evaluate.main(["make-run", str(folder / "opus-mt-de-en"), str(folder / "logs" / "opus-mt-de-en"),
+                          "--tsv", str(tsv), "--quiet"])
     assert code == 0
     marian.config._attn_implementation = "eager"  # attention weights returned
     return folder / "logs", "opus-mt-de-en", marian, tokenizer
@@ -111,20 +111,20 @@ def test_your_own_sentence_translates_to_generates_tokens_with_every_head(made):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--tsv", "x.tsv"], "--make-run needs --hf-model"),
-    ([], "--make-run needs --hf-model"),
+    (["--tsv", "x.tsv", "--average-last", "2"], "unrecognized arguments: --average-last 2"),
+    ([], "one of the arguments --tsv --gold-alignments is required"),
 ])
 def test_make_run_needs_an_imported_model_and_its_sentences(capsys, args, message):
+    """A checkpoint of this project's is in its run already: make-run has none of a run's options."""
     with pytest.raises(SystemExit):
-        run_evaluate(capsys, "runs/x/last.ckpt", "--make-run", "out", *args)
+        run_evaluate(capsys, "make-run", "some/model", "out", *args)
     assert message in capsys.readouterr().err
 
 
 def test_make_run_never_writes_into_a_folder_that_holds_files(made, capsys):
     logdir, name, _, _ = made
-    code, _, err = run_evaluate(capsys, "--hf-model", "some/model", "--tsv", "x.tsv", "--make-run",
-                                logdir / name)
-    assert code == 1 and f"--make-run {logdir / name} is not empty" in err
+    code, _, err = run_evaluate(capsys, "make-run", "some/model", logdir / name, "--tsv", "x.tsv")
+    assert code == 1 and f"error: {logdir / name} is not empty" in err
 
 
 def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, capsys, tmp_path,
@@ -142,10 +142,10 @@ def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, 
 
     with monkeypatch.context() as patch:
         patch.setattr(Trainer, "save_checkpoint", interrupted)
-        code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+        code, _, err = run_evaluate(capsys, "make-run", model, out, "--tsv", tsv, "--quiet")
     assert (code, err.strip().splitlines()[-1]) == (130, "Interrupted.")  # as train.py ends: 128 + SIGINT
     assert list(out.parent.iterdir()) == []
-    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", out, "--quiet")
+    code, _, err = run_evaluate(capsys, "make-run", model, out, "--tsv", tsv, "--quiet")
     assert code == 0, err
     assert [p.name for p in out.parent.iterdir()] == ["again"]
     loaded = load_run(out / "checkpoints" / "last.ckpt")
@@ -154,16 +154,16 @@ def test_an_interrupted_make_run_leaves_nothing_and_a_second_try_succeeds(made, 
     assert ".again." not in (out / "hparams.yaml").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("args", [["--export-ctranslate2", "ct2"], ["--engine", "ctranslate2"]])
+@pytest.mark.parametrize("args", [["export-ctranslate2", "RUN", "ct2"], ["score-ctranslate2", "RUN"]])
 def test_ctranslate2_refuses_a_run_made_from_an_imported_model_and_says_why(made, capsys, tmp_path, args):
     pytest.importorskip("ctranslate2")
     logdir, name, _, _ = made
-    args = [str(tmp_path / a) if a == "ct2" else a for a in args]
-    code, _, err = run_evaluate(capsys, logdir / name, *args, "--quiet")
+    args = [{"ct2": tmp_path / "ct2", "RUN": logdir / name}.get(a, a) for a in args]
+    code, _, err = run_evaluate(capsys, *args)
     assert code == 1
     assert err.strip().splitlines()[-1].startswith(
         "error: this model was imported from a Marian model (logits_bias or scale_embedding false): "
-        "CTranslate2 (--export-ctranslate2, --engine ctranslate2) is not supported for it")
+        "CTranslate2 (export-ctranslate2, score-ctranslate2) is not supported for it")
     assert not (tmp_path / "ct2").exists()
 
 
@@ -173,8 +173,7 @@ def test_a_moved_run_and_a_missing_test_set_name_evaluate_pys_own_options(made, 
     train.py's --data.test_split."""
     logdir = made[0]
     model, tsv = logdir.parent / "opus-mt-de-en", logdir.parent / "de_en.tsv"
-    code, _, err = run_evaluate(capsys, "--hf-model", model, "--tsv", tsv, "--make-run", tmp_path / "made",
-                                "--quiet")
+    code, _, err = run_evaluate(capsys, "make-run", model, tmp_path / "made", "--tsv", tsv, "--quiet")
     assert code == 0, err
     code, _, err = run_evaluate(capsys, logdir / made[1], "--test-split", "nosuch", "--quiet")
     assert code == 1

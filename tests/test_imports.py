@@ -8,8 +8,10 @@ folder layout is the architecture (docs/architecture.md):
     evaluation/  model, data, analysis, training (which loads a run's checkpoint): numbers, no drawing
     export/      model, data: evaluate.py scores its translations
     viz/         everything above but export: it draws what training and evaluation compute
-    train.py, evaluate.py, bench/: anything; train.py assembles a run, evaluate.py asks viz/ to draw its
-    reports. Tests avoid bench/.
+    commands/    everything above: evaluate.py's subcommands, which read the command line, print and ask
+                 viz/ to draw what evaluation/ and export/ compute
+    train.py, evaluate.py, bench/: anything; train.py assembles a run, evaluate.py dispatches to commands/.
+    Tests avoid bench/.
 """
 
 import ast
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("model", "data", "analysis", "training", "evaluation", "export", "viz")
+PACKAGES = ("model", "data", "analysis", "training", "evaluation", "export", "viz", "commands")
 BELOW = {
     "model": set(),
     "data": set(),
@@ -29,6 +31,7 @@ BELOW = {
     "evaluation": {"model", "data", "analysis", "training"},
     "export": {"model", "data"},
     "viz": {"model", "data", "analysis", "training", "evaluation"},
+    "commands": {"model", "data", "analysis", "training", "evaluation", "export", "viz"},
 }
 
 
@@ -98,6 +101,41 @@ def test_the_layer_rule_sees_a_breach(tmp_path, monkeypatch):
     assert layer_breaches("export") == ["export.breach imports evaluation.result"]
     assert layer_breaches("training") == ["training.breach imports viz.logger"]
     assert layer_breaches("evaluation") == ["evaluation.breach imports viz.plots"]
+
+
+def interface_breaches(package: str) -> list[str]:
+    """What in ``package`` reads the command line (argparse, a parameter named ``args``), prints or shows
+    progress (tqdm)."""
+    found = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        interface = imported_modules(path) & {"argparse", "tqdm"}
+        found += [f"{module_name(path)} imports {name}" for name in sorted(interface)]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                found.append(f"{module_name(path)}:{node.lineno} prints")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                if "args" in names:
+                    found.append(f"{module_name(path)}:{node.lineno} {node.name} takes args")
+    return found
+
+
+@pytest.mark.parametrize("package", ["evaluation", "export"])
+def test_below_the_subcommands_nothing_reads_the_command_line_prints_or_shows_progress(package):
+    """commands/ reads evaluate.py's options, prints, shows progress bars and asks viz/ to draw; what it
+    calls below takes plain values (paths, counts, dataclasses) and returns what it computed."""
+    assert interface_breaches(package) == []
+
+
+def test_the_interface_rule_sees_a_breach(tmp_path, monkeypatch):
+    (tmp_path / "evaluation").mkdir()
+    (tmp_path / "evaluation" / "breach.py").write_text(
+        "from tqdm import tqdm\n\n\ndef score(args, run):\n    print(args.split)\n", encoding="utf-8"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert interface_breaches("evaluation") == [
+        "evaluation.breach imports tqdm", "evaluation.breach:4 score takes args", "evaluation.breach:5 prints"
+    ]
 
 
 def test_only_the_benchmark_tests_import_bench():

@@ -71,11 +71,11 @@ def simplified_run(tmp_path_factory):
 
 def test_evaluate_reads_typed_traditional_text_and_reports_unknown_pieces(simplified_run, capsys):
     checkpoint = simplified_run / "checkpoints" / "last.ckpt"
-    code, typed, err = run_evaluate(capsys, checkpoint, "--translate", "我們喝茶。")
+    code, typed, err = run_evaluate(capsys, "translate", checkpoint, "我們喝茶。")
     assert code == 0 and "unknown" not in err, err
-    code, converted, _ = run_evaluate(capsys, checkpoint, "--translate", "我们喝茶。")
+    code, converted, _ = run_evaluate(capsys, "translate", checkpoint, "我们喝茶。")
     assert code == 0 and typed == converted
-    code, _, err = run_evaluate(capsys, checkpoint, "--translate", "我們喝龍茶。")
+    code, _, err = run_evaluate(capsys, "translate", checkpoint, "我們喝龍茶。")
     assert code == 0 and "1 source piece unknown to this run: 龙" in err.splitlines()
 
 
@@ -93,8 +93,8 @@ def test_a_gold_set_evaluate_scores_is_read_as_the_data(simplified_run, tmp_path
     sentences.write_text("我們 喝 茶 。 ||| We drink tea .\n他們 看 書 。 ||| They read books .\n",
                          encoding="utf-8")
     links.write_text("1-1 2-2 3-3 4-4\n1-1 2-2 3-3 4-4\n", encoding="utf-8")
-    code, out, err = run_evaluate(capsys, simplified_run, "--gold-alignments", links, "--gold-sentences",
-                                  sentences, "--alignment-methods", "attention",
+    code, out, err = run_evaluate(capsys, "explain", simplified_run, "--gold-alignments", links,
+                                  "--gold-sentences", sentences, "--methods", "attention",
                                   "--analysis-out", tmp_path / "a")
     assert code == 0, err
     assert last_json(out)["read"]["source"]["unknown"] == 0  # 們 and 書 read as 们 and 书

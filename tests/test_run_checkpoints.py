@@ -145,7 +145,7 @@ def test_a_checkpoints_folder_that_loops_is_named_alike_by_evaluate_resume_and_t
     (run / "checkpoints").symlink_to("checkpoints")  # ln -s checkpoints run/checkpoints
     loop = f"{run / 'checkpoints'}: a loop of symbolic links; refused"
     for given in (run, run / "checkpoints"):
-        assert evaluate([str(given), "--translate", "a"]) == 1
+        assert evaluate(["translate", str(given), "a"]) == 1
         assert capsys.readouterr().err == f"error: {loop}\n"
     with pytest.raises(SystemExit) as stopped:
         find_resume_checkpoint(str(run))
@@ -166,7 +166,9 @@ def test_the_step_is_read_from_the_file_not_its_name(tmp_path):
 )
 def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, interrupt, expected):
     """Before, --resume took the newer file by time, and the tab last.ckpt whenever it existed."""
-    from evaluation.loading import choose_checkpoint
+    from argparse import Namespace
+
+    from commands.shared import checkpoint_of
     from train import find_resume_checkpoint
     from viz.tab.plugin import AttentionPlugin
 
@@ -174,7 +176,8 @@ def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, int
         saved(run / "checkpoints" / "interrupted.ckpt", *interrupt)
     chosen = run / "checkpoints" / expected
     assert find_resume_checkpoint(str(run)) == (chosen, run)
-    assert choose_checkpoint(str(run)) == str(chosen) and f"using {chosen}" in capsys.readouterr().err
+    assert checkpoint_of(Namespace(model=str(run))) == str(chosen)  # evaluate.py, which says which it uses
+    assert f"using {chosen}" in capsys.readouterr().err
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=str(run.parent), data_provider=None))
     assert plugin._live.checkpoint("run") == (chosen.resolve(), None, 200)
 

@@ -188,5 +188,5 @@ def test_bleu_tokenize_overrides_the_choice(chinese_run, capsys):
 def test_bleu_tokenize_is_refused_with_translate(chinese_run, capsys):
     run, *_ = chinese_run
     with pytest.raises(SystemExit):
-        run_evaluate(capsys, run, "--translate", "我喜欢猫。", "--bleu-tokenize", "zh")
-    assert "--bleu-tokenize" in capsys.readouterr().err
+        run_evaluate(capsys, "translate", run, "我喜欢猫。", "--bleu-tokenize", "zh")
+    assert "unrecognized arguments: --bleu-tokenize zh" in capsys.readouterr().err

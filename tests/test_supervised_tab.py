@@ -1,6 +1,6 @@
 """A run whose training supervises one cross-attention head (guided alignment) on a gold set larger than the
 pairs scored at each validation: its run summary names the head, and each method's map, chosen on the scored
-pairs, is reported on the others as evaluate.py --gold-choose reports it (viz.logger, viz.tab)."""
+pairs, is reported on the others as evaluate.py explain --gold-choose reports it (viz.logger, viz.tab)."""
 
 import json
 import warnings
@@ -54,9 +54,9 @@ def test_the_reported_aer_is_evaluate_pys_on_the_same_parts(supervised_run, tmp_
     --gold-choose 1 prints for the forward arg-max of the same checkpoint."""
     run_dir, sentences, links = supervised_run
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
-    code, stdout, err = run_evaluate(capsys, checkpoint, "--gold-alignments", links, "--gold-sentences",
-                                     sentences, "--alignment-methods", *REPORTED, "--gold-choose", "1",
-                                     "--analysis-out", tmp_path)
+    code, stdout, err = run_evaluate(capsys, "explain", checkpoint, "--gold-alignments", links,
+                                     "--gold-sentences", sentences, "--methods", *REPORTED,
+                                     "--gold-choose", "1", "--analysis-out", tmp_path)
     assert code == 0, err
     result = last_json(stdout)
     assert result["parts"]["report"] == [2, 3]
