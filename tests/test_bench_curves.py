@@ -1,6 +1,6 @@
-"""bench/alignment_curve.py, bench/explanation_curve.py and bench/bleu_curve.py: a figure from a run's logged scalars, or a
-one-line refusal naming the folder or file (exit 2 for a bad argument, 1 for a write that failed); no
-traceback, and no partial figure left behind."""
+"""bench/alignment_curve.py, bench/explanation_curve.py and bench/bleu_curve.py: a figure from a run's
+logged scalars, or a one-line refusal naming the folder or file (exit 2 for a bad argument, 1 for a write that
+failed); no traceback, and no partial figure left behind."""
 
 import errno
 import importlib
@@ -89,8 +89,8 @@ def test_the_bleu_curve_prints_each_validations_bleu_by_its_updates(tmp_path, ca
     main([str(tmp_path / "run"), str(output)])
     assert output.read_bytes().startswith(b"\x89PNG")
     assert capsys.readouterr().out.splitlines() == [
-        "updates 11: validation BLEU 0.25", "updates 21: validation BLEU 0.50", "updates 31: validation BLEU 0.75",
-        f"wrote {output}"]
+        "updates 11: validation BLEU 0.25", "updates 21: validation BLEU 0.50",
+        "updates 31: validation BLEU 0.75", f"wrote {output}"]
 
 
 @pytest.mark.parametrize("overwrite", [False, True])

@@ -180,9 +180,9 @@ def test_the_objective_adds_lambda_times_the_alignment_loss_and_both_are_logged(
 
 
 def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_reads_the_word():
-    """alignment_shift (Shift-Att's reading, Chen et al. 2020): row t + 1 of the head, whose input is the token
-    row t produces, is scored against row t's links; the first row is never supervised, the translation
-    loss and the logits are unchanged."""
+    """alignment_shift (Shift-Att's reading, Chen et al. 2020): row t + 1 of the head, whose input is the
+    token row t produces, is scored against row t's links; the first row is never supervised, the
+    translation loss and the logits are unchanged."""
     torch.manual_seed(0)
     settings = {"num_heads": 2, "alignment_layer": 1, "alignment_head": 2}
     plain, shifted = module(**settings), module(**settings, alignment_shift=True)
@@ -191,8 +191,10 @@ def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_read
     _, attention = plain.model(batch.src, batch.tgt_in, tokens=token_index_of(batch, PAD),
                                alignment_head=plain.alignment_head)  # (B, T, S)
     labels = batch.alignment  # (B, T, S): row t, the token tgt_in[t + 1] reads
-    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1) - 1) if labels[b, t].sum() > 0]
-    by_hand = -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum() for b, t in rows) / len(rows)
+    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1) - 1)
+            if labels[b, t].sum() > 0]
+    by_hand = -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum()
+                   for b, t in rows) / len(rows)
     translation, alignment = shifted._training_losses(batch)
     torch.testing.assert_close(alignment, by_hand)
     plain_translation, plain_alignment = plain._training_losses(batch)
