@@ -3,7 +3,6 @@ errors."""
 
 import json
 import os
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from tests.conftest import (
     tiny_config,
     train_tiny,
 )
+from tests.head_view import HeadViewParser
 from training.checkpoints import CheckpointError, average_state_dicts, last_checkpoints, load_run
 from viz import export as attention_export
 from viz.export import export_attention
@@ -142,21 +142,6 @@ def test_last_checkpoints_are_the_k_highest_distinct_steps_and_never_fewer(tmp_p
         last_checkpoints(last, 3)
 
 
-class _Collect(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.tags, self.scripts, self._in_json = [], [], False
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self._in_json = tag == "script" and ("type", "application/json") in attrs
-
-    def handle_data(self, data):
-        if self._in_json:
-            self.scripts.append(data)
-            self._in_json = False
-
-
 def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, capsys):
     checkpoint = tiny_run / "checkpoints" / "last.ckpt"
     out_dir = tmp_path / "maps"
@@ -168,7 +153,7 @@ def test_translate_writes_attention_pngs_and_a_head_view(tiny_run, tmp_path, cap
     assert len(pngs) == 2 * 2 * 3  # layers x heads x (encoder, decoder, cross)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     html = (folder / "head_view.html").read_text(encoding="utf-8")
-    parser = _Collect()
+    parser = HeadViewParser()
     parser.feed(html)
     assert "html" in parser.tags and parser.scripts
     data = json.loads(parser.scripts[0])
@@ -302,7 +287,7 @@ def test_exported_attention_is_teacher_forced_on_the_hypothesis(tmp_path, drawn)
             weights, rows, cols = drawn[f"{kind} layer 1 head {head}"]
             assert (rows, cols) == axes[kind]
             torch.testing.assert_close(weights, layers[0][0, head - 1])
-    parser = _Collect()
+    parser = HeadViewParser()
     parser.feed((tmp_path / "head_view.html").read_text(encoding="utf-8"))
     data = json.loads(parser.scripts[0])
     assert (data["source"], data["target"]) == (source, target_out)  # the generated tokens
@@ -677,7 +662,7 @@ def test_a_hypothesis_cut_by_its_length_limit_is_drawn_without_an_eos_row(tmp_pa
         capsys, "translate", never_ends, source, "--max-len", "2", "--attention-out", tmp_path / "maps",
     )
     assert code == 0 and out.splitlines()[-1] == dm.tgt_tokenizer.decode(ids)
-    parser = _Collect()
+    parser = HeadViewParser()
     parser.feed((tmp_path / "maps" / "sentence_1" / "head_view.html").read_text(encoding="utf-8"))
     data = json.loads(parser.scripts[0])
     tokens = dm.tgt_tokenizer.tokens(ids)

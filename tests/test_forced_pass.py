@@ -17,8 +17,8 @@ from evaluation.forced import forced_pass, sentence_batch, sentence_pass
 from evaluation.translate import translate_hypotheses
 from model import HeadMask, Transformer
 from tests.conftest import BOS, EOS, PAD, run_evaluate, tiny_config
+from tests.head_view import HeadViewParser
 from tests.tab_client import get, serve
-from tests.test_evaluate import _Collect
 from training.checkpoints import load_run
 from viz.logger import AttentionLogger
 
@@ -116,7 +116,7 @@ def test_the_logger_the_tab_and_attention_out_show_the_same_maps(tiny_run, tmp_p
     # evaluate.py --attention-out: the head view holds every map.
     code, _, _ = run_evaluate(capsys, "translate", checkpoint, text, "--attention-out", tmp_path / "maps")
     assert code == 0
-    parser = _Collect()
+    parser = HeadViewParser()
     parser.feed((tmp_path / "maps" / "sentence_1" / "head_view.html").read_text(encoding="utf-8"))
     exported = json.loads(parser.scripts[0])
 

@@ -116,7 +116,7 @@ def marian(tmp_path_factory):
     """(a tiny Marian model's folder, a TSV of its pairs), as test_import_marian_run.py makes them."""
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
-    from tests.test_import_marian import ENGLISH, GERMAN, save_marian
+    from tests.marian_model import ENGLISH, GERMAN, save_marian
 
     folder = tmp_path_factory.mktemp("marian_full_disk")
     save_marian(folder / "opus-mt-de-en", seed=1)

@@ -1,6 +1,6 @@
 """evaluate.py explain MODEL --hf --gold-alignments: the explanation methods of an imported Marian model
 scored on a gold set's words, each SentencePiece piece belonging to the word it spells. The tiny model and
-tokenizer are test_import_marian.py's (no network)."""
+tokenizer are tests/marian_model.py's (no network)."""
 
 import json
 
@@ -13,7 +13,7 @@ from tests.tab_client import get, serve
 transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
 
-from tests.test_import_marian import ENGLISH, GERMAN, save_marian
+from tests.marian_model import ENGLISH, GERMAN, save_marian
 
 PAIRS = 3
 

@@ -13,7 +13,7 @@ from tests.conftest import last_json, run_evaluate
 transformers = pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
 
-import tests.test_import_marian as marian_tests
+import tests.marian_model as marian_tests
 from data.words import NO_WORD, encode_words
 from export.marian import load_marian
 
@@ -29,7 +29,7 @@ TRAIN_SPM = marian_tests.train_spm
 
 
 def train_spm(texts: list[str], path) -> list[str]:
-    """test_import_marian's SentencePiece model (its default NFKC normalisation, as OPUS-MT's), with a
+    """tests/marian_model.py's SentencePiece model (its default NFKC normalisation, as OPUS-MT's), with a
     vocabulary large enough for every Japanese character of ``texts``."""
     train = sentencepiece.SentencePieceTrainer.train
     with pytest.MonkeyPatch.context() as patch:
@@ -40,7 +40,7 @@ def train_spm(texts: list[str], path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def japanese_marian(tmp_path_factory):
-    """test_import_marian's Marian model and tokenizer, its SentencePiece model trained on Japanese as
+    """tests/marian_model.py's Marian model and tokenizer, its SentencePiece model trained on Japanese as
     written and English."""
     folder = tmp_path_factory.mktemp("marian_ja") / "opus-mt-ja-en"
     with pytest.MonkeyPatch.context() as patch:

@@ -1,7 +1,7 @@
 """evaluate.py make-run MODEL DIR --tsv FILE: a run folder made from an imported Marian model, which the
 ATTENTION tab opens as it opens a training run: its logged maps are transformers' own attention weights, a
 typed sentence translates to generate()'s tokens, and every head and explanation method answers. The tiny
-model is test_import_marian.py's (no network); the tab is driven as tests/test_plugin.py drives it."""
+model is tests/marian_model.py's (no network); the tab is driven as tests/test_plugin.py drives it."""
 
 import urllib.parse
 
@@ -15,8 +15,8 @@ sentencepiece = pytest.importorskip("sentencepiece")
 
 from analysis.explain.registry import METHODS
 from data.sentencepiece_tokenizer import SentencePieceTokenizer
+from tests.marian_model import ENGLISH, GERMAN, save_marian
 from tests.tab_client import get, serve
-from tests.test_import_marian import ENGLISH, GERMAN, save_marian
 from training.checkpoints import load_run
 
 LAYERS, HEADS = 2, 4  # save_marian's
