@@ -6,36 +6,14 @@ recompile at every batch shape would spend more time compiling than training. ``
 compile counter (the eager backend: only the tracing is tested, in seconds) check both on the CPU.
 """
 
-import random
 
 import pytest
 import torch
 import torch._dynamo.testing
 
-from data.batching import collate
 from model.positions import POSITIONAL
 from model.transformer import PACK_FROM
-from training.module import TranslationModule
-
-
-def training_module(positional: str, dropout: float = 0.1) -> TranslationModule:
-    torch.manual_seed(0)
-    return TranslationModule(
-        src_vocab_size=13, tgt_vocab_size=11, d_model=16, num_heads=2, num_encoder_layers=2,
-        num_decoder_layers=2, d_ff=32, dropout=dropout, attention_dropout=dropout, positional=positional,
-        label_smoothing=0.1,
-    ).train()
-
-
-def batch(size: int, longest: int, seed: int, *, padded: bool = True):
-    """A collated batch of ``size`` sentence pairs of 2 to ``longest`` tokens, or all of ``longest``."""
-    rng = random.Random(seed)
-
-    def ids(vocab: int) -> list[int]:
-        length = rng.randint(2, longest) if padded else longest
-        return [rng.randrange(3, vocab) for _ in range(length)]
-
-    return collate([(i, ids(13), ids(11)) for i in range(size)])
+from tests.tiny_batches import batch, training_module
 
 
 def padding_share(b) -> float:

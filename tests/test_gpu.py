@@ -20,9 +20,8 @@ from model.masks import causal_mask
 from model.packing import Packing, TokenIndex, token_index
 from model.positions import POSITIONAL
 from tests.conftest import PAD, last_json, read_events, run_evaluate, tiny_config, train_tiny
-from tests.test_compile import batch as compile_batch
-from tests.test_compile import training_module
-from tests.test_packing import padded_batch
+from tests.tiny_batches import batch as compile_batch
+from tests.tiny_batches import padded_batch, training_module
 from training.module import TranslationModule
 from training.precision import choose_precision, probe_hardware
 

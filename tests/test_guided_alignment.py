@@ -26,8 +26,8 @@ from model.context import AttentionContext
 from model.packing import TokenIndex
 from model.transformer import PACK_FROM
 from tests.conftest import PAD, random_ids, tiny_config
-from tests.test_host_sync import WatchOrdinarySteps
-from tests.test_module import attach, cpu_trainer, module
+from tests.host_syncs import WatchOrdinarySteps
+from tests.tiny_module import attach, cpu_trainer, module
 from training.module import TranslationModule, alignment_loss, token_index_of
 
 # -- the model: one head's weights beside the fused kernel ---------------------------------------------------

@@ -6,24 +6,15 @@ Most tests need no Trainer; the few that do run a CPU Trainer for a handful of b
 import math
 from types import SimpleNamespace
 
-import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
 
 from analysis.metrics import score_translations
-from data.batching import collate
-from data.datamodule import TranslationDataModule
 from data.special import SPECIALS
 from tests.conftest import BOS, EOS, PAD
+from tests.tiny_module import OneProcess, attach, copy_module, copy_task, cpu_trainer, module, padded_batch
 from training.module import NonFiniteLossError, TranslationModule, dropout_seed
-
-
-def module(**overrides):
-    settings = {"src_vocab_size": 13, "tgt_vocab_size": 11, "d_model": 16, "num_heads": 2,
-                "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 32, "warmup_steps": 4, "lr": 1.0}
-    settings.update(overrides)
-    return TranslationModule(**settings)
 
 
 def test_inverse_sqrt_schedule_warms_up_linearly_then_decays():
@@ -83,36 +74,6 @@ def test_optimizer_decays_matrices_only_and_uses_adam_beta2():
     assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(m.parameters()))
     assert optimizer.defaults["betas"] == (0.9, 0.97)
-
-
-class OneProcess:
-    """The collectives of a Strategy in a run of one process: the tensor or object as it is."""
-
-    def reduce(self, tensor, reduce_op="mean"):
-        return tensor
-
-    def broadcast(self, obj, src=0):
-        return obj
-
-
-def attach(
-    m, *, global_step=0, log_every_n_steps=1000, current_epoch=0, sanity_checking=False, global_rank=0,
-    strategy=None, world_size=1,
-):
-    """Give ``m`` the few Trainer attributes its hooks read, and record what it logs."""
-    m._trainer = SimpleNamespace(
-        global_step=global_step, log_every_n_steps=log_every_n_steps, current_epoch=current_epoch,
-        sanity_checking=sanity_checking, global_rank=global_rank, strategy=strategy or OneProcess(),
-        world_size=world_size,
-    )
-    m.logged = {}
-    m.log = lambda name, value, **kwargs: m.logged.__setitem__(name, value)
-    m.optimizers = lambda: SimpleNamespace(param_groups=[{"lr": 0.5}])
-    return m
-
-
-def padded_batch():
-    return collate([(0, [5, 6, 7, 8], [4, 5, 6]), (1, [9, 10], [7])])  # padding on both sides of row 1
 
 
 def test_training_loss_is_the_label_smoothed_mean_over_real_target_tokens():
@@ -255,25 +216,6 @@ def test_decoding_runs_at_the_first_validation_then_every_nth_epoch_and_never_in
 
 
 # -- with a Trainer, on the copy task ------------------------------------------------------------------------
-
-
-def copy_task():
-    """Copy data with one vocabulary for both sides, so that echoing the source is a perfect translation."""
-    return TranslationDataModule(
-        dataset="copy", shared_vocab=True, toy_train_size=40, toy_val_size=12, toy_test_size=2,
-        max_train_len=32, max_tokens=128, eval_max_tokens=64,
-    )
-
-
-def copy_module(dm, **overrides):
-    torch.manual_seed(0)
-    return module(src_vocab_size=dm.src_vocab_size, tgt_vocab_size=dm.tgt_vocab_size, **overrides)
-
-
-def cpu_trainer(**overrides):
-    settings = {"accelerator": "cpu", "devices": 1, "logger": False, "enable_checkpointing": False,
-                "enable_progress_bar": False, "enable_model_summary": False}
-    return L.Trainer(**{**settings, **overrides})
 
 
 def test_learning_rate_follows_the_schedule_at_every_optimizer_step():

@@ -7,21 +7,8 @@ from model import Transformer
 from model.attention import KVCache, MultiHeadAttention
 from model.context import AttentionContext
 from model.packing import Packing, TokenIndex, token_index
-from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
-
-
-def padded_batch():
-    """Three sentences of different lengths each side, so that both sides have padding in every position
-    but the first."""
-    torch.manual_seed(3)
-    src = random_ids(3, 7, 13)
-    src[0, 3:] = PAD
-    src[1, 6:] = PAD
-    tgt_in = random_ids(3, 6, 11)
-    tgt_in[:, 0] = BOS
-    tgt_in[0, 2:] = PAD
-    tgt_in[2, 4:] = PAD
-    return src, tgt_in
+from tests.conftest import EOS, PAD, tiny_config
+from tests.tiny_batches import padded_batch
 
 
 def test_pack_and_pad_literal():

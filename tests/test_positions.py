@@ -16,7 +16,7 @@ from model.positions import (
     relative_position_bucket,
 )
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
-from tests.test_decoding import plain_beam_search, rows_of, teacher_forced_greedy
+from tests.reference_decoding import plain_beam_search, rows_of, teacher_forced_greedy
 from tests.weight_surgery import suppress_eos
 
 
