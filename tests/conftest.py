@@ -1,5 +1,7 @@
 """Shared fixtures: tiny models that run in milliseconds on a CPU."""
 
+import zipfile
+
 import pytest
 import torch
 
@@ -158,3 +160,14 @@ GOLD = {
                   "Where is my book ? ||| 我的 书 在 哪里 ？"],
     "links": ["1-1 2-2 3-3 4-4 5-5 6-6", "1-1 2-2 3-3 4-4 3p2", "1-4 2-3 3-1 4-2 5-5 9-9"],
 }
+
+
+def bomb(path, *, inflated: int, name: str = "archive/data.pkl"):
+    """A checkpoint-shaped zip of a few hundred KB whose entry ``name`` is deflated zeros declaring
+    ``inflated`` bytes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        with archive.open(name, "w", force_zip64=True) as entry:
+            for _ in range(inflated // 2**20):
+                entry.write(bytes(2**20))
+        archive.writestr("archive/version", "3\n")
+    return path

@@ -3,13 +3,13 @@
 import contextlib
 import os
 import threading
-import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 from tensorboard.plugins import base_plugin
 
+from tests.conftest import bomb
 from training import checkpoints
 from training.checkpoints import (
     CheckpointError,
@@ -218,17 +218,6 @@ def test_a_fifo_or_a_device_is_refused_before_it_is_read(tmp_path, special):
         if special == "fifo":  # a reader still blocked in open() gets its end of file
             with contextlib.suppress(OSError):  # ENXIO: no reader waits
                 os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-
-
-def bomb(path, *, inflated: int, name: str = "archive/data.pkl"):
-    """A checkpoint-shaped zip of a few hundred KB whose entry ``name`` is deflated zeros declaring
-    ``inflated`` bytes."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        with archive.open(name, "w", force_zip64=True) as entry:
-            for _ in range(inflated // 2**20):
-                entry.write(bytes(2**20))
-        archive.writestr("archive/version", "3\n")
-    return path
 
 
 @pytest.mark.parametrize(

@@ -573,7 +573,7 @@ def test_resume_checks_a_checkpoint_file_as_evaluate_does_before_loading_it(tmp_
                                                                            target, problem):
     """torch.load read these first: the run's config.yaml got torch's "Please file an issue" message, and a
     292 KB zip bomb took 1.66 GB of memory before it was found not to be a training checkpoint."""
-    from tests.test_run_checkpoints import bomb
+    from tests.conftest import bomb
 
     run = copy_run(tiny_run, tmp_path)
     bomb(run / "checkpoints" / "last.ckpt", inflated=80 * 2**20)
@@ -588,7 +588,7 @@ def test_resume_checks_a_checkpoint_file_as_evaluate_does_before_loading_it(tmp_
 
 def test_the_resumed_checkpoint_is_loaded_through_the_checked_opener(tmp_path, monkeypatch):
     # The file is checked again as it is loaded: it may have been replaced since the run's was chosen.
-    from tests.test_run_checkpoints import bomb
+    from tests.conftest import bomb
     from training.checkpoint_io import check_resume_checkpoint
 
     path = bomb(tmp_path / "last.ckpt", inflated=80 * 2**20, name="archive/data/0")
