@@ -2,7 +2,7 @@
 table and "your own sentence" typed in Chinese show the characters the backend sends, and fit where they
 are drawn.
 
-The fixtures and helpers are the browser tests' own (tests/test_plugin_browser.py); only the run differs: a
+The fixtures and helpers are the browser tests' own (tests/browser.py); only the run differs: a
 tiny Chinese-to-English model of a few steps (seconds). Needs chromium, chromedriver and selenium, and a CJK
 font for the screenshot to show characters (``apt-get install fonts-noto-cjk``).
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import board, css, driver, open_tab, page_errors, pytestmark, tokens, wait
 from tests.conftest import train_chinese
-from tests.test_plugin_browser import board, css, driver, open_tab, page_errors, pytestmark, tokens, wait
 from viz.fonts import has_cjk, stands_upright
 
 __all__ = ["board", "driver", "pytestmark"]  # the browser tests' fixtures and marks, used here
