@@ -337,7 +337,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def use_gold(self, gold: GoldSet) -> None:
         """Use this gold set, already read, in the model's direction, and reported by whoever read it
-        (``evaluate.py --make-run``), as ``gold_set``'s instead of reading ``gold_alignments`` again."""
+        (``evaluate.py make-run``), as ``gold_set``'s instead of reading ``gold_alignments`` again."""
         self._gold = gold
 
     def _set_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:

@@ -33,8 +33,8 @@ and columns are labelled as ``analysis.axes`` says.
 When the data names a gold alignment set (``gold_sentences`` and ``gold_alignments``: human gold on real
 sentences), the probes and the scored sentences are its pairs, read word by word, and the ``explain/*``
 scores are those of the forward arg-max on words (``evaluation.gold_alignment``, as ``evaluate.py
---gold-alignments`` scores them); each probe's gold links are drawn on the cells of their words' tokens and
-its words logged beside them (``viz.tab.gold_words``), so that the tab scores its maps on words too.
+explain --gold-alignments`` scores them); each probe's gold links are drawn on the cells of their words'
+tokens and its words logged beside them (``viz.tab.gold_words``), so that the tab scores its maps on words too.
 """
 
 import json
@@ -108,10 +108,10 @@ class AttentionLogger(L.Callback):
         explanation_sentences: validation sentences over which every explanation method is scored against
             the gold alignments (0: none; data without gold alignments logs none).
         explanation_methods: the methods scored (``analysis.explain.registry.METHODS``); None = every
-            method but the ``costly`` ones (Integrated Gradients; ``evaluate.py --alignment-methods`` scores
+            method but the ``costly`` ones (Integrated Gradients; ``evaluate.py explain`` scores
             it).
         ig_steps: Integrated Gradients' points of the path integral, the methods' main cost (``evaluate.py
-            --alignment-methods`` takes ``IG_STEPS`` by default; for the arg-max alignment
+            explain`` takes ``IG_STEPS`` by default; for the arg-max alignment
             ``IG_STEPS_PREVIEW`` are a cheap estimate).
         explain_probes: also log every method of ``analysis.explain.registry.METHODS`` (Integrated Gradients
             with ``ig_steps``) and the logit lens of each probe sentence under forced decoding of its
@@ -200,7 +200,7 @@ class AttentionLogger(L.Callback):
         self._probes = (short or items)[: max(self.num_sentences, self.num_images)]
         if gold is not None:
             self._explain_pairs = [self._gold_items[i] for i, _, _ in items[: self.explanation_sentences]]
-            if self._explain_pairs:  # by evaluate.py --gold-alignments' rule
+            if self._explain_pairs:  # by evaluate.py explain's rule for gold sets
                 check_sure_links(self._explain_pairs, datamodule.gold_alignments or "the validation split")
             if named:  # a split's own links (the toy's) choose and report on the same pairs
                 self._reporting = Reporting.of([item for _, item in sorted(self._gold_items.items())],

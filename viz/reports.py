@@ -1,5 +1,5 @@
 """The figures of evaluate.py's reports, drawn from the numbers ``evaluation/`` computed, beside the JSON it
-wrote: head importance's layers × heads heatmaps; --alignment-methods' scores, sentences and logit lenses.
+wrote: head importance's layers × heads heatmaps; explain's scores, sentences and logit lenses.
 
 Built on ``viz.plots`` and ``viz.explain_figures`` (Agg canvas, no pyplot). Shape legend: L layers, H heads.
 """
@@ -37,7 +37,7 @@ def draw_head_importance(importance: HeadImportance, paths: dict[str, Path]) -> 
 
 
 def draw_alignment_methods(report: AlignmentMethodsReport) -> list[Path]:
-    """Every figure of an --alignment-methods report (the files listed in ``evaluation.explanation_report``):
+    """Every figure of an ``evaluate.py explain`` report (the files ``evaluation.explanation_report`` lists):
     the methods × layers AER and agreement, each method's AER per head, on a gold set the best AER of each
     extraction, and each pictured sentence under every method and through the logit lens."""
     scores = report.scores

@@ -1,5 +1,5 @@
-"""A run folder that the ATTENTION tab opens, written for a model trained elsewhere (``evaluate.py --hf-model
-NAME --tsv PAIRS --make-run DIR``): one validation over the given pairs, logged by the callback that logs a
+"""A run folder that the ATTENTION tab opens, written for a model trained elsewhere (``evaluate.py make-run
+NAME DIR --tsv PAIRS``): one validation over the given pairs, logged by the callback that logs a
 training run's validations, and a checkpoint of the usual kind.
 
     DIR/events.out.tfevents.*      what ``viz.logger.AttentionLogger`` logs at a validation (every head

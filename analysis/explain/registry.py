@@ -44,8 +44,8 @@ WEIGHTS = next(name for name, method in METHODS.items() if method.weights)  # th
 def check_methods(names) -> list[str]:
     """The names, checked: a ValueError names the unknown one and lists the known.
 
-    Called once, where a person gave the names (evaluate.py's options, the logger's options); nothing below
-    checks them again.
+    Called once, where a person gave the names (the logger's options; ``evaluate.py explain --methods`` offers
+    only these names as its choices); nothing below checks them again.
     """
     names = list(names)
     for name in names:
