@@ -34,7 +34,8 @@ When the data names a gold alignment set (``gold_sentences`` and ``gold_alignmen
 sentences), the probes and the scored sentences are its pairs, read word by word, and the ``explain/*``
 scores are those of the forward arg-max on words (``evaluation.gold_alignment``, as ``evaluate.py
 explain --gold-alignments`` scores them); each probe's gold links are drawn on the cells of their words'
-tokens and its words logged beside them (``viz.tab.gold_words``), so that the tab scores its maps on words too.
+tokens and its words logged beside them (``viz.tab.gold_words``), so that the tab scores its maps on words
+too.
 """
 
 import json
