@@ -716,11 +716,12 @@ def test_a_failed_lever_stops_the_peer_beside_it_and_names_its_log(tmp_path, mon
     argv = fake_levers_run(tmp_path, monkeypatch, lever_exit=3, peer_exit=0)
     with pytest.raises(SystemExit, match=r"error: training lever recipe failed \(exit 3\): .*out/recipe.log"):
         main(argv)
+    flag = tmp_path / "peer.flag"
     for _ in range(100):  # the peer is terminated, not left training for the rest of its hour
-        if (tmp_path / "peer.flag").exists():
+        if flag.exists() and flag.read_text():  # written whole, not only made
             break
         time.sleep(0.1)
-    assert (tmp_path / "peer.flag").read_text() == "terminated"
+    assert flag.read_text() == "terminated"
 
 
 def test_a_failed_peer_keeps_the_levers_scores_and_names_its_log(tmp_path, monkeypatch, capsys):
