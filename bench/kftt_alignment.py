@@ -9,19 +9,22 @@ reported on the other 482, beside the two directions symmetrised, the diagonal, 
     python bench/kftt_alignment.py --no-eflomal --methods attention value_norms
     python bench/kftt_alignment.py --shift --runs sup_ja_en sup_en_ja --max-time 00:01:15:00 \
         --out results_shift
+    python bench/kftt_alignment.py --labels grow-diag-final-and --shift --alignment-weight 1 ...
 
 The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
 --data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
 --model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` (and with ``--shift``,
 ``--model.alignment_shift true``: each word's links train the row of the step that reads the word, Shift-Att's
-reading) or not, each on one thread (``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised
-run beside its unsupervised twin so that both see the same load; a run whose ``last.ckpt`` is already in
-``--out``/runs is reused. Each is scored by ``evaluate.py explain CKPT --gold-alignments ...
---gold-sentences ... --links-out`` (its figures and links go to ``--out``); its BLEU on KFTT's dev is the one
-its last validation logged (greedy, the first 300 dev pairs). The symmetrised rows join the two directions'
-maps chosen under the forward arg-max (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two
-directions are joined, and score them on the same reporting pairs. eflomal is ``bench/kftt_eflomal.py
---report-from 101`` (``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
+reading; with ``--labels grow-diag-final-and``, ``--data.alignment_labels FILE`` of eflomal's two directions
+joined, made here on the training pairs that repeat no gold pair and kept in ``--out``/labels) or not, each on
+one thread (``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised run beside its unsupervised
+twin so that both see the same load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is
+scored by ``evaluate.py explain CKPT --gold-alignments ... --gold-sentences ... --links-out`` (its figures and
+links go to ``--out``); its BLEU on KFTT's dev is the one its last validation logged (greedy, the first 300
+dev pairs). The symmetrised rows join the two directions' maps chosen under the forward arg-max
+(``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions are joined, and score them on
+the same reporting pairs. eflomal is ``bench/kftt_eflomal.py --report-from 101`` (``pip install -e
+.[align]``). Without the corpus, the command says so and exits cleanly.
 """
 
 import argparse
@@ -37,7 +40,9 @@ if __package__ in (None, ""):  # run as `python bench/kftt_alignment.py`: make t
 
 from analysis.aer import score_links
 from analysis.symmetrise import grow_diag_final_and
-from data.gold import parse_links, read_gold
+from data.alignment_labels import write_links_file
+from data.corpora import read_bitext, read_parallel
+from data.gold import not_repeating, parse_links, read_gold
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPORA = REPO.parent / "shared" / "corpora"
@@ -46,6 +51,7 @@ METHODS = ("attention", "shift_att", "value_norms", "rollout", "grad_x_input", "
 EXTRACTIONS = {"argmax": "forward arg-max", "argmax_grow_diag_final_and": "grow-diag-final-and",
                "threshold": "threshold, each target word's row",
                "threshold_both": "threshold, row and column (both ways)"}
+LABELS = ("forward", "grow-diag-final-and")  # --labels: eflomal's links the supervised runs train on
 CHOOSE = 100  # gold pairs 1–100 choose each map (the pairs training scores); 101–582 report it
 # Guided alignment as Garg et al. 2019 set it: a head of the penultimate decoder layer, eflomal's links.
 SUPERVISION = ["--data.alignment_labels", "eflomal", "--model.alignment_layer", "2",
@@ -89,6 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shift", action="store_true",
                    help="supervise each word's links at the step that reads the word "
                         "(--model.alignment_shift)")
+    p.add_argument("--labels", choices=LABELS, default="forward",
+                   help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
+                        "or its two directions joined by grow-diag-final-and, made here")
     p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
     p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
                    help="train and score only these runs (default: all four)")
@@ -105,10 +114,14 @@ def gold_files(corpora: Path) -> dict[str, Path]:
 
 
 def train_command(
-    files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False
+    files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False,
+    labels: Path | None = None,
 ) -> list[str]:
+    """``labels``: a links file in the run's direction instead of the run's own eflomal links."""
     shifted = ["--model.alignment_shift", "true"] if shift else []
     supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
+    if labels is not None and run.supervised:
+        supervision[supervision.index("eflomal")] = str(labels)
     return [
         sys.executable, "train.py", "--config", "configs/kftt_ja_en.yaml",
         "--data.path", str(files["corpus"]), "--data.gold_sentences", str(files["sentences"]),
@@ -119,6 +132,34 @@ def train_command(
         "--trainer.logger.init_args.save_dir", str(out / "runs"),
         "--trainer.logger.init_args.name", run.name, "--trainer.enable_progress_bar=false",
     ]  # fmt: skip
+
+
+def labels_file(out: Path, run: Run) -> Path:
+    return out / "labels" / f"{run.source}-{run.target}.grow-diag-final-and.txt"
+
+
+def symmetrised_labels(files: dict[str, Path], out: Path) -> None:
+    """eflomal's links of the KFTT training pairs, its two directions joined by grow-diag-final-and, as
+    ``--data.alignment_labels`` files of each direction (one line a training pair, in the files' order): the
+    pairs that repeat a gold pair (dropped from training) are never aligned and get a blank line. Made once
+    and kept in ``out``/labels."""
+    from bench.kftt_eflomal import align  # eflomal, only for these labels
+
+    paths = [labels_file(out, Run("ja", "en", True)), labels_file(out, Run("en", "ja", True))]
+    if all(path.is_file() for path in paths):
+        print(f"reusing the labels in {paths[0].parent}")
+        return
+    train = read_parallel(files["corpus"] / "train.ja.gz", files["corpus"] / "train.en.gz")
+    kept = not_repeating(train, read_bitext(files["sentences"]))
+    words = [[" ".join(train[i].words(side)).lower() for i in kept] for side in ("source", "target")]
+    forward, reverse = align(*words, samplers=3, length=1.0)
+    joined = dict(zip(kept, map(grow_diag_final_and, forward, reverse), strict=True))
+    links = [joined.get(i, set()) for i in range(len(train))]
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
+    write_links_file(paths[0], links)
+    write_links_file(paths[1], [{(target, source) for source, target in pair} for pair in links])
+    print(f"eflomal's grow-diag-final-and links of {len(kept):,} training pairs written to {paths[0].parent} "
+          f"({len(train) - len(kept)} pairs repeat a gold pair: blank)")
 
 
 def checkpoint_of(out: Path, run: Run) -> Path:
@@ -173,9 +214,13 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
     for r in chosen:
         if r not in todo:
             print(f"reusing {checkpoint_of(args.out, r)}")
+    symmetric = args.labels == "grow-diag-final-and"
+    if symmetric and any(r.supervised for r in todo) and not args.dry_run:
+        symmetrised_labels(files, args.out)
     for start in range(0, len(todo), args.jobs):
         group = todo[start:start + args.jobs]
-        commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift)
+        commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift,
+                                  labels_file(args.out, r) if symmetric else None)
                     for r in group]
         for command in commands:
             print(" ".join(command), flush=True)
