@@ -159,7 +159,7 @@ def symmetrised_labels(files: dict[str, Path], out: Path) -> None:
     write_links_file(paths[0], links)
     write_links_file(paths[1], [{(target, source) for source, target in pair} for pair in links])
     print(f"eflomal's grow-diag-final-and links of {len(kept):,} training pairs written to {paths[0].parent} "
-          f"({len(train) - len(kept)} pairs repeat a gold pair: blank)")
+          f"(blank: the {len(train) - len(kept)} that repeat a gold pair)")
 
 
 def checkpoint_of(out: Path, run: Run) -> Path:

@@ -1,0 +1,76 @@
+"""bench/kftt_alignment.py's symmetrised training labels and bench/kftt_joined.py's two directions joined:
+what each computes, on small hand-made inputs (no eflomal, no training)."""
+
+import gzip
+
+import pytest
+import torch
+
+from analysis.symmetrise import grow_diag_final_and
+from data.alignment_labels import read_alignment_labels
+from data.corpora import read_parallel
+
+
+def write_kftt(root, train, gold):
+    kftt = root / "kftt-ja-en"
+    (kftt / "gold").mkdir(parents=True)
+    for index, lang in enumerate(("ja", "en")):
+        text = "".join(pair[index] + "\n" for pair in train)
+        (kftt / f"train.{lang}.gz").write_bytes(gzip.compress(text.encode()))
+    (kftt / "gold" / "ja-en.src-tgt").write_text("".join(f"{s} ||| {t}\n" for s, t in gold), encoding="utf-8")
+    (kftt / "gold" / "ja-en.gold").write_text("1-1\n" * len(gold), encoding="utf-8")
+    return kftt
+
+
+def test_symmetrised_labels_join_both_directions_and_leave_gold_repeats_blank(tmp_path, monkeypatch):
+    import bench.kftt_eflomal
+    from bench.kftt_alignment import Run, gold_files, labels_file, symmetrised_labels
+
+    train = [("猫 が 寝る", "The cat sleeps"), ("犬 だ", "a dog"), ("鳥 が 飛ぶ", "Birds fly")]
+    write_kftt(tmp_path, train, gold=[("犬だ", "A  dog")])  # the second pair, spaced and cased otherwise
+    aligned = {}
+
+    def align(sources, targets, **options):  # eflomal's two directions, made up: each pair's own
+        aligned["pairs"] = list(zip(sources, targets, strict=True))
+        forward = [{(0, 0), (2, 2)}, {(1, 1), (2, 0)}]
+        reverse = [{(0, 0), (1, 2)}, {(2, 1)}]
+        return forward, reverse
+
+    monkeypatch.setattr(bench.kftt_eflomal, "align", align)
+    out = tmp_path / "out"
+    symmetrised_labels(gold_files(tmp_path), out)
+
+    # eflomal sees the training pairs lowercased, never the one that repeats a gold pair.
+    assert aligned["pairs"] == [("猫 が 寝る", "the cat sleeps"), ("鳥 が 飛ぶ", "birds fly")]
+    pairs = read_parallel(tmp_path / "kftt-ja-en" / "train.ja.gz", tmp_path / "kftt-ja-en" / "train.en.gz")
+    forward_file = read_alignment_labels(labels_file(out, Run("ja", "en", True)), pairs)
+    assert forward_file == [grow_diag_final_and({(0, 0), (2, 2)}, {(0, 0), (1, 2)}), set(),
+                            grow_diag_final_and({(1, 1), (2, 0)}, {(2, 1)})]
+    swapped = [type(pair)(pair.target, pair.source) for pair in pairs]
+    reverse_file = read_alignment_labels(labels_file(out, Run("en", "ja", True)), swapped)
+    assert reverse_file == [{(t, s) for s, t in links} for links in forward_file]
+
+    aligned.clear()  # made once: a second call reuses the files
+    symmetrised_labels(gold_files(tmp_path), out)
+    assert aligned == {}
+
+
+def test_joined_links_and_the_extraction_chosen_on_the_first_pairs():
+    from bench.kftt_joined import choose_and_report, links_of
+
+    # Rows: target words; columns: source words. The first pair's map reads a diagonal, the second an
+    # anti-diagonal whose second row spreads over two source words.
+    first = torch.tensor([[0.9, 0.1], [0.2, 0.8]])
+    second = torch.tensor([[0.1, 0.1, 0.8], [0.05, 0.5, 0.45], [0.9, 0.05, 0.05]])
+    assert links_of([first, second], "argmax", 0.1) == [{(0, 0), (1, 1)}, {(2, 0), (1, 1), (0, 2)}]
+    assert links_of([second], "threshold", 0.4) == [{(2, 0), (1, 1), (2, 1), (0, 2)}]
+
+    sure = [{(0, 0), (1, 1)}, {(2, 0), (1, 1), (2, 1), (0, 2)}]
+    possible = [set(), set()]
+    result = choose_and_report([first, second], sure, possible, choose=1)
+    # Pair 1 alone chooses: its arg-max is perfect, and the first candidate of AER 0 wins ties.
+    assert result["chosen"] == "argmax" and result["chosen_aer"] == 0.0
+    # Reported on pair 2 only: 3 of its 4 sure links found, none wrong.
+    assert result["precision"] == 1.0 and result["recall"] == pytest.approx(0.75)
+    assert result["aer"] == pytest.approx(1 - 6 / 7)
+    assert result["candidates"]["threshold 0.4"]["aer"] == pytest.approx(0.0)
