@@ -48,7 +48,14 @@ from training.checkpoint_io import (
     check_save_folders,
     install_sigterm_handling,
 )
-from training.checkpoints import CHECKPOINT_FOLDER, CheckpointError, newest_checkpoint, open_checkpoint
+from training.checkpoints import (
+    CHECKPOINT_FOLDER,
+    RENAMED_DATA_OPTIONS,
+    CheckpointError,
+    newest_checkpoint,
+    open_checkpoint,
+    upgrade_data_settings,
+)
 from training.memory import HostMemory
 from training.module import (
     NonFiniteLossError,
@@ -113,6 +120,9 @@ class TrainCLI(LightningCLI):
             problem = config_file_problem(Path(path), sections=parser.groups)
             if problem is not None:
                 parser.error(f"--config {path}: {problem}")
+        problem = renamed_option_problem(args)
+        if problem is not None:
+            parser.error(problem)
         # main() always hands over the command line itself (sys.argv less --resume, plus the run's config):
         # Lightning's warning about args given beside a command line is for callers who give both by mistake.
         self.config = parser.parse_args(args)
@@ -277,6 +287,40 @@ def config_file_problem(path: Path, sections: Iterable[str]) -> str | None:
     return None
 
 
+def renamed_option_problem(args: Sequence[str]) -> str | None:
+    """The first data option of ``args`` or of its ``--config`` files spelt as before the toy's and the gold's
+    options were grouped (``--data.toy_train_size``, now ``--data.toy.train_size``), with its spelling now;
+    None if none. The parser would only say that it does not know the option."""
+    for arg in args:
+        name = arg.split("=", 1)[0].removeprefix("--data.")
+        if arg.startswith("--data.") and name in RENAMED_DATA_OPTIONS:
+            return f"--data.{name} is now --data.{'.'.join(RENAMED_DATA_OPTIONS[name])} (CHANGELOG.md)"
+    for path in config_paths(args):
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")).get("data")  # checked: a mapping
+        options = data.get("init_args", data) if isinstance(data, dict) else None
+        if not isinstance(options, dict):
+            continue
+        old = next((name for name in RENAMED_DATA_OPTIONS if name in options), None)
+        if old is not None:
+            group, field = RENAMED_DATA_OPTIONS[old]
+            return f"--config {path}: data: {old} is now data: {group}: {field} (CHANGELOG.md)"
+    return None
+
+
+def upgraded_run_config(path: Path) -> str:
+    """A resumed run's ``config.yaml``: its path, or, where it spells data options as before the toy's and
+    the gold's were grouped, its YAML text with today's spellings (``training.checkpoints``)."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return str(path)  # the parser names the problem
+    data = config.get("data") if isinstance(config, dict) else None
+    if not isinstance(data, dict) or not RENAMED_DATA_OPTIONS.keys() & data.keys():
+        return str(path)
+    config = {**config, "data": upgrade_data_settings(data)}
+    return yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+
+
 def _is_section(node: yaml.Node) -> bool:
     return isinstance(node, yaml.MappingNode) or node.tag == "tag:yaml.org,2002:str"
 
@@ -397,7 +441,7 @@ def _main(args: list[str]) -> TrainCLI:
         if not config.is_file():
             raise SystemExit(f"error: --resume {resume}: {config} is missing")
         # The run's own config first, so that options given now override it; logs go to run_dir (write_into).
-        args = ["--config", str(config), *args]
+        args = ["--config", upgraded_run_config(config), *args]
         resumed = sorted(run_dir.glob("config.resumed-*.yaml"))
         save_config_kwargs = {"config_filename": f"config.resumed-{len(resumed) + 1}.yaml"}
 

@@ -124,8 +124,8 @@ def train_command(
         supervision[supervision.index("eflomal")] = str(labels)
     return [
         sys.executable, "train.py", "--config", "configs/kftt_ja_en.yaml",
-        "--data.path", str(files["corpus"]), "--data.gold_sentences", str(files["sentences"]),
-        "--data.gold_alignments", str(files["links"]),
+        "--data.path", str(files["corpus"]), "--data.gold.sentences", str(files["sentences"]),
+        "--data.gold.alignments", str(files["links"]),
         "--data.source_lang", run.source, "--data.target_lang", run.target, *supervision,
         "--trainer.max_time", max_time, "--trainer.val_check_interval", "0.5",
         "--model.decode_every_n_epochs", "1", "--model.decode_max_sentences", "300",

@@ -20,7 +20,7 @@ decoding of the test split, whose sentences are longer than any seen in training
   ``--maps DIR`` also draws every head of the encoder self-attention and the cross-attention for the longest
   test sentence, one PNG per dataset, variant and kind.
 
-The datasets: the toy language's ``length`` split (``--data.toy_split length``: training sentences of at most
+The datasets: the toy language's ``length`` split (``--data.toy.split length``: training sentences of at most
 12 words, test sentences longer) and, with ``--scan PATH``, SCAN's length split (training outputs of at most
 22 actions, test outputs of 24-48). One table is printed, the variants side by side; ``--json`` writes every
 figure with the machine and the budget.
@@ -49,6 +49,7 @@ from analysis.axes import KINDS, attention_axes
 from analysis.heads import summarize
 from bench.speed_common import describe_machine
 from data.datamodule import TranslationDataModule
+from data.reader import ToyOptions
 from model import Transformer
 from model.positions import POSITIONAL
 from viz.plots import attention_grid
@@ -70,8 +71,8 @@ class Budget:
 SMALL_MODEL = {"d_model": 64, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 256}
 TOY = Budget(
     steps=3000,
-    data={"dataset": "toy", "toy_split": "length", "toy_train_size": 50_000, "toy_val_size": 10,
-          "toy_test_size": 1000, "max_tokens": 2048},
+    data={"dataset": "toy", "toy": ToyOptions(split="length", train_size=50_000, val_size=10, test_size=1000),
+          "max_tokens": 2048},
     model={**SMALL_MODEL, "dropout": 0.0, "lr": 2e-3, "warmup_steps": 200, "schedule": "inverse_sqrt",
            "label_smoothing": 0.1},
 )
@@ -86,8 +87,8 @@ QUICK_MODEL = {"d_model": 16, "num_heads": 2, "num_encoder_layers": 1, "num_deco
                "dropout": 0.0, "lr": 3e-3, "warmup_steps": 5}
 QUICK_TOY = Budget(
     steps=15,
-    data={"dataset": "toy", "toy_split": "length", "toy_train_size": 200, "toy_val_size": 10,
-          "toy_test_size": 16, "max_tokens": 512},
+    data={"dataset": "toy", "toy": ToyOptions(split="length", train_size=200, val_size=10, test_size=16),
+          "max_tokens": 512},
     model=QUICK_MODEL,
 )
 QUICK_SCAN = Budget(

@@ -322,6 +322,31 @@ def choose_pin_memory(device_type: str) -> bool:
     return device_type == "cuda"
 
 
+def check_batching(max_train_len: int, max_tokens: int, eval_max_tokens: int | None,
+                   num_workers: int | Literal["auto"]) -> None:
+    """Refuse (ValueError, naming the values) the data module's batch budgets where a batch could not hold one
+    pair, and a negative ``num_workers``."""
+    if max_train_len < 2:
+        raise ValueError(f"max_train_len must be >= 2 (a token plus BOS/EOS), got {max_train_len}")
+    if max_tokens < max_train_len or (eval_max_tokens is not None and eval_max_tokens < max_train_len):
+        raise ValueError(
+            f"max_tokens={max_tokens} and eval_max_tokens={eval_max_tokens} must be >= "
+            f"max_train_len={max_train_len}, so that a batch holds at least one pair"
+        )
+    if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+        raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
+
+
+def training_device(trainer: Any) -> tuple[str, int]:
+    """The device type a Lightning ``trainer`` computes on and its processes per machine; ("cpu", 1) without
+    one (evaluation loads batches itself)."""
+    if trainer is None:
+        return "cpu", 1
+    strategy = trainer.strategy
+    processes = getattr(strategy, "num_processes", 1) or 1
+    return strategy.root_device.type, processes
+
+
 def bucketed_loader(
     items: Sequence, collate_fn: Callable, *, shuffle: bool, max_tokens: int, seed: int, device_type: str,
     processes: int, num_workers: int | Literal["auto"],

@@ -7,7 +7,6 @@ into the model's config.
 """
 
 import dataclasses
-import importlib.util
 import os
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -19,24 +18,23 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
 from data.alignment_labels import AlignedPairs, TrainingLinks, collate_aligned, encode_token_links
-from data.batching import Item, bucketed_loader, check_fits, collate
+from data.batching import Item, bucketed_loader, check_batching, check_fits, collate, training_device
 from data.encoded import EncodedPairs, Side
-from data.gold import Direction, GoldFiles, GoldSet, as_trained
+from data.gold import GoldFiles, GoldSet, as_trained
 from data.pairs import Pair
-from data.reader import SPLITS, CorpusOptions, SplitName, TextSide
+from data.reader import SPLITS, CorpusOptions, SplitName, TextSide, ToyOptions
 from data.registry import DatasetName, open_corpus
 from data.scripts import (
-    OPENCC_CONFIGS,
     ChineseScript,
     PreTokenize,
+    check_chinese_script,
     chinese_converter,
     chinese_sides_of,
     converted_fields,
-    is_chinese,
+    saved_chinese_sides,
 )
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer, TokenizerKind, tokenizer_from_json
-from data.toy import Script
 from data.vocabulary import TokenizerSettings
 
 
@@ -57,17 +55,11 @@ class TranslationDataModule(L.LightningDataModule):
         test_split: which files are the test split; ``None``: the dataset's own (``test2016`` for multi30k).
             Ignored by the toy tasks and scan; refused by tatoeba, which holds its test pairs out.
         scan_split: scan: ``simple`` or ``length`` (SCAN's own splits).
-        toy_train_size: toy tasks: number of training pairs.
-        toy_val_size: toy tasks: number of validation pairs.
-        toy_test_size: toy tasks: number of test pairs.
-        toy_split: toy tasks: ``random`` or ``length`` (test sentences longer than any seen in training).
-        toy_max_train_words: toy tasks with ``toy_split=length``: the longest training sentence, in words.
-        toy_phenomena: ``toy`` only: one-to-many, many-to-one and unaligned words, with their gold links.
-        toy_script: ``toy`` only: ``latin`` or ``han`` (the target in Chinese characters, without spaces).
+        toy: the toy tasks' sizes, split and variants (``data.reader.ToyOptions``): ``--data.toy.train_size``.
         held_out_pairs: tatoeba only: about this many pairs each for val and for test, drawn with ``seed``.
         seed: seeds the toy generator, the SCAN and Tatoeba hold-outs and the shuffling of batches.
         tokenizer: ``word``, ``bpe`` or ``unigram``; ``None``: the reader's choice, ``word`` for toy, copy,
-            reverse and scan, ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy_script=han``.
+            reverse and scan, ``bpe`` for multi30k, parallel, tsv, tatoeba and toy with ``toy.script=han``.
         pre_tokenize: subword tokenizers: ``cjk`` makes each Han and Kana character a piece of its own before
             subwords are learnt, ``whitespace`` only splits at spaces; ``None`` picks ``cjk`` for a side
             written in Chinese or Japanese characters (``data.scripts.text_handling``), else ``whitespace``.
@@ -91,14 +83,8 @@ class TranslationDataModule(L.LightningDataModule):
         tokenizer_dir: a folder holding ``src_tokenizer.json`` and ``tgt_tokenizer.json`` from an earlier run:
             restore those instead of training new ones (trained as ``tokenizer``, ``pre_tokenize``,
             ``split_punctuation`` and ``shared_vocab`` say, or refused: ``load_tokenizers``).
-        gold_sentences: a gold alignment set's sentences, one ``source ||| target`` pair a line: training
-            pairs that repeat one of them either way round (compared without spaces and case) are dropped, so
-            that the set stays unseen (the count is reported).
-        gold_alignments: the set's links, one Pharaoh line a pair (``data.gold``): training then scores every
-            explanation method against them on the set's own words (``viz.logger``); needs ``gold_sentences``.
-        gold_zero_based: the links count words from 0 (default: from 1, as the KFTT and RWTH sets do).
-        gold_direction: ``auto`` (the sets' file names, such as ``ja-en.gold``, against ``source_lang`` and
-            ``target_lang``), ``forward`` (the set's source side is the model's) or ``reversed``.
+        gold: a gold alignment set kept out of training, on which explanations are scored
+            (``data.gold.GoldFiles``): ``--data.gold.sentences`` and ``--data.gold.alignments``.
         alignment_labels: guided alignment's word links (``data.alignment_labels``), for the head that
             ``--model.alignment_layer`` and ``--model.alignment_head`` name: a file of one Pharaoh line a
             training pair, counted from 0, in the training files' order (as eflomal or fast_align write
@@ -117,13 +103,7 @@ class TranslationDataModule(L.LightningDataModule):
         test_split: str | None = None,
         val_split: str | None = None,
         scan_split: str = "simple",
-        toy_train_size: int = 50_000,
-        toy_val_size: int = 1_000,
-        toy_test_size: int = 1_000,
-        toy_split: Literal["random", "length"] = "random",
-        toy_max_train_words: int = 12,
-        toy_phenomena: bool = False,
-        toy_script: Script = "latin",
+        toy: ToyOptions = ToyOptions(),
         held_out_pairs: int = 1000,
         seed: int = 1234,
         tokenizer: TokenizerKind | None = None,
@@ -137,50 +117,29 @@ class TranslationDataModule(L.LightningDataModule):
         eval_max_tokens: int | None = None,
         num_workers: int | Literal["auto"] = "auto",
         tokenizer_dir: str | None = None,
-        gold_sentences: str | None = None,
-        gold_alignments: str | None = None,
-        gold_zero_based: bool = False,
-        gold_direction: Direction = "auto",
+        gold: GoldFiles = GoldFiles(),
         alignment_labels: str | None = None,
     ) -> None:
         super().__init__()
         corpus = CorpusOptions(
             path=path, source_lang=source_lang, target_lang=target_lang, val_split=val_split,
-            test_split=test_split, scan_split=scan_split, held_out_pairs=held_out_pairs, seed=seed,
-            toy_train_size=toy_train_size, toy_val_size=toy_val_size, toy_test_size=toy_test_size,
-            toy_split=toy_split, toy_max_train_words=toy_max_train_words, toy_phenomena=toy_phenomena,
-            toy_script=toy_script,
+            test_split=test_split, scan_split=scan_split, held_out_pairs=held_out_pairs, seed=seed, toy=toy,
         )
         self._reader = open_corpus(dataset, corpus)  # checks the dataset's options
-        if max_train_len < 2:
-            raise ValueError(f"max_train_len must be >= 2 (a token plus BOS/EOS), got {max_train_len}")
-        if max_tokens < max_train_len or (eval_max_tokens is not None and eval_max_tokens < max_train_len):
-            raise ValueError(
-                f"max_tokens={max_tokens} and eval_max_tokens={eval_max_tokens} must be >= "
-                f"max_train_len={max_train_len}, so that a batch holds at least one pair"
-            )
-        self._gold_files = GoldFiles(gold_sentences, gold_alignments, gold_zero_based, gold_direction)
-        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
-            raise ValueError(f"num_workers must be 'auto' or an integer >= 0, got {num_workers!r}")
+        check_batching(max_train_len, max_tokens, eval_max_tokens, num_workers)
         self.save_hyperparameters()
         # As resolved, not as typed (LightningCLI saves those): a checkpoint names its languages even when the
-        # file's name gave them, and loads so whatever the file is called then.
+        # file's name gave them, and loads so whatever the file is called then. The option groups as plain
+        # mappings, so that a checkpoint loads with torch's weights_only=True (training.checkpoints).
         self.source_lang, self.target_lang = self._reader.source_lang, self._reader.target_lang
-        self.hparams.update(source_lang=self.source_lang, target_lang=self.target_lang)
+        self.hparams.update(source_lang=self.source_lang, target_lang=self.target_lang,
+                            toy=dataclasses.asdict(toy), gold=dataclasses.asdict(gold))
         self.dataset, self.path, self.seed = dataset, path, seed
         kind = tokenizer or self._reader.tokenizer
         self._reader.check_tokenizer(kind)
         self._vocabulary = TokenizerSettings(kind, vocab_size, split_punctuation, pre_tokenize, shared_vocab)
         self.tokenizer_kind: TokenizerKind = self._vocabulary.kind
-        for option, value in (("split_punctuation", split_punctuation), ("pre_tokenize", pre_tokenize)):
-            if value and self.tokenizer_kind == "word":
-                raise ValueError(
-                    f"{option} needs tokenizer bpe or unigram; dataset {dataset!r} has word-level tokens"
-                )
-        if chinese_script not in (None, *OPENCC_CONFIGS):
-            raise ValueError(f"chinese_script must be simplified, traditional or None: {chinese_script!r}")
-        if chinese_script is not None and importlib.util.find_spec("opencc") is None:
-            raise ValueError(f"chinese_script={chinese_script!r} needs OpenCC: pip install -e .[cjk]")
+        check_chinese_script(chinese_script)
         self.pre_tokenize = pre_tokenize
         self.chinese_script = chinese_script
         self._chinese_sides: tuple[TextSide, ...] | None = None  # decided from the training text, once
@@ -189,8 +148,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_train_len, self.max_tokens = max_train_len, max_tokens
         self.eval_max_tokens = eval_max_tokens or max_tokens
         self.num_workers, self.tokenizer_dir = num_workers, tokenizer_dir
-        self.gold_sentences, self.gold_alignments = gold_sentences, gold_alignments
-        self.gold_zero_based, self.gold_direction = gold_zero_based, gold_direction
+        self.gold = gold
         self._gold: GoldSet | None = None
         self.alignment_labels = alignment_labels
         self._links = None if alignment_labels is None else TrainingLinks(alignment_labels, tokenizer_dir,
@@ -337,7 +295,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def use_gold(self, gold: GoldSet) -> None:
         """Use this gold set, already read, in the model's direction, and reported by whoever read it
-        (``evaluate.py make-run``), as ``gold_set``'s instead of reading ``gold_alignments`` again."""
+        (``evaluate.py make-run``), as ``gold_set``'s instead of reading ``gold.alignments`` again."""
         self._gold = gold
 
     def _set_tokenizers(self, src: Tokenizer, tgt: Tokenizer) -> None:
@@ -366,13 +324,9 @@ class TranslationDataModule(L.LightningDataModule):
         """
         tokenizers = [tokenizer_from_json(state_dict[name]) for name in ("src_tokenizer", "tgt_tokenizer")]
         self._set_tokenizers(*tokenizers)
-        sides = state_dict.get("chinese_sides")
-        if sides is not None and not (isinstance(sides, list) and set(sides) <= {"source", "target"}):
-            raise ValueError(f"chinese_sides must be a list of source and target, got {sides!r:.60}")
-        if sides is None and self.chinese_script is not None:
-            vocabularies = (tok.tokens(range(tok.vocab_size)) for tok in tokenizers)
-            sides = [side for side, tokens in zip(("source", "target"), vocabularies) if is_chinese(tokens)]
-        self._chinese_sides = None if sides is None else tuple(sides)
+        vocabularies = (tok.tokens(range(tok.vocab_size)) for tok in tokenizers)  # read only where needed
+        self._chinese_sides = saved_chinese_sides(state_dict.get("chinese_sides"), self.chinese_script,
+                                                  vocabularies)
 
     def save_tokenizers(self, directory: str | os.PathLike[str]) -> None:
         """Write ``src_tokenizer.json`` and ``tgt_tokenizer.json`` into ``directory`` (created if needed)."""
@@ -406,10 +360,7 @@ class TranslationDataModule(L.LightningDataModule):
         if self._train_pairs is not None:
             return
         raw = self._raw_splits()["train"]
-        index = self._gold_files.not_repeated(raw)
-        if len(index) < len(raw):  # compared without spaces and case, as gold sets are often written
-            rank_zero_info(f"Dropped {len(raw) - len(index)} training pairs that repeat a sentence pair of "
-                           f"{self.gold_sentences}.")
+        index = self.gold.not_repeated(raw, rank_zero_info)
         self.gold_set()  # a bad gold file stops the run here, not at its first validation
         encoded = self._encode([raw[i] for i in index])
         kept = np.flatnonzero(encoded.lengths() <= self.max_train_len)
@@ -429,16 +380,16 @@ class TranslationDataModule(L.LightningDataModule):
             )
 
     def gold_set(self) -> GoldSet | None:
-        """The gold alignment set of ``gold_sentences`` and ``gold_alignments``, its sides in the model's
-        direction; None without ``gold_alignments``. Read once; what it dropped and its direction are
+        """The gold alignment set of ``gold.sentences`` and ``gold.alignments``, its sides in the model's
+        direction; None without ``gold.alignments``. Read once; what it dropped and its direction are
         reported then.
 
         Raises:
             CorpusError: a file is unreadable or malformed (the message names the file and line).
         """
-        if self.gold_alignments is None:
+        if self.gold.alignments is None:
             return None
-        if self._gold is None and (found := self._gold_files.read(self.source_lang, self.target_lang)):
+        if self._gold is None and (found := self.gold.read(self.source_lang, self.target_lang)):
             gold, why = found
             gold = dataclasses.replace(gold, pairs=self.read_pairs(gold.pairs))
             # Each side as the run's own test or validation split writes the same sentence, as evaluate.py
@@ -483,7 +434,7 @@ class TranslationDataModule(L.LightningDataModule):
         return self._loader(self._encode(pairs), shuffle=False, max_tokens=max_tokens or self.eval_max_tokens)
 
     def _loader(self, items: EncodedPairs | AlignedPairs, *, shuffle: bool, max_tokens: int) -> DataLoader:
-        device_type, processes = self._training_device()
+        device_type, processes = training_device(getattr(self, "trainer", None))
         collate_fn = collate_aligned if isinstance(items, AlignedPairs) else collate
         return bucketed_loader(items, collate_fn, shuffle=shuffle, max_tokens=max_tokens, seed=self.seed,
                                device_type=device_type, processes=processes, num_workers=self.num_workers)
@@ -496,13 +447,3 @@ class TranslationDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self.dataloader("test")
-
-    def _training_device(self) -> tuple[str, int]:
-        """The device type the attached Trainer computes on and its processes per machine; ("cpu", 1) without
-        a Trainer (evaluation loads batches itself)."""
-        trainer = getattr(self, "trainer", None)
-        if trainer is None:
-            return "cpu", 1
-        strategy = trainer.strategy
-        processes = getattr(strategy, "num_processes", 1) or 1
-        return strategy.root_device.type, processes

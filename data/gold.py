@@ -12,7 +12,7 @@ crash; any other bad input raises one :class:`~data.corpora.CorpusError` naming 
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -258,8 +258,19 @@ def not_repeating(pairs: Sequence[Pair], gold: Sequence[Pair]) -> list[int]:
 
 @dataclass(frozen=True)
 class GoldFiles:
-    """The gold set a run keeps out of training and scores explanations on (the data module's ``gold_*``
-    options, whose meaning its docstring gives), checked once."""
+    """The gold set a run keeps out of training and scores explanations on (``--data.gold.*``), checked once.
+
+    Args:
+        sentences: a gold alignment set's sentences, one ``source ||| target`` pair a line: training pairs
+            that repeat one of them either way round (compared without spaces and case) are dropped, so that
+            the set stays unseen (the count is reported).
+        alignments: the set's links, one Pharaoh line a pair: training then scores every explanation method
+            against them on the set's own words (``viz.logger``); needs ``sentences``.
+        zero_based: the links count words from 0 (default: from 1, as the KFTT and RWTH sets do).
+        direction: ``auto`` (the sets' file names, such as ``ja-en.gold``, against the data's
+            ``source_lang`` and ``target_lang``), ``forward`` (the set's source side is the model's) or
+            ``reversed``.
+    """
 
     sentences: str | None = None
     alignments: str | None = None
@@ -268,18 +279,23 @@ class GoldFiles:
 
     def __post_init__(self) -> None:
         if self.alignments is not None and self.sentences is None:
-            raise ValueError("gold_alignments needs gold_sentences, the sentences its links index")
+            raise ValueError("gold.alignments needs gold.sentences, the sentences its links index")
         if self.alignments is None and (self.zero_based or self.direction != "auto"):
-            option = "gold_zero_based" if self.zero_based else f"gold_direction={self.direction}"
-            raise ValueError(f"{option} reads the links of gold_alignments, which is not given")
+            option = "gold.zero_based" if self.zero_based else f"gold.direction={self.direction}"
+            raise ValueError(f"{option} reads the links of gold.alignments, which is not given")
         if self.direction not in DIRECTIONS:
-            raise ValueError(f"gold_direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+            raise ValueError(f"gold.direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
 
-    def not_repeated(self, pairs: Sequence[Pair]) -> list[int]:
-        """Indices of ``pairs`` less those that repeat a sentence pair of ``sentences`` (all without it)."""
+    def not_repeated(self, pairs: Sequence[Pair], log: Callable[[str], object]) -> list[int]:
+        """Indices of ``pairs`` less those that repeat a sentence pair of ``sentences`` (all without it);
+        ``log(message)`` is told how many were dropped, if any."""
         if self.sentences is None:
             return list(range(len(pairs)))
-        return not_repeating(pairs, read_bitext(self.sentences))
+        index = not_repeating(pairs, read_bitext(self.sentences))
+        if len(index) < len(pairs):  # compared without spaces and case, as gold sets are often written
+            log(f"Dropped {len(pairs) - len(index)} training pairs that repeat a sentence pair of "
+                f"{self.sentences}.")
+        return index
 
     def read(self, source_lang: str, target_lang: str) -> tuple[GoldSet, str] | None:
         """:func:`read_gold_for` of these files, in the model's direction; None without ``alignments``."""

@@ -8,6 +8,7 @@ by default, and where each pair it read came from, so that a bad pair is named b
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -16,6 +17,29 @@ from data.pairs import Pair
 SplitName = Literal["train", "val", "test"]
 TextSide = Literal["source", "target"]
 SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class ToyOptions:
+    """The toy tasks' options (``--data.toy.*``; ``data.toy`` generates the tasks).
+
+    Args:
+        train_size: number of training pairs.
+        val_size: number of validation pairs.
+        test_size: number of test pairs.
+        split: ``random`` or ``length`` (test sentences longer than any seen in training).
+        max_train_words: with ``split=length``: the longest training sentence, in words.
+        phenomena: ``toy`` only: one-to-many, many-to-one and unaligned words, with their gold links.
+        script: ``toy`` only: ``latin`` or ``han`` (the target in Chinese characters, without spaces).
+    """
+
+    train_size: int = 50_000
+    val_size: int = 1_000
+    test_size: int = 1_000
+    split: Literal["random", "length"] = "random"
+    max_train_words: int = 12
+    phenomena: bool = False
+    script: Literal["latin", "han"] = "latin"
 
 
 @dataclass(frozen=True)
@@ -31,26 +55,20 @@ class CorpusOptions:
     scan_split: str = "simple"
     held_out_pairs: int = 1000
     seed: int = 1234
-    toy_train_size: int = 50_000
-    toy_val_size: int = 1_000
-    toy_test_size: int = 1_000
-    toy_split: Literal["random", "length"] = "random"
-    toy_max_train_words: int = 12
-    toy_phenomena: bool = False
-    toy_script: Literal["latin", "han"] = "latin"
+    toy: ToyOptions = ToyOptions()
 
 
 # Options that only some corpora read and that are refused, away from their defaults, by the others (a reader
 # names those it reads in ``CorpusReader.reads``). The rest (test_split, scan_split, the toy's sizes) are
 # ignored where they do not apply, as every saved configuration sets them.
-VARIANT_OPTIONS = ("val_split", "held_out_pairs", "toy_phenomena", "toy_script")
+VARIANT_OPTIONS = ("val_split", "held_out_pairs", "toy.phenomena", "toy.script")
 
 
 def refused_variant(options: CorpusOptions, reads: frozenset[str]) -> str | None:
     """The first of :data:`VARIANT_OPTIONS` set away from its default that a reader of ``reads`` ignores."""
     defaults = CorpusOptions()
     return next((name for name in VARIANT_OPTIONS
-                 if name not in reads and getattr(options, name) != getattr(defaults, name)), None)
+                 if name not in reads and attrgetter(name)(options) != attrgetter(name)(defaults)), None)
 
 
 class CorpusReader(ABC):

@@ -21,6 +21,7 @@ keeps its words: only runs of Han and Kana longer than a word usually is are spl
     TextHandling(pre_tokenize='whitespace', normalization='nfc')
 """
 
+import importlib.util
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -127,6 +128,14 @@ def is_chinese(texts: Iterable[str]) -> bool:
     return shares["han"] >= SCRIPT_SHARE and shares["kana"] < CHINESE_MAX_KANA_PER_HAN * shares["han"]
 
 
+def check_chinese_script(script: str | None) -> None:
+    """Refuse (ValueError) a ``chinese_script`` that is none of OpenCC's targets, or any without OpenCC."""
+    if script not in (None, *OPENCC_CONFIGS):
+        raise ValueError(f"chinese_script must be simplified, traditional or None: {script!r}")
+    if script is not None and importlib.util.find_spec("opencc") is None:
+        raise ValueError(f"chinese_script={script!r} needs OpenCC: pip install -e .[cjk]")
+
+
 @cache
 def chinese_converter(script: ChineseScript) -> Callable[[str], str]:
     """OpenCC's conversion of Chinese text into ``script`` (``pip install -e .[cjk]``), made once: its
@@ -143,6 +152,23 @@ def chinese_sides_of(train: Sequence[Pair], script: ChineseScript, warn: Callabl
     if not sides:
         warn(f"chinese_script={script!r}: neither side of the training pairs is Chinese; unchanged")
     return sides
+
+
+def saved_chinese_sides(
+    saved: object, script: ChineseScript | None, vocabularies: Iterable[Sequence[str]]
+) -> tuple[str, ...] | None:
+    """The sides ``script`` converts, as a checkpoint ``saved`` them (a list of ``source`` and ``target``);
+    one saved before they were recorded (None) has them read off the source and target ``vocabularies``,
+    learnt from the converted text. None where neither says.
+
+    Raises:
+        ValueError: ``saved`` is not a list of ``source`` and ``target``.
+    """
+    if saved is not None and not (isinstance(saved, list) and set(saved) <= {"source", "target"}):
+        raise ValueError(f"chinese_sides must be a list of source and target, got {saved!r:.60}")
+    if saved is None and script is not None:
+        saved = [side for side, tokens in zip(("source", "target"), vocabularies) if is_chinese(tokens)]
+    return None if saved is None else tuple(saved)
 
 
 def converted_fields(pair: Pair, sides: Sequence[str], read: Callable[[str, str], str]) -> dict[str, Any]:

@@ -537,45 +537,44 @@ def make_toy_splits(
 class ToyTranslation(CorpusReader):
     """``toy``: the toy translation task, generated from ``seed`` (no files; :func:`make_toy_splits`).
 
-    Options: ``toy_train_size``, ``toy_val_size``, ``toy_test_size``: pairs in each split. ``toy_split``:
-    ``random`` (one distribution) or ``length`` (test sentences longer than any seen in training, which holds
-    at most ``toy_max_train_words`` words). ``toy_phenomena``: translations with one-to-many, many-to-one and
-    unaligned words, each with its gold links, where explanation methods can be told apart. ``toy_script``:
-    ``latin`` (the invented target language) or ``han``: the target in Chinese characters, without spaces,
-    with measure words and an unaligned aspect particle; ``han`` needs a subword tokenizer (``bpe`` unless
-    one is named, whose ``pre_tokenize`` picks ``cjk`` for the target) and makes ``target_lang`` ``zh`` (so
-    that BLEU is tokenized as Chinese). Word-level tokens otherwise.
+    Options (``toy``, a ``data.reader.ToyOptions``): ``train_size``, ``val_size``, ``test_size``: pairs in
+    each split. ``split``: ``random`` (one distribution) or ``length`` (test sentences longer than any seen in
+    training, which holds at most ``max_train_words`` words). ``phenomena``: translations with one-to-many,
+    many-to-one and unaligned words, each with its gold links, where explanation methods can be told apart.
+    ``script``: ``latin`` (the invented target language) or ``han``: the target in Chinese characters, without
+    spaces, with measure words and an unaligned aspect particle; ``han`` needs a subword tokenizer (``bpe``
+    unless one is named, whose ``pre_tokenize`` picks ``cjk`` for the target) and makes ``target_lang`` ``zh``
+    (so that BLEU is tokenized as Chinese). Word-level tokens otherwise.
     """
 
     reads_files = False
-    reads: ClassVar[frozenset[str]] = frozenset({"toy_phenomena", "toy_script"})
+    reads: ClassVar[frozenset[str]] = frozenset({"toy.phenomena", "toy.script"})
     task: ClassVar[Literal["translate", "copy", "reverse"]] = "translate"
 
     def __init__(self, name: str, options: CorpusOptions) -> None:
         super().__init__(name, options)
-        if options.toy_script not in ("latin", "han"):
-            raise ValueError(f"toy_script must be latin or han, got {options.toy_script!r}")
-        if options.toy_script != "latin" and options.toy_phenomena:
-            raise ValueError(
-                f"toy_phenomena is a variant of toy_script 'latin'; {options.toy_script!r} has its own"
-            )
-        self.tokenizer = "bpe" if options.toy_script == "han" else "word"
-        if options.toy_script == "han":  # Chinese, whatever target_lang says: BLEU's tokenizer follows it
+        toy = options.toy
+        if toy.script not in ("latin", "han"):
+            raise ValueError(f"toy.script must be latin or han, got {toy.script!r}")
+        if toy.script != "latin" and toy.phenomena:
+            raise ValueError(f"toy.phenomena is a variant of toy.script 'latin'; {toy.script!r} has its own")
+        self.tokenizer = "bpe" if toy.script == "han" else "word"
+        if toy.script == "han":  # Chinese, whatever target_lang says: BLEU's tokenizer follows it
             self.target_lang = "zh"
 
     def check_tokenizer(self, kind: str) -> None:
-        if self.options.toy_script == "han" and kind == "word":
+        if self.options.toy.script == "han" and kind == "word":
             raise ValueError(
-                "toy_script 'han' writes its target without spaces, so a word-level tokenizer would make "
+                "toy.script 'han' writes its target without spaces, so a word-level tokenizer would make "
                 "each sentence one token: use tokenizer bpe or unigram"
             )
 
     def read(self) -> dict[SplitName, list[Pair]]:
-        o = self.options
+        toy = self.options.toy
         return make_toy_splits(  # type: ignore[return-value]
-            task=self.task, split=o.toy_split, train_size=o.toy_train_size, val_size=o.toy_val_size,
-            test_size=o.toy_test_size, seed=o.seed, max_train_words=o.toy_max_train_words,
-            phenomena=o.toy_phenomena, script=o.toy_script,
+            task=self.task, split=toy.split, train_size=toy.train_size, val_size=toy.val_size,
+            test_size=toy.test_size, seed=self.options.seed, max_train_words=toy.max_train_words,
+            phenomena=toy.phenomena, script=toy.script,
         )
 
     def origin(self, split: SplitName, index: int, side: TextSide = "source") -> tuple[str, int | None]:
@@ -583,8 +582,8 @@ class ToyTranslation(CorpusReader):
 
 
 class CopyTask(ToyTranslation):
-    """``copy``: random strings of the letters a to z, their targets the same (the ``toy_*`` options as for
-    ``toy``, but for ``toy_phenomena`` and ``toy_script``)."""
+    """``copy``: random strings of the letters a to z, their targets the same (the ``toy.*`` options as for
+    ``toy``, but for ``toy.phenomena`` and ``toy.script``)."""
 
     reads: ClassVar[frozenset[str]] = frozenset()
     task = "copy"

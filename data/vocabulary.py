@@ -32,6 +32,9 @@ class TokenizerSettings:
             raise ValueError(f"tokenizer must be word, bpe, unigram or None, got {self.kind!r}")
         if self.pre_tokenize not in (None, "whitespace", "cjk"):
             raise ValueError(f"pre_tokenize must be whitespace, cjk or None, got {self.pre_tokenize!r}")
+        for option in ("split_punctuation", "pre_tokenize"):
+            if getattr(self, option) and self.kind == "word":
+                raise ValueError(f"{option} needs tokenizer bpe or unigram; the tokenizer is word")
         if self.vocab_size > MAX_VOCAB_SIZE:
             column = 4 * self.vocab_size / 2**20  # MiB: one float32 number a piece; at least 4 here
             power = min(int(math.log(column, 1024)), 4)

@@ -307,17 +307,17 @@ assert target_words == ["li", "kati", "grandes", "un", "hundo", "vidan"]
 # %% [markdown]
 # The data module (`data/datamodule.py`) generates the splits, trains a word-level tokenizer for each side and
 # serves padded batches. We keep sentences to at most 8 words, so that the pictures stay readable and a minute
-# of training goes further (`toy_split="length"` would put longer sentences into the test split, unused here).
+# of training goes further (`split="length"` would put longer sentences into the test split, unused here).
 # The same settings go to the training run in part 4.
 
 # %%
 import yaml
 
 from data import TranslationDataModule
+from data.reader import ToyOptions
 
-DATA = {"dataset": "toy", "toy_train_size": 5000, "toy_val_size": 100, "toy_test_size": 20,
-        "toy_split": "length", "toy_max_train_words": 8}
-data = TranslationDataModule(**DATA)
+TOY = {"train_size": 5000, "val_size": 100, "test_size": 20, "split": "length", "max_train_words": 8}
+data = TranslationDataModule(dataset="toy", toy=ToyOptions(**TOY))
 src_tok, tgt_tok = data.src_tokenizer, data.tgt_tokenizer
 print(f"vocabulary: {src_tok.vocab_size} source and {tgt_tok.vocab_size} target tokens")
 val_pairs = data.pairs("val")
@@ -469,7 +469,7 @@ cli = train([
     "--trainer.max_time", f"00:00:{seconds // 60:02d}:{seconds % 60:02d}", "--trainer.max_epochs", "100",
     "--model.schedule", "cosine_time", "--model.lr", "0.01", "--model.dropout", "0",
     "--attention.per_head", "false",  # no image per head: the ATTENTION tab shows every head anyway
-    *(f"--data.{name}={value}" for name, value in DATA.items()),
+    "--data.dataset", "toy", *(f"--data.toy.{name}={value}" for name, value in TOY.items()),
 ])
 run_dir = Path(cli.trainer.logger.log_dir)
 print(f"{cli.trainer.global_step} training steps in {cli.trainer.current_epoch} epochs; run: {run_dir}")

@@ -314,8 +314,8 @@ def reverse_run(tmp_path_factory):
     """The tiny config trained on the reverse task, strings of 3 to 6 letters (about 10 s on a free CPU)."""
     return train_tiny(
         tmp_path_factory.mktemp("reverse"),
-        "--data.dataset", "reverse", "--data.toy_split", "length", "--data.toy_max_train_words", "6",
-        "--data.toy_train_size", "2000", "--data.max_tokens", "256", "--trainer.max_epochs", "10",
+        "--data.dataset", "reverse", "--data.toy.split", "length", "--data.toy.max_train_words", "6",
+        "--data.toy.train_size", "2000", "--data.max_tokens", "256", "--trainer.max_epochs", "10",
         "--model.dropout", "0.0", "--model.label_smoothing", "0.0", "--model.warmup_steps", "50",
         "--model.decode_every_n_epochs", "0", "--attention.every_n_epochs", "0",
         "--trainer.check_val_every_n_epoch", "100", "--recent.save_top_k", "1",

@@ -951,7 +951,7 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     supervision = " ".join(SUPERVISION)
     for line, name in zip(lines[:4], names, strict=True):
         source, target = name.split("_")[1:]
-        assert "train.py --config configs/kftt_ja_en.yaml" in line and "--data.gold_alignments" in line
+        assert "train.py --config configs/kftt_ja_en.yaml" in line and "--data.gold.alignments" in line
         assert f"--data.source_lang {source} --data.target_lang {target}" in line
         assert (f"{supervision} --model.alignment_weight 0.5" in line) == name.startswith("sup"), line
         assert "--trainer.max_time 00:00:05:00" in line and f"--trainer.logger.init_args.name {name}" in line

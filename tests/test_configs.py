@@ -1,6 +1,7 @@
 """The config files parse, and configs/default.yaml says exactly what `python train.py` does without
 options."""
 
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -32,7 +33,10 @@ def test_default_yaml_matches_the_code_defaults():
     ):
         code = defaults(cls)
         for key, value in config[section].items():
-            assert code[key] == value, f"{section}.{key}: default.yaml says {value!r}, the code {code[key]!r}"
+            ours = dataclasses.asdict(code[key]) if dataclasses.is_dataclass(code[key]) else code[key]
+            if isinstance(value, dict):  # a group of options (data.toy): the fields it names
+                ours = {name: ours[name] for name in value}
+            assert ours == value, f"{section}.{key}: default.yaml says {value!r}, the code {ours!r}"
     trainer = trainer_defaults()
     for key, value in config["trainer"].items():
         assert trainer[key] == value, f"trainer.{key}"
@@ -50,4 +54,39 @@ def test_every_config_parses(name):
     written = yaml.safe_load((CONFIGS / name).read_text())
     for section in ("model", "data"):
         for key, value in written.get(section, {}).items():
-            assert config[section][key] == value
+            if isinstance(value, dict):  # a group of options (data.toy): the fields it names
+                assert {name: config[section][key][name] for name in value} == value
+            else:
+                assert config[section][key] == value
+
+
+def print_config(tmp_path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CONFIGS.parent / "train.py"), *args, "--print_config"],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+
+
+def test_the_toy_and_gold_groups_read_from_a_yaml_and_one_field_from_the_command_line(tmp_path):
+    config = tmp_path / "grouped.yaml"
+    config.write_text("data:\n  toy: {train_size: 2000, split: length}\n"
+                      "  gold: {sentences: gold.src-tgt, alignments: gold.links}\n", encoding="utf-8")
+    done = print_config(tmp_path, "--config", str(config), "--data.toy.split", "random",
+                        "--data.gold.direction", "reversed")
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = yaml.safe_load(done.stdout)["data"]
+    assert data["toy"] == {"train_size": 2000, "val_size": 1000, "test_size": 1000, "split": "random",
+                           "max_train_words": 12, "phenomena": False, "script": "latin"}
+    assert data["gold"] == {"sentences": "gold.src-tgt", "alignments": "gold.links", "zero_based": False,
+                            "direction": "reversed"}
+
+
+def test_an_option_spelt_as_before_it_was_grouped_is_refused_naming_its_spelling_now(tmp_path):
+    done = print_config(tmp_path, "--data.toy_train_size", "2000")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: --data.toy_train_size is now --data.toy.train_size (CHANGELOG.md)")
+    old = tmp_path / "old.yaml"
+    old.write_text("data:\n  gold_sentences: gold.src-tgt\n", encoding="utf-8")
+    done = print_config(tmp_path, "--config", str(old))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: --config {old}: data: gold_sentences is now data: gold: sentences (CHANGELOG.md)")

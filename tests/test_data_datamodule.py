@@ -14,7 +14,9 @@ from data import batching
 from data.batching import Batch, choose_num_workers, choose_pin_memory
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
+from data.gold import GoldFiles
 from data.pairs import Pair
+from data.reader import ToyOptions
 from data.special import SPECIALS
 from data.tokenizer import Tokenizer
 
@@ -23,11 +25,11 @@ CORPORA = Path(
 )
 MULTI30K = CORPORA / "multi30k"
 SCAN = CORPORA / "scan"
-SMALL = {"toy_train_size": 400, "toy_val_size": 40, "toy_test_size": 40}
+SMALL = ToyOptions(train_size=400, val_size=40, test_size=40)
 
 
 def small(**kwargs) -> TranslationDataModule:
-    return TranslationDataModule(**{**SMALL, "max_tokens": 256, **kwargs})
+    return TranslationDataModule(**{"toy": SMALL, "max_tokens": 256, **kwargs})
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
@@ -52,7 +54,7 @@ def test_ids_and_vocab_sizes_work_right_after_init():
     target_words = {w for p in dm.pairs("train") for w in p.target.split()}
     assert src_vocab_size == len(source_words) + len(SPECIALS.tokens)
     assert tgt_vocab_size == len(target_words) + len(SPECIALS.tokens)
-    assert dm.hparams["dataset"] == "toy" and dm.hparams["toy_train_size"] == 400
+    assert dm.hparams["dataset"] == "toy" and dm.hparams["toy"]["train_size"] == 400  # a plain mapping
 
 
 @pytest.mark.parametrize("split", ["train", "val", "test"])
@@ -90,7 +92,7 @@ def test_loader_settings_suit_the_machine():
     assert (loader.num_workers, loader.persistent_workers) == (0, False)
     loader = small(num_workers=1).val_dataloader()
     assert (loader.num_workers, loader.persistent_workers) == (1, True)
-    assert sum(b.index.numel() for b in loader) == SMALL["toy_val_size"]
+    assert sum(b.index.numel() for b in loader) == SMALL.val_size
 
 
 def test_eval_max_tokens_sets_the_size_of_eval_batches():
@@ -114,7 +116,7 @@ def test_long_training_pairs_are_dropped_and_counted(caplog):
     assert len(kept) == len(lengths) - dropped
     assert all(len(p.source.split()) + 1 <= 10 for p in kept)
     assert f"Dropped {dropped} of 400 training pairs longer than max_train_len=10 tokens." in caplog.text
-    assert len(dm.pairs("val")) == SMALL["toy_val_size"]  # evaluation keeps every pair
+    assert len(dm.pairs("val")) == SMALL.val_size  # evaluation keeps every pair
 
 
 def test_a_pair_is_as_long_as_its_longer_side(tmp_path):
@@ -129,7 +131,7 @@ def test_a_pair_is_as_long_as_its_longer_side(tmp_path):
 def test_train_batches_index_the_pairs_left_after_filtering():
     dm = small(max_train_len=10)
     pairs = dm.pairs("train")
-    assert len(pairs) < SMALL["toy_train_size"]
+    assert len(pairs) < SMALL.train_size
     seen = []
     for batch in dm.train_dataloader():
         for row, index in enumerate(batch.index.tolist()):
@@ -146,7 +148,7 @@ def test_long_eval_pairs_are_kept_with_a_warning():
     message = f"{too_long} val pairs are longer than max_train_len=10 tokens; they are kept."
     with pytest.warns(UserWarning, match=message):
         loader = dm.val_dataloader()
-    assert sum(b.index.numel() for b in loader) == SMALL["toy_val_size"]
+    assert sum(b.index.numel() for b in loader) == SMALL.val_size
 
 
 def test_state_dict_restores_the_tokenizers_without_retraining(monkeypatch, tmp_path):
@@ -392,7 +394,7 @@ def test_training_pairs_that_repeat_a_gold_sentence_pair_are_dropped(tmp_path, c
     # The gold set segments and cases its sentences otherwise: compared without spaces and case.
     write_lines(tmp_path / "gold.txt", ["概 要 ||| summary", "京都 の 寺 ||| a temple in kyoto ."])
     data = TranslationDataModule(
-        dataset="tsv", path=folder, tokenizer="word", gold_sentences=str(tmp_path / "gold.txt")
+        dataset="tsv", path=folder, tokenizer="word", gold=GoldFiles(sentences=str(tmp_path / "gold.txt"))
     )
     with caplog.at_level(logging.INFO):
         kept = data.pairs("train")
@@ -447,23 +449,25 @@ def test_scan_holds_out_at_least_one_pair(tmp_path):
         ),
         (
             {"split_punctuation": True},
-            "split_punctuation needs tokenizer bpe or unigram; dataset 'toy' has word-level tokens",
+            "split_punctuation needs tokenizer bpe or unigram; the tokenizer is word",
         ),
         ({"held_out_pairs": 500}, "held_out_pairs is an option of dataset tatoeba only; 'toy' has none"),
         (
-            {"toy_phenomena": True, "dataset": "copy"},
-            "toy_phenomena is an option of dataset toy only; 'copy' has none",
+            {"toy": {"phenomena": True}, "dataset": "copy"},
+            "toy.phenomena is an option of dataset toy only; 'copy' has none",
         ),
-        ({"gold_zero_based": True}, "gold_zero_based reads the links of gold_alignments, which is not given"),
+        ({"toy": {"script": "han"}, "dataset": "reverse"}, "toy.script is an option of dataset toy only"),
+        ({"gold": {"zero_based": True}}, "gold.zero_based reads the links of gold.alignments, which is not"),
         (
-            {"gold_sentences": "gold.txt", "gold_direction": "reversed"},
-            "gold_direction=reversed reads the links of gold_alignments, which is not given",
+            {"gold": {"sentences": "gold.txt", "direction": "reversed"}},
+            "gold.direction=reversed reads the links of gold.alignments, which is not given",
         ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
+    groups = {"toy": ToyOptions, "gold": GoldFiles}  # built inside: GoldFiles refuses its own
     with pytest.raises(ValueError, match=message):
-        TranslationDataModule(**kwargs)
+        TranslationDataModule(**{k: groups[k](**v) if k in groups else v for k, v in kwargs.items()})
 
 
 def test_batch_budgets_equal_to_max_train_len_are_enough():
@@ -601,7 +605,7 @@ def test_a_named_gold_set_is_read_once_in_the_model_direction(tmp_path, caplog):
     write_lines(tmp_path / "ja-en.gold", ["1-1 2-1", "1-4 2p3 3-2 9-9"])
     data = TranslationDataModule(
         dataset="tsv", path=folder, tokenizer="word", source_lang="en", target_lang="ja",
-        gold_sentences=str(tmp_path / "ja-en.src-tgt"), gold_alignments=str(tmp_path / "ja-en.gold"),
+        gold=GoldFiles(sentences=str(tmp_path / "ja-en.src-tgt"), alignments=str(tmp_path / "ja-en.gold")),
     )
     with caplog.at_level(logging.INFO):
         gold = data.gold_set()
@@ -610,8 +614,8 @@ def test_a_named_gold_set_is_read_once_in_the_model_direction(tmp_path, caplog):
     assert "dropped 1 past the end of their sentence (lines 2); direction reversed: ja-en.gold" in caplog.text
     assert data.pairs("train") == [Pair("沿革", "History")]  # "Summary" repeats gold pair 1
     assert TranslationDataModule(dataset="toy").gold_set() is None
-    with pytest.raises(ValueError, match="gold_alignments needs gold_sentences"):
-        TranslationDataModule(dataset="toy", gold_alignments="gold.txt")
+    with pytest.raises(ValueError, match="gold.alignments needs gold.sentences"):
+        GoldFiles(alignments="gold.txt")
 
 
 def test_a_bad_gold_links_file_stops_before_training(tmp_path):
@@ -619,7 +623,6 @@ def test_a_bad_gold_links_file_stops_before_training(tmp_path):
     write_lines(tmp_path / "gold.txt", ["概 要 ||| summary"])
     write_lines(tmp_path / "links.txt", ["1-1 x"])
     data = TranslationDataModule(dataset="tsv", path=folder, tokenizer="word",
-                                 gold_sentences=str(tmp_path / "gold.txt"),
-                                 gold_alignments=str(tmp_path / "links.txt"))
+                                 gold=GoldFiles(str(tmp_path / "gold.txt"), str(tmp_path / "links.txt")))
     with pytest.raises(CorpusError, match=r"links\.txt:1: link 'x' is not i-j"):
         data.pairs("train")

@@ -290,8 +290,9 @@ def test_han_script_refuses_what_it_is_not_for(kwargs, message):
 
 def test_datamodule_reads_the_han_toy_with_a_subword_tokenizer():
     from data.datamodule import TranslationDataModule
+    from data.reader import ToyOptions
 
-    dm = TranslationDataModule(toy_script="han", toy_train_size=300, toy_val_size=20, toy_test_size=20)
+    dm = TranslationDataModule(toy=ToyOptions(script="han", train_size=300, val_size=20, test_size=20))
     assert dm.tokenizer_kind == "bpe"
     assert bleu_tokenizer(dm.target_lang) == "zh"  # BLEU of the Chinese target counts Chinese words
     for pair in dm.pairs("val"):
@@ -308,10 +309,11 @@ def test_datamodule_reads_the_han_toy_with_a_subword_tokenizer():
 def test_datamodule_converts_the_han_toy_to_traditional_characters_word_by_word():
     pytest.importorskip("opencc")
     from data.datamodule import TranslationDataModule
+    from data.reader import ToyOptions
 
-    sizes = {"toy_train_size": 300, "toy_val_size": 50, "toy_test_size": 20}
-    simplified = TranslationDataModule(toy_script="han", **sizes).pairs("val")
-    traditional = TranslationDataModule(toy_script="han", chinese_script="traditional", **sizes).pairs("val")
+    toy = ToyOptions(script="han", train_size=300, val_size=50, test_size=20)
+    simplified = TranslationDataModule(toy=toy).pairs("val")
+    traditional = TranslationDataModule(toy=toy, chinese_script="traditional").pairs("val")
     for before, after in zip(simplified, traditional, strict=True):
         assert after.target == "".join(after.target_words)
         assert [len(w) for w in after.target_words] == [len(w) for w in before.target_words]

@@ -38,7 +38,7 @@ def overfit_run(tmp_path_factory):
     """A tiny model trained until it has memorised its 24 training pairs (about half a minute on a CPU)."""
     return train_tiny(
         tmp_path_factory.mktemp("overfit"),
-        "--data.toy_train_size", "24", "--trainer.max_epochs", "200",
+        "--data.toy.train_size", "24", "--trainer.max_epochs", "200",
         "--trainer.check_val_every_n_epoch", "200",
         "--model.d_model", "64", "--model.d_ff", "128", "--model.dropout", "0.0",
         "--model.label_smoothing", "0.0",
@@ -586,8 +586,10 @@ def test_a_byte_order_mark_on_stdin_is_dropped(tiny_run, capsys, monkeypatch):
          "malformed model settings: positional is 'sinusoid', expected Literal['sinusoidal', "),
         (lambda c: c.update(hyper_parameters=[1, 2]),
          "malformed checkpoint (hyper_parameters is a list, not a mapping)"),
-        (lambda c: c["datamodule_hyper_parameters"].update(toy_train_size="many"),
-         "malformed data settings: toy_train_size is 'many', expected int"),
+        (lambda c: c["datamodule_hyper_parameters"]["toy"].update(train_size="many"),
+         "malformed data settings: toy.train_size is 'many', expected int"),
+        (lambda c: c["datamodule_hyper_parameters"].update(gold="gold.txt"),
+         "malformed data settings: gold is 'gold.txt', expected a mapping"),
         (lambda c: c["hyper_parameters"].update(d_ff=128),
          ("weights do not fit the saved model settings (model.encoder_layers.0.feed_forward.up.weight has "
           "shape (64, 32), the settings make it (128, 32))")),
@@ -619,12 +621,15 @@ def test_settings_the_code_does_not_know_are_named_in_a_warning(tiny_run, tmp_pa
     ]
 
 
-def test_a_checkpoint_from_when_gold_options_went_without_gold_alignments_still_evaluates(
-    tiny_run, tmp_path, capsys
-):
+def test_a_checkpoint_of_the_flat_toy_and_gold_options_still_evaluates(tiny_run, tmp_path, capsys):
+    """Earlier versions saved the data's ``toy_*`` and ``gold_*`` options flat, and took gold_direction and
+    gold_zero_based without gold_alignments (ignoring them)."""
     checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    checkpoint["datamodule_hyper_parameters"] |= {"gold_direction": "forward", "gold_zero_based": True}
-    older = tmp_path / "older.ckpt"  # as older versions saved them, ignored without gold_alignments
+    saved = checkpoint["datamodule_hyper_parameters"]
+    toy, _ = saved.pop("toy"), saved.pop("gold")
+    saved |= {f"toy_{name}": value for name, value in toy.items()} | {
+        "gold_sentences": None, "gold_alignments": None, "gold_direction": "forward", "gold_zero_based": True}
+    older = tmp_path / "older.ckpt"
     torch.save(checkpoint, older)
     code, out, err = run_evaluate(capsys, older, "--quiet")
     assert (code, err) == (0, "")

@@ -100,7 +100,7 @@ def han_run(tmp_path_factory):
     """A tiny run on the Han-script toy: its target words are one or two characters, a piece each."""
     from tests.conftest import train_tiny
 
-    return train_tiny(tmp_path_factory.mktemp("han"), "--data.toy_script", "han", "--data.tokenizer", "bpe",
+    return train_tiny(tmp_path_factory.mktemp("han"), "--data.toy.script", "han", "--data.tokenizer", "bpe",
                       "--data.vocab_size", "300")
 
 

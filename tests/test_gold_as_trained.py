@@ -140,6 +140,7 @@ def test_training_reads_the_gold_as_evaluate_does(tmp_path):
     """The gold set a run scores at each validation is read as the run's corpus writes it, as evaluate.py
     --gold-alignments reads it: here the test split's cased MeCab line for the gold's lowercased KyTea one."""
     from data.datamodule import TranslationDataModule
+    from data.gold import GoldFiles
 
     (tmp_path / "train.tsv").write_text(f"{TUNE_NARU}\t{TUNE_EN}\n概要\tOutline\n", encoding="utf-8")
     (tmp_path / "val.tsv").write_text("概要\tOutline\n", encoding="utf-8")
@@ -148,7 +149,7 @@ def test_training_reads_the_gold_as_evaluate_does(tmp_path):
     sentences.write_text(f"{GOLD_NARU} ||| {GOLD_EN}\n", encoding="utf-8")
     links.write_text("1-1 2-2\n", encoding="utf-8")
     dm = TranslationDataModule(dataset="tsv", path=str(tmp_path), tokenizer="word",
-                               gold_sentences=str(sentences), gold_alignments=str(links))
+                               gold=GoldFiles(str(sentences), str(links)))
     (pair,) = dm.gold_set().pairs
     assert (pair.source, pair.target) == (TUNE_NARU, TUNE_EN)
     assert pair.words("source") == tuple(GOLD_NARU.split()) and pair.words("target") == tuple(GOLD_EN.split())

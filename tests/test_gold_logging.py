@@ -23,7 +23,7 @@ def gold_logged_run(tmp_path_factory):
     sentences.write_text("\n".join(GOLD["sentences"]) + "\n", encoding="utf-8")
     links.write_text("\n".join(GOLD["links"]) + "\n", encoding="utf-8")
     return train_chinese(
-        folder, "--data.gold_sentences", str(sentences), "--data.gold_alignments", str(links),
+        folder, "--data.gold.sentences", str(sentences), "--data.gold.alignments", str(links),
         "--attention.every_n_epochs", "1", "--attention.explanation_sentences", "3",
         "--attention.max_tokens", "64",
     )
@@ -111,7 +111,7 @@ def test_a_gold_set_without_a_sure_link_stops_training_before_its_first_step(tmp
     sentences.write_text("\n".join(GOLD["sentences"]) + "\n", encoding="utf-8")
     links.write_text("9-9\n9-9 8p8\n9-9\n", encoding="utf-8")
     with pytest.raises(SystemExit) as stopped:
-        train_chinese(tmp_path, "--data.gold_sentences", str(sentences), "--data.gold_alignments", str(links),
+        train_chinese(tmp_path, "--data.gold.sentences", str(sentences), "--data.gold.alignments", str(links),
                       "--attention.every_n_epochs", "1", "--attention.explanation_sentences", "3")
     assert stopped.value.code == f"error: {links}: the 3 pairs scored have no sure gold link to score against"
     assert not list((tmp_path / "runs").rglob("*.ckpt"))  # refused before the first step

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from data.batching import Batch
 from data.datamodule import TranslationDataModule
+from data.reader import ToyOptions
 from model import Transformer
 from model.attention import MultiHeadAttention
 from model.context import AttentionContext
@@ -229,8 +230,8 @@ class SyncIsAnErrorOnOrdinarySteps(L.Callback):
 def test_ordinary_training_steps_make_no_host_device_sync(tmp_path):
     # Not 16-mixed: torch's GradScaler reads back whether gradients overflowed at every step.
     precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "32-true"
-    dm = TranslationDataModule(dataset="copy", shared_vocab=True, toy_train_size=400, toy_val_size=12,
-                               toy_test_size=2, max_train_len=32, max_tokens=256)
+    dm = TranslationDataModule(dataset="copy", shared_vocab=True, max_train_len=32, max_tokens=256,
+                               toy=ToyOptions(train_size=400, val_size=12, test_size=2))
     torch.manual_seed(0)
     m = TranslationModule(src_vocab_size=dm.src_vocab_size, tgt_vocab_size=dm.tgt_vocab_size, d_model=64,
                           num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, warmup_steps=4,

@@ -21,6 +21,7 @@ from data.alignment_labels import (
 from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from data.pairs import Pair
+from data.reader import ToyOptions
 from model import Transformer
 from model.context import AttentionContext
 from model.packing import TokenIndex
@@ -231,7 +232,7 @@ def test_bad_alignment_settings_name_the_setting(overrides, message):
 
 
 def toy_task(**overrides) -> TranslationDataModule:
-    settings = {"dataset": "toy", "toy_train_size": 40, "toy_val_size": 4, "toy_test_size": 2,
+    settings = {"dataset": "toy", "toy": ToyOptions(train_size=40, val_size=4, test_size=2),
                 "max_tokens": 192, "eval_max_tokens": 192}
     return TranslationDataModule(**{**settings, **overrides})
 

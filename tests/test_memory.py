@@ -65,7 +65,7 @@ def test_validations_give_back_their_memory_and_epochs_do_not_pile_it_up(tmp_pat
     if resident_mb() is None or not release_freed_memory():
         pytest.skip("needs Linux with glibc")
     args = [
-        "--data.toy_train_size", "3000", "--data.toy_val_size", "200", "--trainer.max_epochs", "5",
+        "--data.toy.train_size", "3000", "--data.toy.val_size", "200", "--trainer.max_epochs", "5",
         "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(tmp_path),
         "--model.decode_max_sentences", "200", "--attention.explanation_sentences", "50",
     ]  # the default run's model, batches and attention logging at every validation, on less data

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("opencc")
 
 from data.datamodule import TranslationDataModule
+from data.gold import GoldFiles
 from tests.conftest import CHINESE_PAIRS, chinese_tsv_corpus, last_json, run_evaluate, train_chinese
 from tests.tab_client import get, serve
 from training.checkpoints import load_run
@@ -52,8 +53,8 @@ def test_a_gold_set_is_read_as_the_data(tmp_path):
     links.write_text("1-1 2-2 3-3 4-4\n", encoding="utf-8")
     corpus = chinese_tsv_corpus(tmp_path / "data")
     data = TranslationDataModule(dataset="tsv", path=str(corpus), vocab_size=120,
-                                 chinese_script="traditional", gold_sentences=str(sentences),
-                                 gold_alignments=str(links), source_lang="en", target_lang="zh")
+                                 chinese_script="traditional", gold=GoldFiles(str(sentences), str(links)),
+                                 source_lang="en", target_lang="zh")
     (pair,) = data.gold_set().pairs
     # Converted to the run's script, then read as the corpus writes the same sentence (its words kept).
     assert pair.target == "我們喝茶。" and pair.words("target") == ("我們", "喝", "茶", "。")

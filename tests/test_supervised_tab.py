@@ -29,7 +29,7 @@ def supervised_run(tmp_path_factory):
     # Each training pair's last English word to its Chinese sentence, one word unsegmented.
     labels.write_text("".join(f"{len(en.split()) - 1}-0\n" for en, _ in CHINESE_PAIRS * 4), encoding="utf-8")
     run = train_chinese(
-        folder, "--data.gold_sentences", str(sentences), "--data.gold_alignments", str(links),
+        folder, "--data.gold.sentences", str(sentences), "--data.gold.alignments", str(links),
         "--attention.every_n_epochs", "1", "--attention.explanation_sentences", "1",
         "--attention.explanation_methods", json.dumps(list(REPORTED)), "--attention.max_tokens", "64",
         "--model.alignment_layer", "2", "--model.alignment_head", "1", "--data.alignment_labels", str(labels),

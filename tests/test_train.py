@@ -1030,10 +1030,11 @@ def default_run(**attention) -> tuple[TranslationModule, object, AttentionLogger
     import yaml
 
     from data.datamodule import TranslationDataModule
+    from data.reader import ToyOptions
 
     defaults = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
-    data = {k: v for k, v in defaults["data"].items() if k != "toy_train_size"}
-    datamodule = TranslationDataModule(toy_train_size=100, **data)  # validation pairs as in the default run
+    toy = ToyOptions(**{**defaults["data"].pop("toy"), "train_size": 100})  # validation pairs as by default
+    datamodule = TranslationDataModule(toy=toy, **defaults["data"])
     module = TranslationModule(
         src_vocab_size=datamodule.src_vocab_size, tgt_vocab_size=datamodule.tgt_vocab_size, **{
             k: v for k, v in defaults["model"].items() if k in ("d_model", "num_heads", "num_encoder_layers",

@@ -7,7 +7,13 @@ import torch
 from model import Transformer
 from tests.conftest import tiny_config
 from training.checkpoint_io import check_resume_checkpoint
-from training.checkpoints import OLD_NORM_NAMES, load_run, read_checkpoint, upgrade_state_dict
+from training.checkpoints import (
+    OLD_NORM_NAMES,
+    load_run,
+    read_checkpoint,
+    upgrade_data_settings,
+    upgrade_state_dict,
+)
 from training.module import TranslationModule
 
 
@@ -90,3 +96,17 @@ def test_a_checkpoint_from_before_the_marian_fields_loads_as_today_s_model(tiny_
     assert set(loaded.state_dict()) == set(expected)
     for name, value in loaded.state_dict().items():
         assert torch.equal(value, expected[name]), name
+
+
+def test_the_flat_toy_and_gold_data_settings_of_earlier_versions_are_grouped():
+    old = {"dataset": "toy", "toy_train_size": 2000, "toy_split": "length", "seed": 7, "gold_sentences": None,
+           "gold_alignments": None, "gold_zero_based": True, "gold_direction": "forward"}
+    assert upgrade_data_settings(old) == {
+        "dataset": "toy", "seed": 7, "toy": {"train_size": 2000, "split": "length"},
+        "gold": {"sentences": None, "alignments": None},  # ignored without links then, refused now: dropped
+    }
+    linked = {"gold_sentences": "s.txt", "gold_alignments": "a.txt", "gold_zero_based": True}
+    assert upgrade_data_settings(linked) == {"gold": {"sentences": "s.txt", "alignments": "a.txt",
+                                                      "zero_based": True}}
+    today = {"dataset": "toy", "toy": {"train_size": 5}, "gold": {"sentences": None}}
+    assert upgrade_data_settings(today) == today

@@ -10,6 +10,7 @@ import torch
 
 from data.batching import collate
 from data.datamodule import TranslationDataModule
+from data.reader import ToyOptions
 from training.module import TranslationModule
 
 
@@ -53,7 +54,7 @@ def padded_batch():
 def copy_task():
     """Copy data with one vocabulary for both sides, so that echoing the source is a perfect translation."""
     return TranslationDataModule(
-        dataset="copy", shared_vocab=True, toy_train_size=40, toy_val_size=12, toy_test_size=2,
+        dataset="copy", shared_vocab=True, toy=ToyOptions(train_size=40, val_size=12, test_size=2),
         max_train_len=32, max_tokens=128, eval_max_tokens=64,
     )
 

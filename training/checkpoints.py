@@ -34,7 +34,7 @@ import types
 import typing
 import warnings
 import zipfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -308,6 +308,29 @@ def upgrade_state_dict(state_dict: dict) -> dict:
             for key, value in state_dict.items()}
 
 
+# The data module's options that earlier versions took flat and that are grouped now (CHANGELOG.md): old name,
+# (group, field). A checkpoint or a run's config.yaml saved with the old names is read under the new ones.
+RENAMED_DATA_OPTIONS = {
+    **{f"toy_{field}": ("toy", field) for field in (
+        "train_size", "val_size", "test_size", "split", "max_train_words", "phenomena", "script")},
+    **{f"gold_{field}": ("gold", field) for field in ("sentences", "alignments", "zero_based", "direction")},
+}
+
+
+def upgrade_data_settings(saved: dict) -> dict:
+    """The data module's saved settings under today's names (a new dict): the flat ``toy_*`` and ``gold_*``
+    of earlier versions grouped as ``toy`` and ``gold`` (:data:`RENAMED_DATA_OPTIONS`); today's unchanged."""
+    upgraded = dict(saved)
+    for name, (group, field) in RENAMED_DATA_OPTIONS.items():
+        if name in saved and group not in saved:
+            upgraded.setdefault(group, {})[field] = upgraded.pop(name)
+    gold = upgraded.get("gold")
+    if isinstance(gold, dict) and "gold" not in saved and gold.get("alignments") is None:
+        # older versions accepted (and ignored) these without the links; today's refuse them
+        gold.pop("zero_based", None), gold.pop("direction", None)
+    return upgraded
+
+
 def _system() -> tuple[type[TranslationModule], type[TranslationDataModule]]:
     """The classes a checkpoint rebuilds, imported only when one is read: they bring Lightning."""
     from data.datamodule import TranslationDataModule
@@ -360,8 +383,10 @@ def _matches(value, annotation) -> bool:
     return True
 
 
-def _init_arguments(cls: type, saved: dict, path: Path, what: str) -> dict:
-    """The saved hyperparameters that ``cls.__init__`` takes, each checked against its annotation.
+def _init_arguments(cls: type, saved: dict, path: Path, what: str, group: str = "") -> dict:
+    """The saved hyperparameters that ``cls.__init__`` takes, each checked against its annotation; a group
+    of options (an argument annotated with a dataclass, saved as a mapping: the data's ``toy``) is rebuilt
+    as that dataclass, its fields checked so (their names prefixed with ``group``, as ``toy.``).
 
     Keys starting with ``_`` are Lightning's bookkeeping (``_instantiator``) and dropped. Any other key that
     ``__init__`` does not take is a setting renamed or removed since the checkpoint was saved: it is named in
@@ -373,17 +398,28 @@ def _init_arguments(cls: type, saved: dict, path: Path, what: str) -> dict:
         warnings.warn(
             UnknownSettingsWarning(
                 f"{path}: ignoring {what} this version does not know (renamed or removed?): "
-                + ", ".join(f"{name}={saved[name]!r}" for name in unknown)
+                + ", ".join(f"{group}{name}={saved[name]!r}" for name in unknown)
             ),
             stacklevel=3,
         )
     arguments = {name: value for name, value in saved.items() if name in parameters}
     for name, value in arguments.items():
         annotation = parameters[name].annotation
-        if not _matches(value, annotation):
+        if is_dataclass(annotation) and isinstance(annotation, type):
+            if not isinstance(value, dict):
+                raise CheckpointError(f"{path}: malformed {what}: {group}{name} is {value!r:.60}, expected "
+                                      "a mapping")
+            grouped = _init_arguments(annotation, value, path, what, f"{group}{name}.")
+            try:
+                arguments[name] = annotation(**grouped)
+            except (ValueError, TypeError) as error:
+                raise CheckpointError(f"{path}: invalid {what} ({first_line(error)})") from None
+        elif not _matches(value, annotation):
             expected = annotation.__name__ if isinstance(annotation, type) else str(annotation)
             expected = expected.replace("typing.", "")
-            raise CheckpointError(f"{path}: malformed {what}: {name} is {value!r:.60}, expected {expected}")
+            raise CheckpointError(
+                f"{path}: malformed {what}: {group}{name} is {value!r:.60}, expected {expected}"
+            )
     return arguments
 
 
@@ -466,9 +502,8 @@ def load_run(
         module.load_state_dict(weights)
     except (RuntimeError, ValueError, TypeError) as error:
         raise CheckpointError(f"{path}: invalid model settings ({first_line(error)})") from None
-    data_args = _init_arguments(data_class, checkpoint["datamodule_hyper_parameters"], path, "data settings")
-    if data_args.get("gold_alignments") is None:  # older versions accepted (and ignored) these without it
-        data_args.pop("gold_zero_based", None), data_args.pop("gold_direction", None)
+    saved_data = upgrade_data_settings(checkpoint["datamodule_hyper_parameters"])
+    data_args = _init_arguments(data_class, saved_data, path, "data settings")
     if data_path is not None:
         data_args["path"] = data_path
     if test_split is not None:

@@ -30,7 +30,7 @@ on the fused kernel), and it logs:
 Kinds are ``encoder`` (source self-attention), ``decoder`` (causal target self-attention) and ``cross``; rows
 and columns are labelled as ``analysis.axes`` says.
 
-When the data names a gold alignment set (``gold_sentences`` and ``gold_alignments``: human gold on real
+When the data names a gold alignment set (``gold.sentences`` and ``gold.alignments``: human gold on real
 sentences), the probes and the scored sentences are its pairs, read word by word, and the ``explain/*``
 scores are those of the forward arg-max on words (``evaluation.gold_alignment``, as ``evaluate.py
 explain --gold-alignments`` scores them); each probe's gold links are drawn on the cells of their words'
@@ -202,7 +202,7 @@ class AttentionLogger(L.Callback):
         if gold is not None:
             self._explain_pairs = [self._gold_items[i] for i, _, _ in items[: self.explanation_sentences]]
             if self._explain_pairs:  # by evaluate.py explain's rule for gold sets
-                check_sure_links(self._explain_pairs, datamodule.gold_alignments or "the validation split")
+                check_sure_links(self._explain_pairs, datamodule.gold.alignments or "the validation split")
             if named:  # a split's own links (the toy's) choose and report on the same pairs
                 self._reporting = Reporting.of([item for _, item in sorted(self._gold_items.items())],
                                                self.explanation_sentences)

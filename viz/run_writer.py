@@ -28,14 +28,13 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from data.datamodule import TranslationDataModule
 from data.folders import staged_folder
-from data.gold import GoldSet, format_links
+from data.gold import GoldFiles, GoldSet, format_links
 from data.pairs import Pair
 from training.checkpoints import CHECKPOINT_FOLDER, LoadedRun
 from viz.logger import AttentionLogger
 
 PROBES = 4  # probe sentences shown in the tab, as a training run's default
 EXPLAINED = 50  # gold pairs whose explanations are scored, as a training run's default
-FILE_SETTINGS = ("path", "gold_sentences", "gold_alignments")  # the data module's, that name files in the run
 MAX_BYTES = 20_000_000  # the tab's data of the probes: one step only, so more than a training run's 1 MB
 
 
@@ -48,17 +47,16 @@ def check_run_folder(folder: Path) -> None:
         raise ValueError("is not empty; a run is written into a new folder")
 
 
-def write_gold(gold: GoldSet, data: Path) -> dict:
+def write_gold(gold: GoldSet, data: Path) -> GoldFiles:
     """The gold set as the data module's files in ``data`` (sentences ``source ||| target``, links 0-based,
-    ``ipj`` for possible ones); its settings."""
+    ``ipj`` for possible ones); the data module's ``gold`` option for them."""
     sentences, links = data / "gold.src-tgt", data / "gold.links"
     sentences.write_text("".join(f"{p.source} ||| {p.target}\n" for p in gold.pairs), encoding="utf-8")
     possible = [" ".join(f"{s}p{t}" for s, t in sorted(p.possible or ())) for p in gold.pairs]
     lines = [" ".join(filter(None, (format_links(p.alignment or ()), more)))
              for p, more in zip(gold.pairs, possible)]
     links.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return {"gold_sentences": str(sentences.resolve()), "gold_alignments": str(links.resolve()),
-            "gold_zero_based": True, "gold_direction": "forward"}
+    return GoldFiles(str(sentences.resolve()), str(links.resolve()), zero_based=True, direction="forward")
 
 
 def write_run(
@@ -100,7 +98,7 @@ def _validate_into(run: LoadedRun, pairs: list[Pair], staging: Path, folder: Pat
     given = run.datamodule
     datamodule = TranslationDataModule(
         dataset="tsv", path=str(data.resolve()), source_lang=given.source_lang, target_lang=given.target_lang,
-        num_workers=0, **(write_gold(gold, data) if gold is not None else {}),
+        num_workers=0, gold=write_gold(gold, data) if gold is not None else GoldFiles(),
     )
     datamodule.use_tokenizers(given.src_tokenizer, given.tgt_tokenizer)
     if gold is not None:  # the caller has said how it read the set: a second line would contradict it
@@ -123,8 +121,12 @@ def _validate_into(run: LoadedRun, pairs: list[Pair], staging: Path, folder: Pat
         trainer.validate(run.module, datamodule=datamodule, verbose=not quiet)
     # The data's files as they will be named once the staging folder is renamed, in the checkpoint and in
     # hparams.yaml (Lightning writes that file once, at the validation's start: it is written again).
-    moved = {name: str(folder.resolve() / Path(value).relative_to(staging.resolve()))
-             for name, value in datamodule.hparams.items() if name in FILE_SETTINGS and value is not None}
+    def at_folder(value: str | None) -> str | None:
+        return value and str(folder.resolve() / Path(value).relative_to(staging.resolve()))
+
+    gold_files = datamodule.hparams["gold"]
+    moved = {"path": at_folder(datamodule.hparams["path"]),
+             "gold": gold_files | {name: at_folder(gold_files[name]) for name in ("sentences", "alignments")}}
     datamodule.hparams.update(moved)
     logger.hparams.update(moved)
     (staging / logger.NAME_HPARAMS_FILE).unlink(missing_ok=True)
