@@ -41,7 +41,7 @@ def test_shared_metrics_and_helpers_load_neither_lightning_nor_bench():
         "import sys\n"
         "from analysis.metrics import score_translations, sentence_chrf, TranslationScores\n"
         "from analysis.flops import matmul_flops\n"
-        "from tests.weight_surgery import suppress_eos\n"
+        "from tests.helpers.weight_surgery import suppress_eos\n"
         "loaded = sorted(m for m in ('lightning', 'bench', 'training', 'evaluation') if m in sys.modules)\n"
         "assert not loaded, loaded\n"
     )
@@ -142,9 +142,10 @@ def test_only_the_benchmark_tests_import_bench():
     tests = REPO / "tests"
     importing = [p.relative_to(tests).as_posix() for p in sorted(tests.rglob("*.py"))
                  if "bench" in imported_modules(p)]  # fmt: skip
-    # test_bench_curves.py: the curve scripts' refusals; test_memory.py: bench/memory.py reads a run's memory
-    # log; test_memory_bench.py: its peak per run and precision; peers/: the comparisons with JoeyNMT, eole
-    # and Marian (bench/peers/)
-    assert importing == ["peers/test_eole_marian.py", "peers/test_joeynmt.py", "peers/test_peer_speed.py",
-                         "test_bench.py", "test_bench_curves.py", "test_memory.py",
-                         "test_memory_bench.py"]  # fmt: skip
+    # bench/test_curves.py: the curve scripts' refusals; bench/test_memory_bench.py: bench/memory.py's peak
+    # per run and precision; bench/peers/: the comparisons with JoeyNMT, eole and Marian (bench/peers/);
+    # training/test_memory.py: bench/memory.py reads a run's memory log
+    assert importing == ["bench/peers/test_eole_marian.py", "bench/peers/test_joeynmt.py",
+                         "bench/peers/test_peer_speed.py", "bench/test_bench.py", "bench/test_curves.py",
+                         "bench/test_memory_bench.py", "training/test_memory.py"]  # fmt: skip
+
