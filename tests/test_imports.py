@@ -149,3 +149,39 @@ def test_only_the_benchmark_tests_import_bench():
                          "bench/peers/test_peer_speed.py", "bench/test_bench.py", "bench/test_curves.py",
                          "bench/test_memory_bench.py", "training/test_memory.py"]  # fmt: skip
 
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules ``path`` imports (``from tests import test_x``, ``from tests.x.test_y import z``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [name for name in names if any(part.startswith("test_") for part in name.split("."))]
+    return found
+
+
+def test_no_test_module_imports_another():
+    """What several tests share is a fixture in conftest.py or a module of tests/helpers/, never a test
+    module, so that moving or deleting one test file breaks no other."""
+    tests = REPO / "tests"
+    importing = {p.relative_to(tests).as_posix(): imported_test_modules(p) for p in tests.rglob("*.py")}
+    assert {path: names for path, names in importing.items() if names} == {}
+
+
+def test_the_test_import_rule_sees_a_breach(tmp_path):
+    breach = tmp_path / "test_a.py"
+    breach.write_text("from tests import test_train\nfrom tests.viz.test_plugin import serve\n"
+                      "import tests.helpers.tab_client\n", encoding="utf-8")  # fmt: skip
+    assert imported_test_modules(breach) == ["tests.test_train", "tests.viz.test_plugin.serve"]
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/ has one folder per package it tests (tests/model/ for model/, ...), beside helpers/ (what
+    several tests share) and js/ (the tab's JavaScript); the tests of train.py, evaluate.py's command line
+    and what spans every package (imports, configs, the notebook, the GPU) sit at the top."""
+    folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert folders - {"helpers", "js"} <= {*PACKAGES, "bench"}, folders
