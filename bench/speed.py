@@ -59,7 +59,7 @@ from bench.speed_training import (
     training_lines,
     training_precision,
 )
-from tests.weight_surgery import EOS_SUPPRESSION
+from tests.helpers.weight_surgery import EOS_SUPPRESSION
 
 
 def run(

@@ -15,7 +15,7 @@ import torch
 from analysis.flops import matmul_flops
 from bench.speed_common import EOS, BenchConfig, make_batches, our_model, timed
 from model.decoding import greedy_search
-from tests.weight_surgery import suppress_eos
+from tests.helpers.weight_surgery import suppress_eos
 
 
 def decode_length(requested: int | None, reference_lengths: Sequence[int] | None, default: int) -> int:

@@ -1,6 +1,8 @@
 """Shared fixtures: tiny models that run in milliseconds on a CPU."""
 
+import os
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,6 +54,8 @@ def src() -> torch.Tensor:
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 TINY_CONFIG = str(REPO / "configs" / "tiny.yaml")
+# The real corpora (Multi30k, SCAN, KFTT, Tatoeba) that some tests read; they skip where these are absent.
+CORPORA = Path(os.environ.get("CORPORA_DIR", REPO.parent / "shared" / "corpora"))
 
 
 def train_tiny(save_dir, *extra: str):

@@ -21,8 +21,8 @@ from model.masks import causal_mask
 from model.packing import Packing, TokenIndex, token_index
 from model.positions import POSITIONAL
 from tests.conftest import PAD, last_json, read_events, run_evaluate, tiny_config, train_tiny
-from tests.tiny_batches import batch as compile_batch
-from tests.tiny_batches import padded_batch, training_module
+from tests.helpers.tiny_batches import batch as compile_batch
+from tests.helpers.tiny_batches import padded_batch, training_module
 from training.module import TranslationModule
 from training.precision import choose_precision, probe_hardware
 
@@ -168,8 +168,8 @@ GRADIENT_TOLERANCE = {torch.bfloat16: 5e-2, torch.float16: 1e-2}
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("positional", POSITIONAL)
 def test_packed_and_padded_passes_agree_under_autocast(positional, dtype, monkeypatch):
-    """tests/test_packing.py's comparison on the GPU, in each autocast dtype: the logits at the targets and
-    every parameter's gradient."""
+    """tests/model/test_packing.py's comparison on the GPU, in each autocast dtype: the logits at the targets
+    and every parameter's gradient."""
     if not supports(dtype):
         pytest.skip("bf16 needs compute capability 8.0")
     monkeypatch.setattr("model.transformer.PACK_DEVICES", ("cuda",))  # off on GPUs by default; on to compare

@@ -41,7 +41,7 @@ def test_shared_metrics_and_helpers_load_neither_lightning_nor_bench():
         "import sys\n"
         "from analysis.metrics import score_translations, sentence_chrf, TranslationScores\n"
         "from analysis.flops import matmul_flops\n"
-        "from tests.weight_surgery import suppress_eos\n"
+        "from tests.helpers.weight_surgery import suppress_eos\n"
         "loaded = sorted(m for m in ('lightning', 'bench', 'training', 'evaluation') if m in sys.modules)\n"
         "assert not loaded, loaded\n"
     )
@@ -142,9 +142,46 @@ def test_only_the_benchmark_tests_import_bench():
     tests = REPO / "tests"
     importing = [p.relative_to(tests).as_posix() for p in sorted(tests.rglob("*.py"))
                  if "bench" in imported_modules(p)]  # fmt: skip
-    # test_bench_curves.py: the curve scripts' refusals; test_memory.py: bench/memory.py reads a run's memory
-    # log; test_memory_bench.py: its peak per run and precision; peers/: the comparisons with JoeyNMT, eole
-    # and Marian (bench/peers/)
-    assert importing == ["peers/test_eole_marian.py", "peers/test_joeynmt.py", "peers/test_peer_speed.py",
-                         "test_bench.py", "test_bench_curves.py", "test_memory.py",
-                         "test_memory_bench.py"]  # fmt: skip
+    # bench/test_curves.py: the curve scripts' refusals; bench/test_memory_bench.py: bench/memory.py's peak
+    # per run and precision; bench/peers/: the comparisons with JoeyNMT, eole and Marian (bench/peers/);
+    # training/test_memory.py: bench/memory.py reads a run's memory log
+    assert importing == ["bench/peers/test_eole_marian.py", "bench/peers/test_joeynmt.py",
+                         "bench/peers/test_peer_speed.py", "bench/test_bench.py", "bench/test_curves.py",
+                         "bench/test_memory_bench.py", "training/test_memory.py"]  # fmt: skip
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules ``path`` imports (``from tests import test_x``, ``from tests.x.test_y import z``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [name for name in names if any(part.startswith("test_") for part in name.split("."))]
+    return found
+
+
+def test_no_test_module_imports_another():
+    """What several tests share is a fixture in conftest.py or a module of tests/helpers/, never a test
+    module, so that moving or deleting one test file breaks no other."""
+    tests = REPO / "tests"
+    importing = {p.relative_to(tests).as_posix(): imported_test_modules(p) for p in tests.rglob("*.py")}
+    assert {path: names for path, names in importing.items() if names} == {}
+
+
+def test_the_test_import_rule_sees_a_breach(tmp_path):
+    breach = tmp_path / "test_a.py"
+    breach.write_text("from tests import test_train\nfrom tests.viz.test_plugin import serve\n"
+                      "import tests.helpers.tab_client\n", encoding="utf-8")  # fmt: skip
+    assert imported_test_modules(breach) == ["tests.test_train", "tests.viz.test_plugin.serve"]
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/ has one folder per package it tests (tests/model/ for model/, ...), beside helpers/ (what
+    several tests share) and js/ (the tab's JavaScript); the tests of train.py, evaluate.py's command line
+    and what spans every package (imports, configs, the notebook, the GPU) sit at the top."""
+    folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert folders - {"helpers", "js"} <= {*PACKAGES, "bench"}, folders

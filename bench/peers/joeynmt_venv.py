@@ -251,7 +251,7 @@ def time_greedy(config: dict, saved_batch: dict) -> dict:
     the prefix), ``decode_steps`` tokens each (EOS blocked) for the batch's sources, the three alternating."""
     from bench.speed_common import Batch, BenchConfig, our_model
     from model.decoding import greedy_search
-    from tests.weight_surgery import suppress_eos
+    from tests.helpers.weight_surgery import suppress_eos
 
     cfg = BenchConfig(**config)
     batch = Batch(**saved_batch)
