@@ -23,8 +23,9 @@ scored by ``evaluate.py explain CKPT --gold-alignments ... --gold-sentences ... 
 links go to ``--out``); its BLEU on KFTT's dev is the one its last validation logged (greedy, the first 300
 dev pairs). The symmetrised rows join the two directions' maps chosen under the forward arg-max
 (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions are joined, and score them on
-the same reporting pairs. eflomal is ``bench/kftt_eflomal.py --report-from 101`` (``pip install -e
-.[align]``). Without the corpus, the command says so and exits cleanly.
+the same reporting pairs; the averaged row is ``bench/kftt_joined.py`` on the two supervised runs (their
+heads' word maps averaged before links are extracted). eflomal is ``bench/kftt_eflomal.py --report-from
+101`` (``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
 """
 
 import argparse
@@ -260,6 +261,21 @@ def symmetrised(out: Path, files: dict[str, Path], methods: list[str], supervise
     return scores
 
 
+def averaged_heads(args: argparse.Namespace) -> dict | None:
+    """``bench/kftt_joined.py`` on the two supervised runs: their supervised heads' word maps (Shift-Att with
+    ``--shift``, else cross-attention) averaged, the extraction chosen on pairs 1–100; None without both."""
+    ja_en, en_ja = (checkpoint_of(args.out, r) for r in RUNS if r.supervised)
+    if not all(r.name in args.runs for r in RUNS if r.supervised):
+        return None
+    kept = args.out / "scores" / "averaged_supervised.json"
+    if not kept.is_file() or kept.stat().st_mtime < max(ja_en.stat().st_mtime, en_ja.stat().st_mtime):
+        method = "shift_att" if args.shift else "attention"
+        run([sys.executable, "bench/kftt_joined.py", str(ja_en), str(en_ja), "--method", method,
+             "--choose", str(CHOOSE), "--json", str(kept)], dry_run=False)
+    figures = json.loads(kept.read_text(encoding="utf-8"))
+    return {"method": "shift_att" if args.shift else "attention", **figures["averaged"]}
+
+
 def method_rows(scores: dict, label: str) -> list[str]:
     rows = []
     for method, by_extraction in scores["best"].items():
@@ -273,7 +289,8 @@ def method_rows(scores: dict, label: str) -> list[str]:
     return rows
 
 
-def table(scores: dict[str, dict], symmetric: dict[str, dict], eflomal: dict | None) -> list[str]:
+def table(scores: dict[str, dict], symmetric: dict[str, dict], eflomal: dict | None,
+          averaged: dict | None = None) -> list[str]:
     """The docs' table: per run each method's chosen map per extraction, the symmetrised directions, the
     diagonal, eflomal, the literature; its first line says which gold pairs chose the maps and which report
     them."""
@@ -288,6 +305,10 @@ def table(scores: dict[str, dict], symmetric: dict[str, dict], eflomal: dict | N
         for method, score in by_method.items():
             rows.append(f"| {label}: {method} | grow-diag-final-and of the two directions' forward arg-max | "
                         f"| {score['precision']:.1%} | {score['recall']:.1%} | {100 * score['aer']:.1f} | |")
+    if averaged is not None:
+        rows.append(f"| both directions' supervised heads: {averaged['method']} | their word maps averaged, "
+                    f"then {averaged['chosen']} | | {averaged['precision']:.1%} | {averaged['recall']:.1%} | "
+                    f"{100 * averaged['aer']:.1f} | {100 * averaged['chosen_aer']:.1f} |")
     diagonal = next(iter(scores.values()))["diagonal"]
     rows.append(f"| diagonal: target word j to source word ⌊(j + ½)·S/T⌋ | | | {diagonal['precision']:.1%} | "
                 f"{diagonal['recall']:.1%} | {100 * diagonal['aer']:.1f} | |")
@@ -353,9 +374,11 @@ def main(argv: list[str] | None = None) -> int:
             symmetric[f"both directions, {kind}"] = symmetrised(args.out, files, args.methods, supervised,
                                                                 CHOOSE + 1)
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {"models": scores, "symmetrised": symmetric, "bleu": bleu, "eflomal": eflomal}
+    averaged = averaged_heads(args) if args.checkpoint is None else None
+    results = {"models": scores, "symmetrised": symmetric, "averaged": averaged, "bleu": bleu,
+               "eflomal": eflomal}
     (args.out / "scores.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print("\n".join(["", *table(scores, symmetric, eflomal), "", *bleu_rows(bleu)]))
+    print("\n".join(["", *table(scores, symmetric, eflomal, averaged), "", *bleu_rows(bleu)]))
     return 0
 
 

@@ -26,9 +26,9 @@ from data.pairs import Pair
 from evaluation.forced import sentence_pass
 from tests.conftest import PAD, REPO, TINY_CONFIG, read_events, short_tsv_corpus, train_tiny
 from tests.helpers.attention_logging import PAIRS, default_run, hand_made, recorded
-from train import _pop_resume, find_resume_checkpoint
 from training.checkpoint_io import InterruptCheckpoint, rng_states, set_rng_states
 from training.checkpoints import INTERRUPTED_CHECKPOINT
+from training.cli import find_resume_checkpoint, pop_resume
 from training.module import NonFiniteLossError, TranslationModule
 from viz import logger as attention_logging
 from viz.logger import AttentionLogger
@@ -737,9 +737,9 @@ def test_resume_takes_the_newest_weights_of_last_and_interrupted(tmp_path):
 
 
 def test_resume_option_is_taken_out_of_the_arguments_in_both_spellings():
-    assert _pop_resume(["--a", "1", "--resume", "runs/x", "--b"]) == (["--a", "1", "--b"], "runs/x")
-    assert _pop_resume(["--resume=runs/x=y", "--b"]) == (["--b"], "runs/x=y")
-    assert _pop_resume(["--b"]) == (["--b"], None)
+    assert pop_resume(["--a", "1", "--resume", "runs/x", "--b"]) == (["--a", "1", "--b"], "runs/x")
+    assert pop_resume(["--resume=runs/x=y", "--b"]) == (["--b"], "runs/x=y")
+    assert pop_resume(["--b"]) == (["--b"], None)
 
 
 # -- the attention logger on hand-made sentences -------------------------------------------------------------

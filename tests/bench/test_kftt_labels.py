@@ -74,3 +74,20 @@ def test_joined_links_and_the_extraction_chosen_on_the_first_pairs():
     assert result["precision"] == 1.0 and result["recall"] == pytest.approx(0.75)
     assert result["aer"] == pytest.approx(1 - 6 / 7)
     assert result["candidates"]["threshold 0.4"]["aer"] == pytest.approx(0.0)
+
+
+def test_the_kftt_table_shows_the_averaged_heads_after_the_symmetrised_rows():
+    from bench.kftt_alignment import table
+
+    best = {"argmax": {"layer": "layer 2", "head": 1, "precision": 0.5, "recall": 0.25, "aer": 0.6,
+                       "chosen_aer": 0.55}}
+    parts = {"choose": [1, 100], "report": [101, 582], "apart": True, "about": "chosen on 1–100"}
+    run = {"best": {"shift_att": best}, "parts": parts,
+           "diagonal": {"precision": 0.11, "recall": 0.1, "aer": 0.889}}
+    averaged = {"method": "shift_att", "chosen": "argmax_grow_diag_final_and", "precision": 0.47,
+                "recall": 0.42, "aer": 0.556, "chosen_aer": 0.643}
+    rows = table({"ja→en": run}, {}, None, averaged)
+    assert rows[5] == ("| both directions' supervised heads: shift_att | their word maps averaged, then "
+                       "argmax_grow_diag_final_and | | 47.0% | 42.0% | 55.6 | 64.3 |")
+    assert rows[6].startswith("| diagonal")
+    assert table({"ja→en": run}, {}, None)[5].startswith("| diagonal")  # no averaged row without it

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import REPO, TINY_CONFIG, train_tiny
-from train import resolve_precision
 from training import precision as precision_module
+from training.cli import resolve_precision
 from training.precision import (
     Hardware,
     PrecisionChoice,
@@ -186,7 +186,7 @@ def test_the_probe_leaves_cuda_uninitialised_in_a_fresh_process():
     """The real probe, in a process of its own: whatever the machine has, CUDA is not initialised after it."""
     code = (
         "import torch\n"
-        "from train import resolve_precision\n"
+        "from training.cli import resolve_precision\n"
         "print(resolve_precision(None, 'auto', 'auto').precision)\n"
         "assert not torch.cuda.is_initialized(), 'CUDA initialised'\n"
     )

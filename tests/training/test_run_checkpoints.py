@@ -136,7 +136,7 @@ def test_a_checkpoint_link_that_loops_is_named(run, tmp_path):
 def test_a_checkpoints_folder_that_loops_is_named_alike_by_evaluate_resume_and_the_tab(tmp_path, capsys):
     """evaluate.py said "no checkpoint yet" where the tab said the true thing: a loop of symbolic links."""
     from evaluate import main as evaluate
-    from train import find_resume_checkpoint
+    from training.cli import find_resume_checkpoint
     from viz.tab.live import LiveRuns
 
     logs = (tmp_path / "logs").resolve()
@@ -169,7 +169,7 @@ def test_resume_evaluate_and_the_tab_choose_the_same_checkpoint(run, capsys, int
     from argparse import Namespace
 
     from commands.shared import checkpoint_of
-    from train import find_resume_checkpoint
+    from training.cli import find_resume_checkpoint
     from viz.tab.plugin import AttentionPlugin
 
     if interrupt is not None:
