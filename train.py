@@ -56,7 +56,7 @@ from training.cli import (
     upgraded_run_config,
     write_into,
 )
-from training.memory import HostMemory
+from training.memory import HostMemory, bound_kernel_cache
 from training.module import (
     NonFiniteLossError,
     TranslationModule,
@@ -209,6 +209,7 @@ def main(args: list[str] | None = None) -> TrainCLI:
 
 
 def _main(args: list[str]) -> TrainCLI:
+    bound_kernel_cache()  # before the first matrix product
     args, resume = pop_resume(args)
     checkpoint, run_dir, save_config_kwargs = None, None, {}
     # Not LightningCLI's `fit --ckpt_path` (subcommands): it reloads state, not the run's config or logs.

@@ -5,6 +5,7 @@ validation.
     python bench/memory.py --runs 3                               # three default runs, side by side
     python bench/memory.py -- --config configs/multi30k.yaml --data.path ../shared/corpora/multi30k
     python bench/memory.py --out runs_memory -- --trainer.max_epochs 3   # what follows -- goes to train.py
+    python bench/memory.py --kernel-cache 1024                    # oneDNN's own kernel cache, as before
 
 Runs ``train.py`` with the options after ``--`` in ``--runs`` child processes at once (each run under its own
 folder of ``--out``, a temporary folder by default; its output in ``train.log`` there) and prints, for each,
@@ -25,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# training.memory's, not imported from there: it imports Lightning, and a child's ru_maxrss counts what this
+# process held when it was spawned (tests/bench/test_memory_bench.py holds them equal).
+ONEDNN_CACHE, KERNEL_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY", 64
 PRECISION_LINE = re.compile(r"^precision: (\S+)", re.MULTILINE)
 
 
@@ -64,8 +68,10 @@ def wait_for_peak(child: subprocess.Popen) -> float:
     return usage.ru_maxrss / 2**20  # KiB on Linux
 
 
-def run_side_by_side(train_args: list[str], save_dirs: list[Path]) -> list[Run]:
-    """Run ``train.py train_args`` once per folder of ``save_dirs``, all at once, each logging there."""
+def run_side_by_side(train_args: list[str], save_dirs: list[Path], env: dict[str, str] | None = None
+                     ) -> list[Run]:
+    """Run ``train.py train_args`` once per folder of ``save_dirs``, all at once, each logging there, with
+    ``env`` as their environment (None: this one's)."""
     # Spawned while this process is small (tensorboard is imported only to read the logs, afterwards): a
     # child's ru_maxrss counts what its parent held resident when it was spawned.
     children = []
@@ -74,7 +80,8 @@ def run_side_by_side(train_args: list[str], save_dirs: list[Path]) -> list[Run]:
         logs = ["--trainer.logger.init_args.save_dir", str(save_dir)]
         command = [sys.executable, "train.py", *train_args, *logs]
         log = open(save_dir / "train.log", "w")  # noqa: SIM115 (closed when the child has ended)
-        children.append((subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log))
+        child = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        children.append((child, log))
     start = time.perf_counter()
     runs = []
     for (child, log), save_dir in zip(children, save_dirs, strict=True):
@@ -106,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--runs", type=int, default=1, help="runs side by side (default: 1)")
+    parser.add_argument("--kernel-cache", type=int, metavar="N",
+                        help=f"oneDNN's kernel cache for the runs ({ONEDNN_CACHE}; train.py's default "
+                             f"{KERNEL_CACHE}, oneDNN's own 1024): the bf16-mixed peak with and without")
     args = parser.parse_args(ours)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
@@ -113,8 +123,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("the peak resident size is read with os.wait4's ru_maxrss, in KiB on Linux only")
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
-        runs = run_side_by_side(train_args, [out / f"run{i + 1}" for i in range(args.runs)])
-    print(f"train.py {' '.join(train_args)}".rstrip() + f": {len(runs)} run(s) side by side")
+        env = None if args.kernel_cache is None else os.environ | {ONEDNN_CACHE: str(args.kernel_cache)}
+        runs = run_side_by_side(train_args, [out / f"run{i + 1}" for i in range(args.runs)], env)
+    cache = os.environ.get(ONEDNN_CACHE, KERNEL_CACHE) if args.kernel_cache is None else args.kernel_cache
+    print(f"train.py {' '.join(train_args)}".rstrip() + f": {len(runs)} run(s) side by side, oneDNN kernel "
+          f"cache {cache}")
     for i, run in enumerate(runs, 1):
         print(f"run {i}: {run.precision}, {run.minutes:.1f} min, peak resident {run.peak_gb:.2f} GB")
         if run.resident_gb:

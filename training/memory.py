@@ -8,10 +8,18 @@ every validation and never came down (docs/performance.md has the figures). ``ma
 pages back at the two moments where the most is free: after each validation and after each training epoch.
 It costs milliseconds. (Fixing glibc's mmap threshold instead, so that every large tensor is unmapped when
 freed, kept the resident size flat too but made the default run's CPU time 1.27× for the page faults.)
+
+In bf16-mixed on a CPU, matrix products run in oneDNN, which keeps every kernel ("primitive") it builds in a
+cache of 1,024 by default, each with its generated code and buffers, keyed by the matrices' shapes. Training
+on packed tokens gives nearly every batch shapes of its own, so the cache fills with kernels that are never
+used again: about 180 MB more than fp32 after 25 steps of the default run, and growing with every new shape
+(docs/performance.md). ``bound_kernel_cache`` keeps 64, enough for the shapes one step reuses across its
+layers and its backward pass.
 """
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
 import lightning as L
@@ -33,6 +41,16 @@ def _malloc_trim():
 
 
 _TRIM = _malloc_trim()
+
+
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"  # oneDNN reads it when it builds its first kernel
+KERNEL_CACHE = 64
+
+
+def bound_kernel_cache() -> None:
+    """Cap oneDNN's kernel cache at ``KERNEL_CACHE`` kernels, unless the environment already sets it. Call
+    before the process's first matrix product (train.py does, first thing); processes it starts inherit it."""
+    os.environ.setdefault(ONEDNN_CACHE, str(KERNEL_CACHE))
 
 
 def release_freed_memory() -> bool:

@@ -57,3 +57,24 @@ def test_no_runs_is_refused_before_anything_starts(capsys):
         main(["--runs", "0"])
     assert stopped.value.code == 2
     assert "--runs must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_kernel_cache_option_reaches_the_runs_and_names_train_pys_default(tmp_path, monkeypatch, capsys):
+    from bench import memory
+    from training.memory import KERNEL_CACHE, ONEDNN_CACHE
+
+    assert (memory.ONEDNN_CACHE, memory.KERNEL_CACHE) == (ONEDNN_CACHE, KERNEL_CACHE)
+    seen = {}
+
+    def run_side_by_side(train_args, save_dirs, env=None):
+        seen["env"] = env
+        return [memory.Run(peak_gb=1.0, minutes=0.5, precision="bf16-mixed", resident_gb=[])]
+
+    monkeypatch.setattr(memory, "run_side_by_side", run_side_by_side)
+    monkeypatch.delenv(ONEDNN_CACHE, raising=False)
+    memory.main(["--kernel-cache", "1024", "--out", str(tmp_path)])
+    assert seen["env"][ONEDNN_CACHE] == "1024"
+    assert "oneDNN kernel cache 1024" in capsys.readouterr().out
+    memory.main(["--out", str(tmp_path)])
+    assert seen["env"] is None  # train.py's own default
+    assert f"oneDNN kernel cache {KERNEL_CACHE}" in capsys.readouterr().out

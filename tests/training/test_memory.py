@@ -103,3 +103,14 @@ def test_where_the_resource_module_is_missing_memory_reads_none_and_train_still_
     importlib.import_module("train")
     assert memory.resident_mb() is None
     assert memory.peak_resident_mb() is None
+
+
+def test_the_kernel_cache_is_bounded_unless_the_environment_sets_it(monkeypatch):
+    from training.memory import KERNEL_CACHE, ONEDNN_CACHE, bound_kernel_cache
+
+    monkeypatch.delenv(ONEDNN_CACHE, raising=False)
+    bound_kernel_cache()
+    assert os.environ[ONEDNN_CACHE] == str(KERNEL_CACHE)
+    monkeypatch.setenv(ONEDNN_CACHE, "512")  # the user's own
+    bound_kernel_cache()
+    assert os.environ[ONEDNN_CACHE] == "512"
