@@ -85,11 +85,11 @@ def seed_problem(seed: object) -> str | None:
 CONFIG_SHAPE = "a config is a YAML mapping of sections (model:, data:, trainer:, ...)"
 
 
-def config_paths(args: Sequence[str]) -> list[str]:
-    """The existing files named by ``--config`` / ``-c`` in ``args`` (others are the parser's business:
+def config_paths(argv: Sequence[str]) -> list[str]:
+    """The existing files named by ``--config`` / ``-c`` in ``argv`` (others are the parser's business:
     it reads a value that is no file as YAML text, and names a missing file)."""
-    values = [args[i + 1] for i in range(len(args) - 1) if args[i] in ("-c", "--config")]
-    values += [arg.split("=", 1)[1] for arg in args if arg.startswith("--config=")]
+    values = [argv[i + 1] for i in range(len(argv) - 1) if argv[i] in ("-c", "--config")]
+    values += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--config=")]
     return [value for value in values if Path(value).is_file()]
 
 
@@ -123,15 +123,15 @@ def config_file_problem(path: Path, sections: Iterable[str]) -> str | None:
     return None
 
 
-def renamed_option_problem(args: Sequence[str]) -> str | None:
-    """The first data option of ``args`` or of its ``--config`` files spelt as before the toy's and the gold's
+def renamed_option_problem(argv: Sequence[str]) -> str | None:
+    """The first data option of ``argv`` or of its ``--config`` files spelt as before the toy's and the gold's
     options were grouped (``--data.toy_train_size``, now ``--data.toy.train_size``), with its spelling now;
     None if none. The parser would only say that it does not know the option."""
-    for arg in args:
+    for arg in argv:
         name = arg.split("=", 1)[0].removeprefix("--data.")
         if arg.startswith("--data.") and name in RENAMED_DATA_OPTIONS:
             return f"--data.{name} is now --data.{'.'.join(RENAMED_DATA_OPTIONS[name])} (CHANGELOG.md)"
-    for path in config_paths(args):
+    for path in config_paths(argv):
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")).get("data")  # checked: a mapping
         options = data.get("init_args", data) if isinstance(data, dict) else None
         if not isinstance(options, dict):
@@ -238,16 +238,16 @@ def refuse_a_folder_that_holds_a_run(trainer: Trainer) -> None:
         )
 
 
-def pop_resume(args: list[str]) -> tuple[list[str], str | None]:
+def pop_resume(argv: list[str]) -> tuple[list[str], str | None]:
     rest, resume, i = [], None, 0
-    while i < len(args):
-        if args[i] == "--resume":
-            if i + 1 >= len(args):
+    while i < len(argv):
+        if argv[i] == "--resume":
+            if i + 1 >= len(argv):
                 raise SystemExit("error: --resume needs a run directory or a checkpoint file")
-            resume, i = args[i + 1], i + 2
-        elif args[i].startswith("--resume="):
-            resume, i = args[i].split("=", 1)[1], i + 1
+            resume, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--resume="):
+            resume, i = argv[i].split("=", 1)[1], i + 1
         else:
-            rest.append(args[i])
+            rest.append(argv[i])
             i += 1
     return rest, resume
