@@ -261,7 +261,7 @@ def test_auto_in_a_yaml_config_means_the_hardware_choice(tmp_path):
 def test_resume_chooses_again_on_the_new_machine(tmp_path, monkeypatch):
     """A run whose precision was chosen automatically on a CPU with bf16, resumed on one without: the resumed
     run trains in fp32, and its config still says "chosen by the hardware"."""
-    import train as cli_module
+    from training import cli as cli_module
 
     bf16_cpu = Hardware("cpu", cpu_flags=AVX2_ONLY | {"avx512_bf16"})
     monkeypatch.setattr(cli_module, "probe_hardware", lambda *args, **kwargs: bf16_cpu)
