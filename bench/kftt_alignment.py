@@ -10,6 +10,7 @@ reported on the other 482, beside the two directions symmetrised, the diagonal, 
     python bench/kftt_alignment.py --shift --runs sup_ja_en sup_en_ja --max-time 00:01:15:00 \
         --out results_shift
     python bench/kftt_alignment.py --labels grow-diag-final-and --shift --alignment-weight 1 ...
+    python bench/kftt_alignment.py --labels grow-diag-final-and --shift --full-context ...
 
 The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
 --data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
@@ -96,6 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shift", action="store_true",
                    help="supervise each word's links at the step that reads the word "
                         "(--model.alignment_shift)")
+    p.add_argument("--full-context", action="store_true",
+                   help="read the supervised head with the whole target in view, in training and when it "
+                        "aligns (--model.alignment_full_context, Garg et al. 2019)")
     p.add_argument("--labels", choices=LABELS, default="forward",
                    help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
                         "or its two directions joined by grow-diag-final-and, made here")
@@ -116,10 +120,11 @@ def gold_files(corpora: Path) -> dict[str, Path]:
 
 def train_command(
     files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False,
-    labels: Path | None = None,
+    labels: Path | None = None, full_context: bool = False,
 ) -> list[str]:
     """``labels``: a links file in the run's direction instead of the run's own eflomal links."""
     shifted = ["--model.alignment_shift", "true"] if shift else []
+    shifted += ["--model.alignment_full_context", "true"] if full_context else []
     supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
     if labels is not None and run.supervised:
         supervision[supervision.index("eflomal")] = str(labels)
@@ -221,7 +226,7 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
     for start in range(0, len(todo), args.jobs):
         group = todo[start:start + args.jobs]
         commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift,
-                                  labels_file(args.out, r) if symmetric else None)
+                                  labels_file(args.out, r) if symmetric else None, args.full_context)
                     for r in group]
         for command in commands:
             print(" ".join(command), flush=True)

@@ -67,7 +67,8 @@ def word_maps(checkpoint: Path, links: Path, sentences: Path, method: str,
     with torch.inference_mode(not METHODS[method].gradients):
         for batch in length_sorted_batches(*ids, 32):
             words = BatchWords.of(items, batch)
-            e = word_explanation(explain(method, forced_pass(model, batch).trace), words)
+            seen = forced_pass(model, batch, full_context=run.module.full_context_layer)  # as it trained
+            e = word_explanation(explain(method, seen.trace), words)
             for row, i in enumerate(batch.index.tolist()):
                 rows, columns = items[i].target.count, items[i].source.count
                 maps[i] = e.per_head[row, layer, index, :rows, :columns].float().clone()

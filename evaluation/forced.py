@@ -105,15 +105,23 @@ def sentence_pass(
 
 
 @torch.no_grad()
-def forced_pass(model: Transformer, batch: Batch, *, head_mask: HeadMask | None = None) -> ForcedPass:
+def forced_pass(
+    model: Transformer, batch: Batch, *, head_mask: HeadMask | None = None, full_context: int | None = None
+) -> ForcedPass:
     """Run the model teacher-forced over ``batch`` (``data.batching.Batch``); keep what looking inside needs.
 
     Full precision, whatever autocast is on: the maps are compared and scored. ``head_mask`` silences heads
     (pruning, ablation); the gradient methods' callable runs under it too. The model must be in eval mode:
-    maps and explanations of a dropped-out pass would differ from run to run.
+    maps and explanations of a dropped-out pass would differ from run to run. ``full_context``: a decoder
+    layer (from 0) whose cross-attention maps are read with the whole target in view, as a head trained
+    with full-context alignment is (``Transformer.full_context_attention``; the layer is
+    ``TranslationModule.full_context_layer``): every method that reads that layer's maps reads those; the
+    logits and the other layers stay causal.
     """
     if model.training:
         raise ValueError("looking inside a teacher-forced pass needs the model in eval mode (model.eval())")
+    if full_context is not None and head_mask is not None:
+        raise ValueError("a full-context layer is read without head masks")
     c, device = model.config, model.device
     masks = head_mask if head_mask is not None else HeadMask()
     src, tgt_in, tgt_out = batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)
@@ -122,8 +130,11 @@ def forced_pass(model: Transformer, batch: Batch, *, head_mask: HeadMask | None 
         out = model.decode(tgt_in, encoded, need_weights=True, head_mask=masks, need_hidden=True)
         values = [layer.cross_attn.project_values(encoded.memory) for layer in model.decoder_layers]
         embeddings = model.src_embed(src)  # (B, S, D)
+        cross = list(out.cross_attention)
+        if full_context is not None:
+            cross[full_context] = model.full_context_attention(tgt_in, encoded, full_context)  # (B, H, T, S)
     maps = dict(zip(KINDS, ([w.float() for w in layers] for layers in
-                            (encoded.attention, out.self_attention, out.cross_attention))))
+                            (encoded.attention, out.self_attention, cross))))
     src_valid = src != c.pad_id  # (B, S)
     trace = Trace(
         cross=maps["cross"],

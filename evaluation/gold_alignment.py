@@ -362,13 +362,14 @@ def gold_alignment(
     ig_steps: int | None = None,
     batch_size: int = 32,
     progress=None,
+    full_context: int | None = None,
 ) -> dict[str, WordAlignmentScores]:
     """Every method's figures on the gold items (``gold_items``), teacher-forced on the gold targets.
 
     ``extractions`` always include the forward ``argmax`` (the agreement and the tab read it). Returns
     method -> its scores, with ``seconds`` its own time after the shared forward pass; ``progress`` is called
-    with the number of sentences done after each batch. The gradient methods need to run outside
-    ``torch.inference_mode``.
+    with the number of sentences done after each batch; ``full_context``: the layer read with the whole
+    target in view (``forced_pass``). The gradient methods need to run outside ``torch.inference_mode``.
     """
     if not items:
         raise ValueError("no gold sentence pairs to score")
@@ -378,7 +379,7 @@ def gold_alignment(
     seconds = dict.fromkeys(methods, 0.0)
     sources, targets = [item.source.ids for item in items], [item.target.ids for item in items]
     for batch in length_sorted_batches(sources, targets, batch_size):
-        trace = forced_pass(model, batch).trace
+        trace = forced_pass(model, batch, full_context=full_context).trace
         words = BatchWords.of(items, batch)
         for name in methods:
             start = time.perf_counter()
@@ -400,14 +401,16 @@ def chosen_links(
     threshold: float = THRESHOLD,
     ig_steps: int | None = None,
     batch_size: int = 32,
+    full_context: int | None = None,
 ) -> dict[str, dict[str, list[set[Link]]]]:
     """Per method of ``choices`` and per name of its chosen maps (``"best"``, ``"argmax"``, ...), the links
     that map proposes for each of ``items`` (0-based ``(source word, target word)``, in the items' order),
-    read as ``gold_alignment`` scores them; each method explains a batch once for all its maps."""
+    read as ``gold_alignment`` scores them (``full_context`` too); each method explains a batch once for all
+    its maps."""
     links = {method: {name: [set() for _ in items] for name in maps} for method, maps in choices.items()}
     sources, targets = [item.source.ids for item in items], [item.target.ids for item in items]
     for batch in length_sorted_batches(sources, targets, batch_size):
-        trace = forced_pass(model, batch).trace
+        trace = forced_pass(model, batch, full_context=full_context).trace
         words = BatchWords.of(items, batch)
         for method, maps in choices.items():
             e = word_explanation(explain(method, trace, ig_steps=ig_steps), words)

@@ -178,7 +178,7 @@ def gold_report(
     methods, step = options.methods, (progress or (lambda count: None))
     start = time.perf_counter()
     settings = {"methods": methods, "threshold": options.threshold, "ig_steps": options.ig_steps,
-                "batch_size": options.batch_size}
+                "batch_size": options.batch_size, "full_context": run.module.full_context_layer}
     choosing = gold_alignment(model, choosing_items, progress=step, **settings)
     reporting = choosing if not parts.apart else gold_alignment(model, reporting_items, progress=step,
                                                                 **settings)
@@ -190,7 +190,7 @@ def gold_report(
         maps = {method: {name: chosen[name] for name in ("best", "argmax")}
                 for method, chosen in choices.items()}
         links = chosen_links(model, items, maps, threshold=options.threshold, ig_steps=options.ig_steps,
-                             batch_size=options.batch_size)
+                             batch_size=options.batch_size, full_context=run.module.full_context_layer)
         links["diagonal"] = {"best": [diagonal_links(item.source.count, item.target.count) for item in items]}
         step(len(items))
         links_files = [str(path) for path in write_links_out(links_out, links, source.swapped)]

@@ -6,9 +6,10 @@ from model.context import AttentionContext
 from model.decoding import beam_search, greedy_search
 from model.masks import causal_mask, decoder_self_mask, padding_mask
 from model.transformer import Transformer
-from model.types import AttentionMaps, DecoderCache, EncoderOutput, HeadMask
+from model.types import AlignedHead, AttentionMaps, DecoderCache, EncoderOutput, HeadMask
 
 __all__ = [
+    "AlignedHead",
     "AttentionContext",
     "AttentionMaps",
     "DecoderCache",

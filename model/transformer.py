@@ -21,7 +21,15 @@ from model.layers import DecoderLayer, EncoderLayer, FeedForward
 from model.masks import decoder_self_mask, padding_mask
 from model.packing import Packing, TokenIndex
 from model.positions import LearnedPositionalEmbedding, Positions, RelativePositionBias
-from model.types import NO_HEAD_MASK, AttentionMaps, DecoderCache, DecoderOutput, EncoderOutput, HeadMask
+from model.types import (
+    NO_HEAD_MASK,
+    AlignedHead,
+    AttentionMaps,
+    DecoderCache,
+    DecoderOutput,
+    EncoderOutput,
+    HeadMask,
+)
 
 # Padding-free layers pay for their gathers and scatters only where padding is a sizeable share of the batch
 # (measured in docs/performance.md).
@@ -197,16 +205,45 @@ class Transformer(nn.Module):
         logits = F.linear(self.decoder_norm(x), self.output_weight, self.output_bias)  # (B, T, V) or (N, V)
         return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden), alignment)
 
+    def full_context_attention(
+        self, tgt_in: Tensor, encoded: EncoderOutput, layer: int, head: int | None = None, *,
+        keep: Packing | None = None,
+    ) -> Tensor:
+        """Decoder layer ``layer``'s cross-attention weights with the decoder's causal mask lifted: every
+        target position attends the whole target, in a pass of layers 0 .. ``layer`` beside the causal one
+        (the "full context" of Garg et al. 2019, §4.3: a word's alignment may depend on the words after it,
+        which translation must not see). Counted from 0; ``keep`` as in ``decode``.
+
+        Returns (B, H, T, S) every head's weights by the explicit path, or with ``head`` that head's
+        (B, T, S) beside the fused kernel, for a loss on it (guided alignment).
+        """
+        layers = len(self.decoder_layers)
+        if not 0 <= layer < layers:
+            raise ValueError(f"the full-context layer must be in [0, {layers}), got {layer}")
+        context = self._decoder_context(tgt_in, encoded, None, keep, causal=False)
+        target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
+        x = self._embed(self.tgt_embed, tgt_in, "decoder", 0, target)  # (B, T, D) or (Nt, D)
+        for i, decoder_layer in enumerate(self.decoder_layers[: layer + 1]):
+            last = i == layer
+            x, _, weights = decoder_layer(
+                x, encoded.memory, context, need_weights=last and head is None,
+                cross_weights_of_head=head if last else None,
+            )
+        return weights if head is None else weights.squeeze(1)
+
     def _decoder_context(
-        self, tgt_in: Tensor, encoded: EncoderOutput, cache: DecoderCache | None, keep: Packing | None
+        self, tgt_in: Tensor, encoded: EncoderOutput, cache: DecoderCache | None, keep: Packing | None,
+        causal: bool = True,
     ) -> StackContext:
-        """What every decoder layer shares: the causal and source masks, made safe once, self-attention's
-        position hooks, and with a packed ``encoded`` the (target, source) packings."""
+        """What every decoder layer shares: the causal (unless not ``causal``) and source masks, made safe
+        once, self-attention's position hooks, and with a packed ``encoded`` the (target, source) packings."""
         packing = None
         if encoded.packing is not None:
             target = keep if keep is not None else Packing.of(tgt_in != self.config.pad_id)
             packing = (target, encoded.packing)  # (target, source)
-        if cache is None:
+        if not causal:
+            self_attend = padding_mask(tgt_in, self.config.pad_id)  # (B, 1, 1, T): the whole target
+        elif cache is None:
             self_attend = decoder_self_mask(tgt_in, self.config.pad_id)  # (B, 1, T, T)
         elif tgt_in.size(1) == 1:
             self_attend = None  # one new position attends to all cached ones and itself
@@ -237,7 +274,7 @@ class Transformer(nn.Module):
         return_attention: bool = False,
         head_mask: HeadMask | None = None,
         tokens: TokenIndex | None = None,
-        alignment_head: tuple[int, int] | None = None,
+        alignment_head: AlignedHead | tuple[int, int] | None = None,
     ) -> Tensor | tuple[Tensor, AttentionMaps] | tuple[Tensor, Tensor]:
         """Teacher-forced pass.
 
@@ -253,9 +290,11 @@ class Transformer(nn.Module):
                 and where padding is at least ``PACK_FROM`` of the batch's positions, the layers then compute
                 on the tokens only (see ``model.packing``). The padding share comes from the index's length,
                 which the host knows: no host-device sync.
-            alignment_head: (decoder layer, head), counted from 0: also return that head's cross-attention
-                weights (B, T, S), the one head a guided-alignment loss supervises; every other head stays on
-                the fused kernel (see ``decode``). Not with ``return_attention``, whose maps hold it.
+            alignment_head: (decoder layer, head), counted from 0 (an ``AlignedHead``): also return that
+                head's cross-attention weights (B, T, S), the one head a guided-alignment loss supervises;
+                every other head stays on the fused kernel (see ``decode``). With ``full_context``, read in a
+                second pass without the causal mask (``full_context_attention``). Not with
+                ``return_attention``, whose maps hold it.
 
         Returns:
             logits (B, T, V) (or (N, V) with ``tokens``), and with ``return_attention`` an ``AttentionMaps``,
@@ -270,11 +309,15 @@ class Transformer(nn.Module):
         encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, packed=packed)
         if return_attention and alignment_head is not None:
             raise ValueError("alignment_head is for the training pass; return_attention returns every head")
+        aligned = None if alignment_head is None else AlignedHead(*alignment_head)
         out = self.decode(
             tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=wanted,
-            alignment_head=alignment_head,
+            alignment_head=None if aligned is None or aligned.full_context else aligned[:2],
         )
-        if alignment_head is not None:
+        if aligned is not None and aligned.full_context:
+            weights = self.full_context_attention(tgt_in, encoded, aligned.layer, aligned.head, keep=wanted)
+            return out.logits, weights
+        if aligned is not None:
             return out.logits, out.alignment
         if not return_attention:
             return out.logits

@@ -24,6 +24,17 @@ class AttentionMaps(NamedTuple):
     cross: list[Tensor]  # per layer (B, H, T, S)
 
 
+class AlignedHead(NamedTuple):
+    """The one cross-attention head a guided-alignment loss supervises (``Transformer.forward``'s
+    ``alignment_head``), counted from 0."""
+
+    layer: int
+    head: int
+    # Read with the decoder's causal mask lifted, every target position seeing the whole target, in a
+    # second pass up to ``layer`` (Garg et al. 2019's full context; ``Transformer.full_context_attention``).
+    full_context: bool = False
+
+
 class EncoderOutput(NamedTuple):
     memory: Tensor  # (B, S, D), or (N, D) tokens with a packing
     src_attend: Tensor  # (B, 1, 1, S) boolean, True = real source token

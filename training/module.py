@@ -18,7 +18,7 @@ from torch import Tensor
 from analysis.metrics import bleu_tokenizer, bleu_tokenizer_line, score_translations
 from data.scripts import script_language
 from data.special import SPECIALS
-from model import Transformer, TransformerConfig
+from model import AlignedHead, Transformer, TransformerConfig
 from model.config import Activation, Positional
 from model.decoding import MAX_BEAM_SIZE
 from model.packing import TokenIndex
@@ -226,6 +226,10 @@ class TranslationModule(L.LightningModule):
             links train the row of the step that takes the word as input, which has read it, instead of the
             row of the step that produces it, which must first guess it. Read such a head with the
             ``shift_att`` explanation.
+        alignment_full_context: read the supervised head, in training and when it aligns, in a second pass
+            without the decoder's causal mask, every position seeing the whole target (Garg et al. 2019's
+            "full context"): a word's links may depend on the words after it. The second pass runs the
+            decoder up to the supervised layer again: a share of each step's time (docs/explanations.md).
     """
 
     def __init__(
@@ -267,6 +271,7 @@ class TranslationModule(L.LightningModule):
         alignment_head: int | None = None,
         alignment_weight: float = 0.05,
         alignment_shift: bool = False,
+        alignment_full_context: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -350,11 +355,19 @@ class TranslationModule(L.LightningModule):
         return translation if alignment is None else translation + self.hparams.alignment_weight * alignment
 
     @property
-    def alignment_head(self) -> tuple[int, int] | None:
-        """The (decoder layer, head) guided alignment supervises, counted from 0 as the model counts them;
-        None without supervision."""
+    def alignment_head(self) -> AlignedHead | None:
+        """The (decoder layer, head) guided alignment supervises, counted from 0 as the model counts them, and
+        whether it is read with the full target (``alignment_full_context``); None without supervision."""
         layer, head = self.hparams.get("alignment_layer"), self.hparams.get("alignment_head")
-        return None if layer is None or head is None else (layer - 1, head - 1)
+        full = bool(self.hparams.get("alignment_full_context", False))
+        return None if layer is None or head is None else AlignedHead(layer - 1, head - 1, full)
+
+    @property
+    def full_context_layer(self) -> int | None:
+        """The decoder layer (from 0) whose cross-attention is read with the whole target in view: the
+        supervised head's, where it trained so (``alignment_full_context``); else None."""
+        head = self.alignment_head
+        return head.layer if head is not None and head.full_context else None
 
     def _is_log_step(self) -> bool:
         """Whether the metrics of the current optimiser step reach the logger (every ``log_every_n_steps``-th,

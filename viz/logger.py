@@ -437,7 +437,8 @@ class AttentionLogger(L.Callback):
         with torch.inference_mode(False), torch.enable_grad():
             if self._gold_items:  # a gold set's pairs, scored on their words (forward arg-max)
                 on_words = gold_alignment(model, self._explain_pairs, methods=self.explanation_methods,
-                                          extractions=("argmax",), ig_steps=self.ig_steps)
+                                          extractions=("argmax",), ig_steps=self.ig_steps,
+                                          full_context=getattr(pl_module, "full_context_layer", None))
                 scores = {name: method.alignment_scores() for name, method in on_words.items()}
             else:
                 scores = explanation_alignment(
@@ -467,7 +468,8 @@ class AttentionLogger(L.Callback):
         # Validation runs under inference mode; the gradient methods need autograd.
         with torch.inference_mode(False), torch.enable_grad():
             reporting = gold_alignment(model, self._reporting.items, methods=list(choosing),
-                                       extractions=("argmax",), ig_steps=self.ig_steps)
+                                       extractions=("argmax",), ig_steps=self.ig_steps,
+                                       full_context=getattr(pl_module, "full_context_layer", None))
         rows = {}
         for name, scores in choosing.items():
             chosen = {"argmax": choose(scores, ("argmax",))["argmax"]}
@@ -539,8 +541,9 @@ class Reporting:
 
 def supervised_head(pl_module, datamodule) -> dict | None:
     """The head guided alignment supervises, as the options name it: ``layer`` and ``head`` counted from 1,
-    the ``labels`` (the links file's name, or eflomal), the ``weight`` λ and whether it was ``shifted`` (each
-    word's links on the row of the step that reads it); None without supervision."""
+    the ``labels`` (the links file's name, or eflomal), the ``weight`` λ, and whether it was ``shifted`` (each
+    word's links on the row of the step that reads it) and read in ``full_context`` (with the whole target);
+    None without supervision."""
     head = getattr(pl_module, "alignment_head", None)
     if head is None:
         return None
@@ -548,7 +551,8 @@ def supervised_head(pl_module, datamodule) -> dict | None:
     return {"layer": head[0] + 1, "head": head[1] + 1,
             "labels": None if labels is None else Path(labels).name,
             "weight": float(pl_module.hparams.alignment_weight),
-            "shifted": bool(pl_module.hparams.get("alignment_shift", False))}
+            "shifted": bool(pl_module.hparams.get("alignment_shift", False)),
+            "full_context": bool(pl_module.hparams.get("alignment_full_context", False))}
 
 
 @dataclass(frozen=True)

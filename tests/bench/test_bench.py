@@ -982,6 +982,10 @@ def test_kftt_alignment_shift_supervises_only_the_supervised_runs_at_the_step_th
     supervised, unsupervised = capsys.readouterr().out.splitlines()[:2]
     assert "--model.alignment_weight 0.5 --model.alignment_shift true" in supervised
     assert "--model.alignment_" not in unsupervised and "--data.alignment_labels" not in unsupervised
+    assert main([*argv, "--full-context"]) == 0
+    supervised, unsupervised = capsys.readouterr().out.splitlines()[:2]
+    assert "--model.alignment_shift true --model.alignment_full_context true" in supervised
+    assert "--model.alignment_" not in unsupervised
 
 
 def test_kftt_alignment_symmetrises_two_directions_forward_arg_max_on_the_reporting_pairs(tmp_path):

@@ -70,6 +70,25 @@ def test_a_silenced_head_is_silent_in_the_pass_and_in_the_gradients_callable():
         torch.testing.assert_close(silenced.trace.log_probs(embeddings, rows, targets), expected)
 
 
+def test_a_full_context_layer_is_read_with_the_whole_target_and_the_rest_of_the_pass_stays_causal():
+    """A head trained with full-context alignment is read as it trained: that layer's cross maps, in the
+    maps and in the trace every method reads, from ``Transformer.full_context_attention``; the other layers'
+    maps, the hidden states and the log-probabilities are the causal pass's."""
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(num_decoder_layers=2)).eval()
+    batch = sentence_batch(model.config, [5, 6, 7, 8], [3, 4, 9])
+    causal, full = forced_pass(model, batch), forced_pass(model, batch, full_context=1)
+    with torch.no_grad():
+        expected = model.full_context_attention(batch.tgt_in, model.encode(batch.src), 1)  # (B, H, T, S)
+    torch.testing.assert_close(full.maps["cross"][1], expected)
+    assert full.trace.cross[1] is full.maps["cross"][1]
+    assert not torch.allclose(full.maps["cross"][1], causal.maps["cross"][1])
+    torch.testing.assert_close(full.maps["cross"][0], causal.maps["cross"][0])
+    torch.testing.assert_close(full.hidden[-1], causal.hidden[-1])
+    with pytest.raises(ValueError, match="a full-context layer is read without head masks"):
+        forced_pass(model, batch, full_context=1, head_mask=HeadMask())
+
+
 def test_a_model_in_training_mode_is_refused():
     model = Transformer(tiny_config())
     with pytest.raises(ValueError, match=r"needs the model in eval mode \(model.eval\(\)\)"):

@@ -17,6 +17,9 @@ test("the summary line names the supervised head as the options do, counted from
   assert.equal(supervisedText({...SUPERVISED, weight: 0.5, shifted: true}),
     "supervised head: layer 2 head 1 (guided alignment on eflomal's links, λ 0.5, at the step that reads each " +
     "word: read it with Shift-Att)");
+  assert.equal(supervisedText({...SUPERVISED, weight: 1, full_context: true, shifted: true}),
+    "supervised head: layer 2 head 1 (guided alignment on eflomal's links, λ 1, seeing the whole target: its " +
+    "AER read so, its maps drawn causal, at the step that reads each word: read it with Shift-Att)");
   assert.equal(supervisedText(null), "");
   assert.equal(supervisedText(undefined), "");
 });

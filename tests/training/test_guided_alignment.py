@@ -22,7 +22,7 @@ from data.corpora import CorpusError
 from data.datamodule import TranslationDataModule
 from data.pairs import Pair
 from data.reader import ToyOptions
-from model import Transformer
+from model import AlignedHead, Transformer
 from model.context import AttentionContext
 from model.packing import TokenIndex
 from model.transformer import PACK_FROM
@@ -81,6 +81,52 @@ def test_asking_for_the_supervised_head_leaves_the_logits_bit_for_bit(packed):
     torch.testing.assert_close(weights[keep], maps.cross[1][:, 2][keep])
     with pytest.raises(ValueError, match=r"layer must be in \[0, 3\), got 3"):
         model(src, tgt_in, alignment_head=(3, 0))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_full_context_head_sees_the_words_after_each_row_and_leaves_the_logits_alone(packed):
+    """alignment_head with full_context (Garg et al. 2019): the head's weights come from a second pass without
+    the causal mask, every head's map of which ``full_context_attention`` returns explicitly: so a row's
+    weights change with a later target word, where the causal pass's do not; the logits are the plain
+    pass's, packed or padded."""
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(num_decoder_layers=3)).eval()
+    src, tgt_in = padded_pair()
+    tokens = TokenIndex.of(src, tgt_in, PAD) if packed else None
+    plain = model(src, tgt_in, tokens=tokens)
+    logits, weights = model(src, tgt_in, tokens=tokens, alignment_head=AlignedHead(1, 2, full_context=True))
+    assert torch.equal(logits, plain)
+    every = model.full_context_attention(tgt_in, model.encode(src), 1)  # (B, H, T, S)
+    keep = tgt_in != PAD
+    torch.testing.assert_close(weights[keep], every[:, 2][keep])
+    _, causal = model(src, tgt_in, return_attention=True)
+    assert not torch.allclose(every[:, 2][keep], causal.cross[1][:, 2][keep])  # it sees more than causal
+    later = tgt_in.clone()
+    later[0, -1] = (later[0, -1] + 1) % 11 + 3  # the first sentence's last word, another word
+    seen = model.full_context_attention(later, model.encode(src), 1)
+    assert not torch.allclose(seen[0, :, 0], every[0, :, 0])  # row 1 sees the last word
+    _, causal_later = model(src, later, return_attention=True)
+    torch.testing.assert_close(causal_later.cross[1][0, :, 0], causal.cross[1][0, :, 0])  # causal: it cannot
+    with pytest.raises(ValueError, match=r"layer must be in \[0, 3\), got 3"):
+        model.full_context_attention(tgt_in, model.encode(src), 3)
+
+
+def test_a_full_context_head_trains_on_the_second_pass_and_is_saved_with_the_run():
+    """alignment_full_context: the loss reads the head in the full-context pass; the translation loss is the
+    causal pass's, unchanged; the setting is saved with the run."""
+    torch.manual_seed(0)
+    settings = {"num_heads": 2, "alignment_layer": 1, "alignment_head": 2}
+    plain, full = module(**settings), module(**settings, alignment_full_context=True)
+    full.load_state_dict(plain.state_dict())
+    batch = aligned_batch()
+    assert full.alignment_head == AlignedHead(0, 1, full_context=True)
+    attention = full.model.full_context_attention(batch.tgt_in, full.model.encode(batch.src), 0, 1)  # (B,T,S)
+    translation, alignment = full._training_losses(batch)
+    torch.testing.assert_close(alignment, alignment_loss(attention, batch.alignment))
+    plain_translation, plain_alignment = plain._training_losses(batch)
+    assert torch.equal(translation, plain_translation)
+    assert not torch.isclose(alignment, plain_alignment)
+    assert full.hparams.alignment_full_context and not plain.hparams.alignment_full_context
 
 
 # -- the loss ------------------------------------------------------------------------------------------------
@@ -204,11 +250,13 @@ def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_read
     assert shifted.hparams.alignment_shift and not plain.hparams.alignment_shift  # saved with the run
 
 
-def test_the_supervised_training_loss_compiles_without_a_graph_break():
+@pytest.mark.parametrize("full_context", [False, True])
+def test_the_supervised_training_loss_compiles_without_a_graph_break(full_context):
     """The head's weights and the loss trace into the one graph of the training forward (packed here: a
-    graph break would split the compiled step, and usually marks a host sync)."""
+    graph break would split the compiled step, and usually marks a host sync); the full-context pass too."""
     torch.manual_seed(0)
-    m = module(num_heads=2, num_decoder_layers=2, alignment_layer=1, alignment_head=2)
+    m = module(num_heads=2, num_decoder_layers=2, alignment_layer=1, alignment_head=2,
+               alignment_full_context=full_context)
     batch = aligned_batch()
     tokens = batch.src_tokens.numel() + batch.tgt_tokens.numel()
     assert 1 - tokens / (batch.src.numel() + batch.tgt_in.numel()) >= PACK_FROM

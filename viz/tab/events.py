@@ -37,6 +37,7 @@ DECIMALS = 4
 SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
 METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
 SUPERVISED_FIELDS = {"layer": int, "head": int, "labels": (str, type(None)), "weight": (int, float)}
+SUPERVISED_FLAGS = ("shifted", "full_context")  # how the head was read in training; absent in older runs
 GOLD_WORDS_FIELDS = ("source_words", "target_words", "source_count", "target_count", "sure", "possible")
 NOT_YET = "no attention logged yet"
 NO_PROBES = ("its attention summaries hold no probe sentence's maps (attention.num_sentences 0, or every "
@@ -174,7 +175,8 @@ def _method_described(method) -> bool:
 
 def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | None:
     """The head guided alignment supervised in the run, as its ``attention/run`` summary names it (``layer``
-    and ``head`` counted from 1, ``labels``, ``weight``, and ``shifted``: false for runs logged before it);
+    and ``head`` counted from 1, ``labels``, ``weight``, and the flags ``shifted`` and ``full_context``: false
+    for runs logged before them);
     None where it names none."""
     if not values:
         return None
@@ -186,11 +188,12 @@ def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | No
             for k, t in SUPERVISED_FIELDS.items()) and min(supervised["layer"], supervised["head"]) >= 1):
         raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' (expected "
                            f"{{{', '.join(SUPERVISED_FIELDS)}}}, layer and head counted from 1)")
-    shifted = supervised.get("shifted", False)  # runs before the option have no such field
-    if not isinstance(shifted, bool):
-        raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' ('shifted' is not true or "
-                           "false)")
-    return {**{k: supervised[k] for k in SUPERVISED_FIELDS}, "shifted": shifted}
+    flags = {flag: supervised.get(flag, False) for flag in SUPERVISED_FLAGS}  # false in runs before each
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise MalformedRun(f"run {run!r} {RUN_TAG} has a malformed 'supervised' ({flag!r} is not true or "
+                               "false)")
+    return {**{k: supervised[k] for k in SUPERVISED_FIELDS}, **flags}
 
 
 def reported_map(run: str, method: str, values: dict[int, np.ndarray] | None, step: int) -> dict | None:

@@ -51,14 +51,16 @@ export function isSupervised(map, run = state.run, kind = state.kind) {
 }
 
 /** The run's supervised head in words ("" for none): "supervised head: layer 2 head 1 (guided alignment on
- * eflomal's links, λ 0.05)", and where it was supervised at the step that reads each word, "…, read it with
+ * eflomal's links, λ 0.05)"; where it was trained seeing the whole target (full context), that its AER is read
+ * so and its drawn maps causal; where it was supervised at the step that reads each word, "…, read it with
  * Shift-Att". */
 export function supervisedText(supervised) {
   if (!supervised) return "";
-  const {layer, head, labels, weight, shifted} = supervised;
+  const {layer, head, labels, weight, shifted, full_context: fullContext} = supervised;
   const links = labels === "eflomal" ? "eflomal's links" : labels ? `the links of ${labels}` : "word links";
+  const whole = fullContext ? ", seeing the whole target: its AER read so, its maps drawn causal" : "";
   const reading = shifted ? ", at the step that reads each word: read it with Shift-Att" : "";
-  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight}${reading})`;
+  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight}${whole}${reading})`;
 }
 
 /** Bring the controls in line with the state, then draw. */
