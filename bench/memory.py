@@ -62,7 +62,9 @@ def logged_precision(log: str) -> str:
 
 def wait_for_peak(child: subprocess.Popen) -> float:
     """Wait for ``child`` to end (its exit code then in ``child.returncode``) and return its own peak resident
-    size in GB: ``os.wait4``'s, where ``getrusage(RUSAGE_CHILDREN)`` gives the largest of all children."""
+    size in GB: ``os.wait4``'s, where ``getrusage(RUSAGE_CHILDREN)`` gives the largest of all children. Linux
+    counts in it the processes the child waited for (data loader workers, where a run has them): the largest
+    of the child's and theirs, not their sum."""
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     return usage.ru_maxrss / 2**20  # KiB on Linux
