@@ -50,7 +50,7 @@ from analysis.heads import summarize
 from bench.speed_common import describe_machine
 from data.datamodule import TranslationDataModule
 from data.reader import ToyOptions
-from model import Transformer
+from model import DecoderRequest, Transformer
 from model.positions import POSITIONAL
 from viz.plots import attention_grid
 
@@ -121,7 +121,7 @@ def oracle_length_greedy(model: Transformer, src: Tensor, lengths: Tensor) -> li
     cache = model.new_cache(reserve=max(steps, 1))
     tokens = torch.full((src.size(0), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1 + step)
     for _ in range(steps):
-        out = model.decode(tokens[:, -1:], encoded, cache=cache, last_only=True)
+        out = model.decode(tokens[:, -1:], encoded, cache=cache, request=DecoderRequest(last_only=True))
         logits = out.logits[:, -1].float()  # (B, V)
         logits[:, [c.pad_id, c.bos_id, c.eos_id]] = float("-inf")  # EOS comes at the reference length
         tokens = torch.cat([tokens, logits.argmax(dim=-1, keepdim=True)], dim=1)

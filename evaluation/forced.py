@@ -20,7 +20,7 @@ from analysis.axes import KINDS, attention_axes
 from analysis.explain.trace import LogProbs, Trace
 from data.batching import Batch, check_fits, collate
 from data.tokenizer import Tokenizer
-from model import HeadMask, Transformer, TransformerConfig
+from model import DecoderRequest, HeadMask, Transformer, TransformerConfig
 from model.packing import Packing
 
 
@@ -127,7 +127,8 @@ def forced_pass(
     src, tgt_in, tgt_out = batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)
     with torch.autocast(device.type, enabled=False):
         encoded = model.encode(src, need_weights=True, head_mask=masks.encoder)
-        out = model.decode(tgt_in, encoded, need_weights=True, head_mask=masks, need_hidden=True)
+        everything = DecoderRequest(weights=True, hidden=True)
+        out = model.decode(tgt_in, encoded, head_mask=masks, request=everything)
         values = [layer.cross_attn.project_values(encoded.memory) for layer in model.decoder_layers]
         embeddings = model.src_embed(src)  # (B, S, D)
         cross = list(out.cross_attention)

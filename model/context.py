@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from model.decoding import BeamRows
 from model.masks import KeyMask, guard_empty_rows
 from model.packing import Packing
 
@@ -50,6 +51,8 @@ class StackContext:
 
     self_attention: AttentionContext
     cross_attention: AttentionContext | None = None  # the decoder's; None in the encoder
+    # The decoder's rows per encoder output row, when a sentence's beams share its row; None: one each.
+    beams: BeamRows | None = None
 
 
 NO_CONTEXT = AttentionContext()  # attend every key, no position hooks, padded inputs

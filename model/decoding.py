@@ -7,12 +7,13 @@ length) rather than a re-run over the whole prefix.
 Shape legend: B batch, K beams, S source length, L generated length, V target vocabulary size.
 """
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from model.types import EncoderOutput, HeadMask
+from model.types import DecoderRequest, EncoderOutput, HeadMask
 
 if TYPE_CHECKING:  # only for annotations: model.transformer imports this module for Transformer.generate
     from model.transformer import Transformer
@@ -21,6 +22,55 @@ if TYPE_CHECKING:  # only for annotations: model.transformer imports this module
 # and the search holds batch x beam hypotheses (and their key/value caches) at once: a beam of 100000 on a
 # validation batch asks for tens of gigabytes.
 MAX_BEAM_SIZE = 256
+LAST_ONLY = DecoderRequest(last_only=True)  # a step needs the logits of its last position only
+
+
+@dataclass(frozen=True)
+class BeamRows:
+    """G consecutive decoder rows per source sentence (its beams), all reading the sentence's one row of
+    encoder output: cross-attention projects and caches its keys and values once per sentence, and beam
+    search never copies them when it reorders beams (``DecoderCache.reorder``).
+
+    A decoder layer folds the G rows' T queries into the G * T queries of their sentence's row for
+    cross-attention, and unfolds the output: the same numbers as attending the keys repeated for each beam.
+    Build it with ``BeamRows.of``; the decoder's ``StackContext`` carries it.
+    """
+
+    size: int  # G
+
+    @classmethod
+    def of(cls, rows: int, sentences: int) -> "BeamRows | None":
+        """The grouping of ``rows`` decoder rows over ``sentences`` encoder rows; None when they are equal."""
+        if rows == sentences:
+            return None
+        if sentences == 0 or rows % sentences != 0:
+            raise ValueError(f"{rows} decoder rows cannot share {sentences} encoder output rows")
+        return cls(rows // sentences)
+
+    def fold(self, x: Tensor) -> Tensor:
+        """Queries (B, T, D) of G consecutive rows as G * T queries of one row: (B/G, G*T, D)."""
+        return x.unflatten(0, (-1, self.size)).flatten(1, 2)  # (B/G, G*T, D)
+
+    def unfold(self, x: Tensor) -> Tensor:
+        """Undo ``fold`` on the attention's output (B/G, G*T, D): (B, T, D)."""
+        return x.unflatten(1, (self.size, -1)).flatten(0, 1)  # (B, T, D)
+
+    def unfold_weights(self, weights: Tensor) -> Tensor:
+        """Undo ``fold`` on attention weights (B/G, H, G*T, S): (B, H, T, S)."""
+        return weights.unflatten(2, (self.size, -1)).transpose(1, 2).flatten(0, 1)  # (B, H, T, S)
+
+    def head_mask(self, multipliers: Tensor | None) -> Tensor | None:
+        """Cross-attention head multipliers (H,) as they are, or (B, H) per row as (B/G, H) per sentence: a
+        sentence's beams share them, as they share its keys (beam search repeats a sentence's for its beams).
+        """
+        if multipliers is None or multipliers.dim() == 1:
+            return multipliers
+        per_sentence = multipliers.unflatten(0, (-1, self.size))  # (B/G, G, H)
+        if multipliers.device.type == "cpu":  # checked where it costs no host-device sync
+            assert torch.equal(per_sentence, per_sentence[:, :1].expand_as(per_sentence)), (
+                "the beams of a sentence have different cross-attention head masks"
+            )
+        return per_sentence[:, 0]  # (B/G, H)
 
 def _allowed_logits(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
     """Logits of the next token, (N, V) → a new (N, V) float32 tensor with padding and BOS ruled out: never
@@ -84,9 +134,7 @@ def greedy_search(
     cache = model.new_cache(reserve=steps) if use_cache else None  # BOS and every token but the last
     for step in range(1, steps + 1):
         step_in = tokens[:, -1:] if use_cache else tokens
-        logits = model.decode(
-            step_in, encoded, cache=cache, head_mask=masks, last_only=True
-        ).logits[:, -1]  # (B, V)
+        logits = model.decode(step_in, encoded, cache=cache, head_mask=masks, request=LAST_ONLY).logits[:, -1]
         # max(...).indices: the same first-maximum index as argmax, and about twice as fast on CPU.
         next_token = _allowed_logits(logits, c.pad_id, c.bos_id).max(dim=-1).indices  # (B,)
         next_token = next_token.masked_fill(finished, c.pad_id)
@@ -139,7 +187,7 @@ def beam_search(
     b, k, device = src.size(0), beam_size, src.device
     masks = head_mask if head_mask is not None else HeadMask()
     # One encoder output per sentence: the K beams of a sentence share its cross-attention keys and values,
-    # projected once and never reordered (see MultiHeadAttention), while everything else has a row per beam.
+    # projected once and never reordered (see BeamRows), while everything else has a row per beam.
     encoded = model.encode(src, head_mask=masks.encoder)
     masks = HeadMask(*(m.repeat_interleave(k, dim=0) if m is not None and m.dim() == 3 else m for m in masks))
     limits = _limits(max_len, b, device)

@@ -9,7 +9,8 @@ and a LayerNorm either before it (pre-LN, ``norm_first``) or after the residual 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.attention import KVCache, MultiHeadAttention
+from model.attention import MultiHeadAttention
+from model.cache import KVCache
 from model.config import TransformerConfig
 from model.context import StackContext
 from model.dropout import Dropout
@@ -128,15 +129,21 @@ class DecoderLayer(nn.Module):
             )
 
         def cross_attention(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            beams, multipliers = context.beams, head_mask.cross
+            if beams is not None:  # a sentence's beams read its one row of memory as one row of queries
+                h, multipliers = beams.fold(h), beams.head_mask(multipliers)  # (B/G, G*T, D), (B/G, H)
             out, weights = self.cross_attn(
                 h, memory, memory,
                 context=context.cross_attention, need_weights=need_weights, cache=cross_cache,
-                head_mask=head_mask.cross,
+                head_mask=multipliers,
             )
             if weights is None and cross_weights_of_head is not None:
                 weights = self.cross_attn.head_weights(
                     h, memory, cross_weights_of_head, context=context.cross_attention
                 )  # (B, 1, T, S)
+            if beams is not None:
+                out = beams.unfold(out)  # (B, T, D)
+                weights = None if weights is None else beams.unfold_weights(weights)  # (B, H|1, T, S)
             return out, weights
 
         if self.norm_first:  # pre-LN: normalise each sublayer's input

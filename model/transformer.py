@@ -13,20 +13,22 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.attention import MultiHeadAttention
+from model.cache import DecoderCache
 from model.config import TransformerConfig
 from model.context import AttentionContext, StackContext
-from model.decoding import beam_search, greedy_search
+from model.decoding import BeamRows, beam_search, greedy_search
 from model.dropout import Dropout
 from model.layers import DecoderLayer, EncoderLayer, FeedForward
 from model.masks import decoder_self_mask, padding_mask
 from model.packing import Packing, TokenIndex
 from model.positions import LearnedPositionalEmbedding, Positions, RelativePositionBias
 from model.types import (
+    LOGITS_ONLY,
     NO_HEAD_MASK,
     AlignedHead,
     AttentionMaps,
-    DecoderCache,
     DecoderOutput,
+    DecoderRequest,
     EncoderOutput,
     HeadMask,
 )
@@ -139,12 +141,9 @@ class Transformer(nn.Module):
         encoded: EncoderOutput,
         *,
         cache: DecoderCache | None = None,
-        need_weights: bool = False,
         head_mask: HeadMask | None = None,
-        last_only: bool = False,
         keep: Packing | None = None,
-        need_hidden: bool = False,
-        alignment_head: tuple[int, int] | None = None,
+        request: DecoderRequest = LOGITS_ONLY,
     ) -> DecoderOutput:
         """Run the decoder.
 
@@ -152,53 +151,57 @@ class Transformer(nn.Module):
             tgt_in: (B, T) decoder input ids, starting with BOS. With a cache, only the new positions (usually
                 T = 1); earlier positions come from the cache, which is updated in place.
             encoded: the encoder's output for the same batch; or one row per sentence when ``tgt_in`` has G
-                consecutive rows per sentence (its beams), which share its cross-attention keys and values.
-            last_only: compute logits for the last position only (B, 1, V), all that decoding needs.
+                consecutive rows per sentence (its beams), which share its cross-attention keys and values
+                (see ``model.decoding.BeamRows``).
             keep: where to compute logits, returned packed as (N, V): training skips the vocabulary
                 projection of padding. With a packed ``encoded`` it must be the ``Packing`` of
                 ``tgt_in != pad_id``, found ahead (no host-device sync).
-            need_hidden: also return each layer's output (B, T, D), before the final norm (the logit lens
-                reads them, ``analysis.explain.logit_lens``).
-            alignment_head: (layer, head), counted from 0: also return that head's cross-attention weights as
-                ``alignment`` (B, T, S), written out beside the fused kernel (see ``MultiHeadAttention``'s
-                ``weights_of_head``), for a loss on them (guided alignment).
+            request: what to return besides the logits (``DecoderRequest``): every attention map, each
+                layer's output, one head's cross-attention weights (``alignment``, read in a second pass
+                without the causal mask if it says ``full_context``), or logits at the last position only.
 
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
         then it takes no cache, and returns logits at the non-padding inputs, (Nt, V).
         """
-        if encoded.packing is not None and (cache is not None or last_only):
+        if encoded.packing is not None and (cache is not None or request.last_only):
             raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
         context = self._decoder_context(tgt_in, encoded, cache, keep)
         target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
         offset = 0 if cache is None else cache.length
         x = self._embed(self.tgt_embed, tgt_in, "decoder", offset, target)  # (B, T, D) or (Nt, D)
         masks = head_mask if head_mask is not None else NO_HEAD_MASK
-        aligned_layer, aligned_head = alignment_head if alignment_head is not None else (None, None)
-        if aligned_layer is not None and not 0 <= aligned_layer < len(self.decoder_layers):
+        aligned = request.alignment
+        in_pass = aligned is not None and not aligned.full_context  # read in this pass, beside the kernel
+        if in_pass and not 0 <= aligned.layer < len(self.decoder_layers):
             layers = len(self.decoder_layers)
-            raise ValueError(f"alignment_head's layer must be in [0, {layers}), got {aligned_layer}")
+            raise ValueError(f"alignment_head's layer must be in [0, {layers}), got {aligned.layer}")
         self_maps, cross_maps, hidden, alignment = [], [], [], None
         for i, layer in enumerate(self.decoder_layers):
+            this_one = in_pass and i == aligned.layer
             x, self_weights, cross_weights = layer(
                 x,
                 encoded.memory,
                 context,
-                need_weights=need_weights,
+                need_weights=request.weights,
                 cache=None if cache is None else cache.layers[i],
                 head_mask=masks.layer(i),
-                cross_weights_of_head=aligned_head if i == aligned_layer else None,
+                cross_weights_of_head=aligned.head if this_one else None,
             )
-            if need_weights:
+            if request.weights:
                 self_maps.append(self_weights)
                 cross_maps.append(cross_weights)
-            if i == aligned_layer:
-                one = slice(aligned_head, aligned_head + 1)
-                alignment = (cross_weights[:, one] if need_weights else cross_weights).squeeze(1)  # (B, T, S)
-            if need_hidden:
+            if this_one:
+                one = slice(aligned.head, aligned.head + 1)  # (B, 1, T, S) of the maps, or the head's own
+                alignment = (cross_weights[:, one] if request.weights else cross_weights).squeeze(1)
+            if request.hidden:
                 hidden.append(x)
         if cache is not None:
             cache.length += tgt_in.size(1)
-        if last_only:
+        if aligned is not None and aligned.full_context:
+            if cache is not None:
+                raise ValueError("full-context alignment reads the whole target: not for cached steps")
+            alignment = self.full_context_attention(tgt_in, encoded, aligned.layer, aligned.head, keep=keep)
+        if request.last_only:
             x = x[:, -1:]  # (B, 1, D)
         elif keep is not None and target is None:  # packed, x holds the target tokens already
             x = keep.pack(x)  # (N, D)
@@ -259,7 +262,9 @@ class Transformer(nn.Module):
             score_bias=self.positions.self_bias("decoder", query_positions, key_positions),  # (1, H, T, T')
             packing=None if packing is None else (packing[0], packing[0]),
         )
-        return StackContext(self_attention, AttentionContext.of(encoded.src_attend, packing=packing))
+        cross_attention = AttentionContext.of(encoded.src_attend, packing=packing)
+        beams = None if packing is not None else BeamRows.of(tgt_in.size(0), encoded.memory.size(0))
+        return StackContext(self_attention, cross_attention, beams)
 
     @property
     def output_weight(self) -> Tensor:
@@ -310,13 +315,8 @@ class Transformer(nn.Module):
         if return_attention and alignment_head is not None:
             raise ValueError("alignment_head is for the training pass; return_attention returns every head")
         aligned = None if alignment_head is None else AlignedHead(*alignment_head)
-        out = self.decode(
-            tgt_in, encoded, need_weights=return_attention, head_mask=masks, keep=wanted,
-            alignment_head=None if aligned is None or aligned.full_context else aligned[:2],
-        )
-        if aligned is not None and aligned.full_context:
-            weights = self.full_context_attention(tgt_in, encoded, aligned.layer, aligned.head, keep=wanted)
-            return out.logits, weights
+        request = DecoderRequest(weights=return_attention, alignment=aligned)
+        out = self.decode(tgt_in, encoded, head_mask=masks, keep=wanted, request=request)
         if aligned is not None:
             return out.logits, out.alignment
         if not return_attention:

@@ -6,13 +6,11 @@ They live apart from ``model.transformer`` so that ``model.decoding`` needs them
 model can import decoding for ``Transformer.generate``.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
-import torch
 from torch import Tensor
 
-from model.attention import KVCache
 from model.packing import Packing
 
 
@@ -35,6 +33,22 @@ class AlignedHead(NamedTuple):
     full_context: bool = False
 
 
+@dataclass(frozen=True)
+class DecoderRequest:
+    """What a caller of ``Transformer.decode`` wants back besides the logits (as Hugging Face's
+    ``output_attentions`` and ``output_hidden_states``, or fairseq's ``alignment_layer``); nothing by default.
+    """
+
+    weights: bool = False  # every layer's self- and cross-attention maps, by the explicit path
+    hidden: bool = False  # each layer's output (B, T, D) before the final norm (the logit lens reads them)
+    # One head's cross-attention weights (B, T, S), beside the fused kernel, for a loss on them.
+    alignment: AlignedHead | None = None
+    last_only: bool = False  # logits at the last position only (B, 1, V), all that decoding needs
+
+
+LOGITS_ONLY = DecoderRequest()  # nothing but the logits, at every position
+
+
 class EncoderOutput(NamedTuple):
     memory: Tensor  # (B, S, D), or (N, D) tokens with a packing
     src_attend: Tensor  # (B, 1, 1, S) boolean, True = real source token
@@ -48,50 +62,6 @@ class DecoderOutput(NamedTuple):
     cross_attention: list[Tensor]  # per layer (B, H, T, S); empty unless asked for
     hidden: tuple[Tensor, ...] = ()  # per layer's output (B, T, D) before the final norm; empty unless asked
     alignment: Tensor | None = None  # (B, T, S): one cross-attention head's weights, when asked for
-
-
-@dataclass
-class DecoderCache:
-    """Everything incremental decoding keeps between steps: one self- and one cross-attention cache per
-    layer."""
-
-    layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
-    length: int = 0  # target positions decoded so far; the next position's index
-
-    @classmethod
-    def empty(cls, num_layers: int, reserve: int = 16) -> "DecoderCache":
-        """A cache with room for ``reserve`` target positions before its buffers must grow."""
-        return cls(
-            [(KVCache(static=False, reserve=reserve), KVCache(static=True)) for _ in range(num_layers)]
-        )
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep the decoded rows in ``index`` (B',), e.g. the beams that survive a beam-search step.
-
-        A cross-attention cache with one row per source sentence, shared by the G rows of its beams (see
-        ``MultiHeadAttention``), stays as it is: beam search only moves rows among the beams of a sentence.
-        """
-        self_cache, cross_cache = self.layers[0] if self.layers else (KVCache(), KVCache())
-        shared = cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0)
-        if shared and index.device.type == "cpu":  # every layer alike
-            # Checked where it costs no host-device sync; on a GPU it would make every beam step wait.
-            groups = self_cache.key.size(0) // cross_cache.key.size(0)
-            rows = torch.arange(index.numel(), device=index.device)
-            assert torch.equal(index // groups, rows // groups), "a row moved to another sentence"
-        for self_cache, cross_cache in self.layers:
-            self_cache.reorder(index)
-            if not shared:
-                cross_cache.reorder(index)
-
-    def keep_sentences(self, sentences: Tensor, groups: int) -> None:
-        """Keep only the sentences in ``sentences`` (B',), each decoded as ``groups`` consecutive rows (its
-        beams), e.g. those beam search has not finished yet. A cross-attention cache with one row per sentence
-        keeps that row; every other cache keeps the sentence's ``groups`` rows."""
-        rows = (sentences[:, None] * groups + torch.arange(groups, device=sentences.device)).view(-1)
-        for self_cache, cross_cache in self.layers:
-            shared = cross_cache.key is not None and cross_cache.key.size(0) != self_cache.key.size(0)
-            self_cache.reorder(rows)
-            cross_cache.reorder(sentences if shared else rows)
 
 
 class HeadMask(NamedTuple):

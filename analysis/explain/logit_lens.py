@@ -44,8 +44,8 @@ def logit_lens(
     """Read every decoder layer's output as the model reads its last one.
 
     Args:
-        hidden: per decoder layer, its output (B, T, D) before the final norm (``Transformer.decode(...,
-            need_hidden=True)``).
+        hidden: per decoder layer, its output (B, T, D) before the final norm (``Transformer.decode`` with
+            ``DecoderRequest(hidden=True)``).
         output_weight: (V, D) the output projection (the tied target embedding, or ``output_proj.weight``).
         produced: (B, T) the token at each position to follow through the layers (the reference under
             forced decoding, or the model's own output).

@@ -5,7 +5,8 @@ from functools import partial
 import pytest
 import torch
 
-from model.attention import KVCache, MultiHeadAttention
+from model.attention import MultiHeadAttention
+from model.cache import KVCache
 from model.context import NO_CONTEXT, AttentionContext
 from model.masks import causal_mask
 
@@ -195,43 +196,6 @@ def test_cross_attention_cache_projects_memory_once(attn):
     second, _ = attn(x[:, 1:2], torch.zeros_like(memory), torch.zeros_like(memory), cache=cache)
     assert cache.key is key
     torch.testing.assert_close(torch.cat([first, second], dim=1), full[:, :2])
-
-
-@pytest.mark.parametrize("need_weights", [False, True])
-def test_keys_shared_by_groups_of_query_rows_equal_keys_repeated_per_row(attn, need_weights):
-    """Beam search's layout: G consecutive query rows (the beams of a sentence) share one row of keys and
-    values, projected and cached once; the result equals repeating that row for each query row."""
-    groups, tq = 3, 2
-    x, memory = torch.randn(B * groups, tq, D), torch.randn(B, TK, D)
-    mask = key_padding([TK, 4], TK)  # (B, 1, 1, Tk), one row per sentence
-    head_mask = torch.rand(B * groups, H)  # per query row
-    repeated = attn(
-        x, memory.repeat_interleave(groups, 0), memory.repeat_interleave(groups, 0),
-        context=AttentionContext.of(mask.repeat_interleave(groups, 0)), need_weights=need_weights,
-        head_mask=head_mask,
-    )  # fmt: skip
-    context = AttentionContext.of(mask)
-    shared = attn(x, memory, memory, context=context, need_weights=need_weights, head_mask=head_mask)
-    torch.testing.assert_close(shared[0], repeated[0])
-    if need_weights:
-        assert shared[1].shape == (B * groups, H, tq, TK)
-        torch.testing.assert_close(shared[1], repeated[1])
-
-    cache = KVCache(static=True)  # the cached steps of decoding
-    for t in range(tq):
-        step, _ = attn(x[:, t : t + 1], memory, memory, context=context, cache=cache, head_mask=head_mask)
-        torch.testing.assert_close(step, repeated[0][:, t : t + 1])
-    assert cache.key.shape == (B, H, TK, D // H)  # one row per sentence
-
-
-def test_shared_keys_refuse_rows_they_cannot_group(attn):
-    memory = torch.randn(2, TK, D)
-    with pytest.raises(ValueError, match="5 query rows cannot share 2 key rows"):
-        attn(torch.randn(5, 1, D), memory, memory)
-    with pytest.raises(ValueError, match="1 query rows cannot share 2 key rows"):
-        attn(torch.randn(1, 1, D), memory, memory)
-    with pytest.raises(ValueError, match=r"one mask row per key row, got a mask \(4, 1, 1, 7\)"):
-        attn(torch.randn(4, 1, D), memory, memory, context=AttentionContext.of(key_padding([7, 7, 7, 7], TK)))
 
 
 def test_reordered_cache_decodes_like_a_cache_of_the_reordered_rows(attn):

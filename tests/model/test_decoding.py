@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from analysis.flops import matmul_flops
-from model import EncoderOutput, HeadMask, Transformer
-from model.decoding import _allowed_logits, beam_search, greedy_search
+from model import DecoderRequest, EncoderOutput, HeadMask, Transformer
+from model.decoding import BeamRows, _allowed_logits, beam_search, greedy_search
 from tests.conftest import BOS, EOS, PAD, random_ids, tiny_config
 from tests.helpers.reference_decoding import plain_beam_search, rows_of, teacher_forced_greedy
 from tests.helpers.weight_surgery import suppress_eos
@@ -223,6 +223,54 @@ def test_beams_share_their_sentences_cross_attention_keys_and_values(model, src)
         tokens = random_ids(b * k, 1, 11, generator=gen)
     with pytest.raises(AssertionError, match="a row moved to another sentence"):
         shared_cache.reorder(torch.arange(b * k).roll(1))  # the shared rows would no longer fit
+
+
+def test_beam_rows_fold_a_sentences_beams_into_one_row_of_queries():
+    rows = BeamRows(2)
+    x = torch.arange(12.0).view(4, 3, 1)  # (B, T, D): rows 0, 1 are the first sentence's beams
+    folded = rows.fold(x)  # (B/G, G*T, D)
+    assert folded.squeeze(-1).tolist() == [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]
+    assert torch.equal(rows.unfold(folded), x)
+    weights = torch.arange(24.0).view(2, 1, 6, 2)  # (B/G, H, G*T, S)
+    assert torch.equal(rows.unfold_weights(weights), weights.view(4, 1, 3, 2))
+    assert BeamRows.of(4, 4) is None and BeamRows.of(6, 2) == BeamRows(3)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_a_sentences_beams_share_its_encoder_row_like_the_row_repeated(model, src, need_weights):
+    """G consecutive decoder rows (a sentence's beams) against one encoder output row per sentence: the
+    logits, the attention maps and a per-sentence cross-attention head mask equal those of the row repeated
+    for each beam, teacher-forced or in cached steps."""
+    b, k = src.size(0), 3
+    encoded = model.encode(src)
+    repeated = EncoderOutput(
+        encoded.memory.repeat_interleave(k, 0), encoded.src_attend.repeat_interleave(k, 0), []
+    )
+    tgt_in = random_ids(b * k, 4, 11, generator=torch.Generator().manual_seed(1))
+    tgt_in[:, 0] = BOS
+    per_sentence = torch.rand(b, 2, 4, generator=torch.Generator().manual_seed(2))  # (B, L, H)
+    masks = HeadMask(cross=per_sentence.repeat_interleave(k, 0))  # (B*K, L, H)
+    request = DecoderRequest(weights=need_weights)
+    shared = model.decode(tgt_in, encoded, head_mask=masks, request=request)
+    expected = model.decode(tgt_in, repeated, head_mask=masks, request=request)
+    torch.testing.assert_close(shared.logits, expected.logits)
+    for ours, theirs in zip(shared.cross_attention, expected.cross_attention, strict=True):
+        assert ours.shape == (b * k, 4, 4, src.size(1))
+        torch.testing.assert_close(ours, theirs)
+    cache = model.new_cache()
+    for t in range(tgt_in.size(1)):
+        step = model.decode(tgt_in[:, t : t + 1], encoded, cache=cache, head_mask=masks).logits
+        torch.testing.assert_close(step, expected.logits[:, t : t + 1])
+    assert all(cross.key.size(0) == b for _, cross in cache.layers)  # one row per sentence
+    with pytest.raises(AssertionError, match="different cross-attention head masks"):
+        model.decode(tgt_in, encoded, head_mask=HeadMask(cross=torch.rand(b * k, 2, 4)))
+
+
+def test_decoder_rows_that_cannot_share_the_encoder_rows_are_refused(model, src):
+    encoded = model.encode(src[:2])
+    for rows in (5, 1):
+        with pytest.raises(ValueError, match=f"{rows} decoder rows cannot share 2 encoder output rows"):
+            model.decode(torch.full((rows, 1), BOS), encoded)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

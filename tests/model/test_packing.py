@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from model import Transformer
-from model.attention import KVCache, MultiHeadAttention
+from model import DecoderRequest, Transformer
+from model.attention import MultiHeadAttention
+from model.cache import KVCache
 from model.context import AttentionContext
 from model.packing import Packing, TokenIndex, token_index
 from tests.conftest import EOS, PAD, tiny_config
@@ -108,7 +109,7 @@ def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
     with pytest.raises(ValueError, match="teacher-forced"):
         tiny_model.decode(tgt_in[:, :1], encoded, cache=tiny_model.new_cache())
     with pytest.raises(ValueError, match="teacher-forced"):
-        tiny_model.decode(tgt_in, encoded, last_only=True)
+        tiny_model.decode(tgt_in, encoded, request=DecoderRequest(last_only=True))
 
 
 # -- token positions found ahead: the training pass asks the device nothing ----------------------------------
