@@ -164,7 +164,7 @@ def _log_probs(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor,
             row_masks = HeadMask(*(_rows(mask, rows) for mask in masks))
             encoded = model.encode(src[rows], token_embeddings=embeddings, head_mask=row_masks.encoder)
             logits = model.decode(tgt_in[rows, :length], encoded, head_mask=row_masks,
-                                  keep=Packing.of(at)).logits  # (N, V)
+                                  tokens=Packing.of(at)).logits  # (N, V)
         labels = tgt_out[rows, targets].unsqueeze(-1)  # (N, 1)
         return logits.float().log_softmax(dim=-1).gather(-1, labels).squeeze(-1)  # (N,)
 

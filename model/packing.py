@@ -43,6 +43,10 @@ class TokenIndex(NamedTuple):
         """The tokens of ``src`` (B, S) and ``tgt_in`` (B, T), found now: on a GPU the host waits for it."""
         return cls(token_index(src != pad_id), token_index(tgt_in != pad_id))
 
+    def packings(self, src_shape: tuple[int, int], tgt_shape: tuple[int, int]) -> tuple["Packing", "Packing"]:
+        """The ``Packing``s of the (B, S) source and the (B, T) target: where their tokens sit."""
+        return Packing(self.source, *src_shape), Packing(self.target, *tgt_shape)
+
     def labels(self, tgt_out: Tensor) -> Tensor:
         """(B, T) → (N,): the targets of the packed logits, in their order."""
         return tgt_out.flatten().index_select(0, self.target)  # (N,)

@@ -95,25 +95,21 @@ class Transformer(nn.Module):
         *,
         need_weights: bool = False,
         head_mask: Tensor | None = None,
-        packed: bool | Packing = False,
+        tokens: Packing | None = None,
         token_embeddings: Tensor | None = None,
     ) -> EncoderOutput:
         """Run the encoder over src (B, S). ``head_mask``: (L, H) or (B, L, H), see ``HeadMask``.
 
-        ``packed``: compute on the source tokens only and return them packed (see ``model.packing``), for
-        ``decode`` to continue padding-free. True finds the tokens; or give their ``Packing``, found ahead.
+        ``tokens``: where the source's tokens sit (the ``Packing`` of ``src != pad_id``, found ahead): compute
+        on them only and return them packed (see ``model.packing``), for ``decode`` to continue padding-free.
         ``token_embeddings``: (B, S, D) rows to use instead of the source embedding's rows for ``src`` (before
         the sqrt(D) scale and positions), e.g. to take gradients with respect to them; ``src`` still gives
         the padding mask.
         """
         src_attend = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        if isinstance(packed, Packing):
-            packing = packed
-        else:
-            packing = Packing.of(src != self.config.pad_id) if packed else None
-        context = self._encoder_context(src_attend, packing)
+        context = self._encoder_context(src_attend, tokens)
         x = self._embed(
-            self.src_embed, src, "encoder", packing=packing, looked_up=token_embeddings
+            self.src_embed, src, "encoder", packing=tokens, looked_up=token_embeddings
         )  # (B, S, D) or (N, D)
         masks = HeadMask(encoder=head_mask)
         maps = []
@@ -121,7 +117,7 @@ class Transformer(nn.Module):
             x, weights = layer(x, context, need_weights=need_weights, head_mask=masks.layer(i))
             if need_weights:
                 maps.append(weights)
-        return EncoderOutput(self.encoder_norm(x), src_attend, maps, packing)
+        return EncoderOutput(self.encoder_norm(x), src_attend, maps, tokens)
 
     def _encoder_context(self, src_attend: Tensor, packing: Packing | None) -> StackContext:
         """What every encoder layer shares: the padding mask, made safe once, and the position hooks."""
@@ -142,7 +138,7 @@ class Transformer(nn.Module):
         *,
         cache: DecoderCache | None = None,
         head_mask: HeadMask | None = None,
-        keep: Packing | None = None,
+        tokens: Packing | None = None,
         request: DecoderRequest = LOGITS_ONLY,
     ) -> DecoderOutput:
         """Run the decoder.
@@ -153,9 +149,9 @@ class Transformer(nn.Module):
             encoded: the encoder's output for the same batch; or one row per sentence when ``tgt_in`` has G
                 consecutive rows per sentence (its beams), which share its cross-attention keys and values
                 (see ``model.decoding.BeamRows``).
-            keep: where to compute logits, returned packed as (N, V): training skips the vocabulary
-                projection of padding. With a packed ``encoded`` it must be the ``Packing`` of
-                ``tgt_in != pad_id``, found ahead (no host-device sync).
+            tokens: where the target's tokens sit (a ``Packing`` of ``tgt_in``, found ahead: no host-device
+                sync): logits there only, returned packed as (N, V), so training skips the vocabulary
+                projection of padding. A packed ``encoded`` needs it, the ``Packing`` of ``tgt_in != pad_id``.
             request: what to return besides the logits (``DecoderRequest``): every attention map, each
                 layer's output, one head's cross-attention weights (``alignment``, read in a second pass
                 without the causal mask if it says ``full_context``), or logits at the last position only.
@@ -163,9 +159,9 @@ class Transformer(nn.Module):
         If ``encoded`` is packed, the decoder computes on the target tokens only too (see ``model.packing``);
         then it takes no cache, and returns logits at the non-padding inputs, (Nt, V).
         """
-        if encoded.packing is not None and (cache is not None or request.last_only):
+        if encoded.tokens is not None and (cache is not None or request.last_only):
             raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
-        context = self._decoder_context(tgt_in, encoded, cache, keep)
+        context = self._decoder_context(tgt_in, encoded, cache, tokens)
         target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
         offset = 0 if cache is None else cache.length
         x = self._embed(self.tgt_embed, tgt_in, "decoder", offset, target)  # (B, T, D) or (Nt, D)
@@ -200,22 +196,23 @@ class Transformer(nn.Module):
         if aligned is not None and aligned.full_context:
             if cache is not None:
                 raise ValueError("full-context alignment reads the whole target: not for cached steps")
-            alignment = self.full_context_attention(tgt_in, encoded, aligned.layer, aligned.head, keep=keep)
+            layer, head = aligned.layer, aligned.head
+            alignment = self.full_context_attention(tgt_in, encoded, layer, head, tokens=tokens)  # (B, T, S)
         if request.last_only:
             x = x[:, -1:]  # (B, 1, D)
-        elif keep is not None and target is None:  # packed, x holds the target tokens already
-            x = keep.pack(x)  # (N, D)
+        elif tokens is not None and target is None:  # packed, x holds the target tokens already
+            x = tokens.pack(x)  # (N, D)
         logits = F.linear(self.decoder_norm(x), self.output_weight, self.output_bias)  # (B, T, V) or (N, V)
         return DecoderOutput(logits, self_maps, cross_maps, tuple(hidden), alignment)
 
     def full_context_attention(
         self, tgt_in: Tensor, encoded: EncoderOutput, layer: int, head: int | None = None, *,
-        keep: Packing | None = None,
+        tokens: Packing | None = None,
     ) -> Tensor:
         """Decoder layer ``layer``'s cross-attention weights with the decoder's causal mask lifted: every
         target position attends the whole target, in a pass of layers 0 .. ``layer`` beside the causal one
         (the "full context" of Garg et al. 2019, §4.3: a word's alignment may depend on the words after it,
-        which translation must not see). Counted from 0; ``keep`` as in ``decode``.
+        which translation must not see). Counted from 0; ``tokens`` as in ``decode``.
 
         Returns (B, H, T, S) every head's weights by the explicit path, or with ``head`` that head's
         (B, T, S) beside the fused kernel, for a loss on it (guided alignment).
@@ -223,7 +220,7 @@ class Transformer(nn.Module):
         layers = len(self.decoder_layers)
         if not 0 <= layer < layers:
             raise ValueError(f"the full-context layer must be in [0, {layers}), got {layer}")
-        context = self._decoder_context(tgt_in, encoded, None, keep, causal=False)
+        context = self._decoder_context(tgt_in, encoded, None, tokens, causal=False)
         target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
         x = self._embed(self.tgt_embed, tgt_in, "decoder", 0, target)  # (B, T, D) or (Nt, D)
         for i, decoder_layer in enumerate(self.decoder_layers[: layer + 1]):
@@ -235,15 +232,16 @@ class Transformer(nn.Module):
         return weights if head is None else weights.squeeze(1)
 
     def _decoder_context(
-        self, tgt_in: Tensor, encoded: EncoderOutput, cache: DecoderCache | None, keep: Packing | None,
+        self, tgt_in: Tensor, encoded: EncoderOutput, cache: DecoderCache | None, tokens: Packing | None,
         causal: bool = True,
     ) -> StackContext:
         """What every decoder layer shares: the causal (unless not ``causal``) and source masks, made safe
         once, self-attention's position hooks, and with a packed ``encoded`` the (target, source) packings."""
         packing = None
-        if encoded.packing is not None:
-            target = keep if keep is not None else Packing.of(tgt_in != self.config.pad_id)
-            packing = (target, encoded.packing)  # (target, source)
+        if encoded.tokens is not None:
+            if tokens is None:  # finding them here would make the host wait for the device
+                raise ValueError("a packed encoder output needs the target's tokens too (decode's tokens)")
+            packing = (tokens, encoded.tokens)  # (target, source)
         if not causal:
             self_attend = padding_mask(tgt_in, self.config.pad_id)  # (B, 1, 1, T): the whole target
         elif cache is None:
@@ -306,22 +304,35 @@ class Transformer(nn.Module):
             or with ``alignment_head`` the head's weights (B, T, S).
         """
         masks = head_mask if head_mask is not None else NO_HEAD_MASK
-        wanted = None if tokens is None else Packing(tokens.target, *tgt_in.shape)
-        packed: bool | Packing = False
-        if wanted is not None and not return_attention and src.device.type in PACK_DEVICES:
-            source, total = Packing(tokens.source, *src.shape), src.numel() + tgt_in.numel()
-            packed = source if total - source.tokens - wanted.tokens >= PACK_FROM * total else False
-        encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, packed=packed)
+        source, target = self._packings(src, tgt_in, tokens, layers_may_pack=not return_attention)
+        encoded = self.encode(src, need_weights=return_attention, head_mask=masks.encoder, tokens=source)
         if return_attention and alignment_head is not None:
             raise ValueError("alignment_head is for the training pass; return_attention returns every head")
         aligned = None if alignment_head is None else AlignedHead(*alignment_head)
         request = DecoderRequest(weights=return_attention, alignment=aligned)
-        out = self.decode(tgt_in, encoded, head_mask=masks, keep=wanted, request=request)
+        out = self.decode(tgt_in, encoded, head_mask=masks, tokens=target, request=request)
         if aligned is not None:
             return out.logits, out.alignment
         if not return_attention:
             return out.logits
         return out.logits, AttentionMaps(encoded.attention, out.self_attention, out.cross_attention)
+
+    @staticmethod
+    def _packings(
+        src: Tensor, tgt_in: Tensor, tokens: TokenIndex | None, *, layers_may_pack: bool
+    ) -> tuple[Packing | None, Packing | None]:
+        """The one place packing is decided: the (source, target) ``Packing``s for ``encode`` and ``decode``.
+
+        The target's whenever ``tokens`` is given (logits at the tokens only); the source's too where the
+        layers pay for computing on tokens only: on a device of ``PACK_DEVICES``, with padding at least
+        ``PACK_FROM`` of the batch's positions. Both from the index's lengths, which the host knows.
+        """
+        if tokens is None:
+            return None, None
+        source, target = tokens.packings(src.shape, tgt_in.shape)
+        total = src.numel() + tgt_in.numel()
+        pays = total - source.tokens - target.tokens >= PACK_FROM * total
+        return (source if layers_may_pack and pays and src.device.type in PACK_DEVICES else None), target
 
     @property
     def device(self) -> torch.device:

@@ -53,7 +53,7 @@ class EncoderOutput(NamedTuple):
     memory: Tensor  # (B, S, D), or (N, D) tokens with a packing
     src_attend: Tensor  # (B, 1, 1, S) boolean, True = real source token
     attention: list[Tensor]  # per layer (B, H, S, S); empty unless asked for
-    packing: Packing | None = None  # where memory's tokens sit in the (B, S) batch, if packed
+    tokens: Packing | None = None  # where memory's tokens sit in the (B, S) batch, if packed
 
 
 class DecoderOutput(NamedTuple):

@@ -104,12 +104,14 @@ def test_packed_inputs_refuse_a_cache_and_mismatched_rows():
 
 def test_a_packed_encoder_output_is_not_for_cached_decoding(tiny_model):
     src, tgt_in = padded_batch()
-    encoded = tiny_model.encode(src, packed=True)
+    encoded = tiny_model.encode(src, tokens=Packing.of(src != PAD))
     assert encoded.memory.shape == (int((src != PAD).sum()), 16)
     with pytest.raises(ValueError, match="teacher-forced"):
         tiny_model.decode(tgt_in[:, :1], encoded, cache=tiny_model.new_cache())
     with pytest.raises(ValueError, match="teacher-forced"):
         tiny_model.decode(tgt_in, encoded, request=DecoderRequest(last_only=True))
+    with pytest.raises(ValueError, match="needs the target's tokens too"):  # found ahead, not by a host sync
+        tiny_model.decode(tgt_in, encoded)
 
 
 # -- token positions found ahead: the training pass asks the device nothing ----------------------------------
