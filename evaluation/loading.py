@@ -1,23 +1,27 @@
-"""A checkpoint loaded for evaluation: its weights averaged if asked, its unknown settings returned as
-one-line warnings, and refused when its weights hold NaN or when ``--test-split`` names a choice its data
-does not have. Problems are one-line ``CheckpointError``s and ``InputError``s, which evaluate.py prints.
+"""A checkpoint loaded for evaluation: its weights averaged over the run's last checkpoints if asked
+(``--average-last``), its unknown settings returned as one-line warnings, and refused when its weights hold
+NaN or when ``--test-split`` names a choice its data does not have. Problems are one-line
+``CheckpointError``s and ``InputError``s, which evaluate.py prints.
 """
 
 import warnings
+from dataclasses import fields
 from pathlib import Path
 
 import torch
 
 from data.datamodule import TranslationDataModule
 from evaluation.inputs import InputError
+from model import TransformerConfig
 from training.checkpoints import (
     CheckpointError,
+    CheckpointMissing,
     LoadedRun,
     UnknownSettingsWarning,
-    average_state_dicts,
-    last_checkpoints,
+    checkpoint_step,
     load_run,
     newest_checkpoint,
+    read_checkpoint,
 )
 from training.module import TranslationModule
 
@@ -61,6 +65,66 @@ def load(
     check_finite(run, checkpoint)
     check_test_split(run, test_split)
     return run, notes
+
+
+def last_checkpoints(path: str | Path, k: int) -> list[Path]:
+    """The ``k`` checkpoints of the run that holds ``path`` with the highest training steps, newest first.
+
+    Checkpoints saved at the same step (``last.ckpt`` beside its epoch checkpoint) count once; ``k`` is at
+    least 1 (evaluate.py's option refuses less).
+    """
+    by_step: dict[int, Path] = {}
+    for candidate in sorted(Path(path).parent.glob("*.ckpt")):
+        try:
+            by_step.setdefault(checkpoint_step(candidate), candidate)
+        except CheckpointMissing:
+            continue  # rotated away by a run still training
+    steps = sorted(by_step, reverse=True)
+    if len(steps) < k:
+        raise CheckpointError(
+            f"--average-last {k}: {Path(path).parent} holds checkpoints of only {len(steps)} different steps"
+        )
+    return [by_step[step] for step in steps[:k]]
+
+
+def _difference(first: dict, second: dict) -> str | None:
+    """What makes the weights of two checkpoints impossible to average, in words; None if nothing."""
+    for name in (field.name for field in fields(TransformerConfig)):
+        ours, theirs = first["hyper_parameters"].get(name), second["hyper_parameters"].get(name)
+        if ours != theirs:
+            return f"{name} {ours!r} vs {theirs!r}"
+    data_state = TranslationDataModule.__qualname__
+    tokenizers = first[data_state], second[data_state]
+    for side in ("src_tokenizer", "tgt_tokenizer"):
+        if tokenizers[0].get(side) != tokenizers[1].get(side):
+            return f"their {'source' if side == 'src_tokenizer' else 'target'} vocabularies differ"
+    ours, theirs = first["state_dict"], second["state_dict"]
+    if set(ours) != set(theirs):
+        return f"weights {', '.join(sorted(set(ours) ^ set(theirs))[:3])} are in only one of them"
+    for name, value in ours.items():
+        if tuple(value.shape) != tuple(theirs[name].shape):
+            return f"{name} has shape {tuple(value.shape)} vs {tuple(theirs[name].shape)}"
+    return None
+
+
+def average_state_dicts(paths: list[Path]) -> dict:
+    """Element-wise mean of the checkpoints' weights (Vaswani et al. 2017 §6.1; fairseq, OpenNMT).
+
+    Checkpoints of different architectures or vocabularies raise a CheckpointError naming both files and what
+    differs.
+    """
+    checkpoints = [read_checkpoint(p) for p in paths]
+    for path, checkpoint in zip(paths[1:], checkpoints[1:]):
+        if (difference := _difference(checkpoints[0], checkpoint)) is not None:
+            raise CheckpointError(f"cannot average {paths[0]} and {path}: {difference}")
+    states = [checkpoint["state_dict"] for checkpoint in checkpoints]
+    averaged = {}
+    for name, value in states[0].items():
+        if value.is_floating_point():
+            averaged[name] = sum(state[name].double() for state in states).div(len(states)).to(value.dtype)
+        else:
+            averaged[name] = value
+    return averaged
 
 
 def check_finite(run: LoadedRun, checkpoint: str) -> None:

@@ -23,25 +23,25 @@ settings, so that the tab finds a run's newest weights without it.
 
 from __future__ import annotations
 
+import argparse
 import errno
+import functools
 import inspect
 import logging
 import os
 import pickle
 import re
 import stat
-import types
 import typing
 import warnings
 import zipfile
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import torch
 
 from data.special import SPECIALS
-from model import TransformerConfig
 
 if typing.TYPE_CHECKING:
     from data.datamodule import TranslationDataModule
@@ -194,10 +194,6 @@ def load_checkpoint(path: Path, *, mmap: bool = False) -> typing.Any:
         raise CheckpointDamaged(f"{path}: corrupt or unsafe checkpoint ({first_line(error)})") from None
 
 
-# (path, st_mtime_ns, st_size) -> global_step: /runs asks for every open tab every 30 s.
-_STEPS: dict[tuple[str, int, int], int] = {}
-
-
 def checkpoint_step(path: Path) -> int:
     """The ``global_step`` a checkpoint was saved at (its tensors are not read); errors as
     :func:`load_checkpoint`'s, and CheckpointError if it records no step."""
@@ -207,16 +203,16 @@ def checkpoint_step(path: Path) -> int:
         raise CheckpointMissing(f"{path}: no such checkpoint file") from None
     except OSError as error:
         raise CheckpointDamaged(f"{path}: corrupt or unsafe checkpoint ({first_line(error)})") from None
-    key = (str(path), info.st_mtime_ns, info.st_size)
-    if key not in _STEPS:
-        checkpoint = load_checkpoint(path, mmap=True)
-        step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
-        if not isinstance(step, int) or isinstance(step, bool):
-            raise CheckpointError(f"{path}: not a checkpoint of train.py (no integer global_step)")
-        if len(_STEPS) > 4096:  # a long-lived TensorBoard watching runs whose checkpoints rotate
-            _STEPS.clear()
-        _STEPS[key] = step
-    return _STEPS[key]
+    return _step(path, info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=4096)  # by the file's time and size: /runs asks for every open tab every 30 s
+def _step(path: Path, mtime_ns: int, size: int) -> int:
+    checkpoint = load_checkpoint(path, mmap=True)
+    step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise CheckpointError(f"{path}: not a checkpoint of train.py (no integer global_step)")
+    return step
 
 
 def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None) -> Path:
@@ -259,27 +255,6 @@ def newest_checkpoint(run: str | os.PathLike[str], *, inside: Path | None = None
     if not ranked:
         raise CheckpointMissing(f"no checkpoint yet in {folder}")
     return max(ranked, key=lambda entry: entry[:3])[3]
-
-
-def last_checkpoints(path: str | Path, k: int) -> list[Path]:
-    """The ``k`` checkpoints of the run that holds ``path`` with the highest training steps, newest first.
-
-    Checkpoints saved at the same step (``last.ckpt`` beside its epoch checkpoint) count once.
-    """
-    if k < 1:
-        raise CheckpointError(f"--average-last must be at least 1, got {k}")
-    by_step: dict[int, Path] = {}
-    for candidate in sorted(Path(path).parent.glob("*.ckpt")):
-        try:
-            by_step.setdefault(checkpoint_step(candidate), candidate)
-        except CheckpointMissing:
-            continue  # rotated away by a run still training
-    steps = sorted(by_step, reverse=True)
-    if len(steps) < k:
-        raise CheckpointError(
-            f"--average-last {k}: {Path(path).parent} holds checkpoints of only {len(steps)} different steps"
-        )
-    return [by_step[step] for step in steps[:k]]
 
 
 # Checkpoints written before the sublayers were spelled out in the layers' forward name a layer's norms
@@ -344,8 +319,7 @@ def read_checkpoint(path: str | Path) -> dict:
     today's names (:func:`upgrade_state_dict`)."""
     path = Path(path)
     checkpoint = load_checkpoint(path)
-    data_state = _system()[1].__qualname__  # where Lightning keeps the data module's state
-    mappings = ("hyper_parameters", "datamodule_hyper_parameters", data_state)
+    mappings = ("hyper_parameters", "datamodule_hyper_parameters", _system()[1].__qualname__)
     missing = [key for key in ("state_dict", *mappings)
                if not isinstance(checkpoint, dict) or key not in checkpoint]
     if missing:
@@ -355,96 +329,42 @@ def read_checkpoint(path: str | Path) -> dict:
             raise CheckpointError(
                 f"{path}: malformed checkpoint ({key} is a {type(checkpoint[key]).__name__}, not a mapping)"
             )
-    if isinstance(checkpoint["state_dict"], dict):  # else _check_weights_fit names what it is
+    if isinstance(checkpoint["state_dict"], dict):  # else load_run names what it is
         checkpoint["state_dict"] = upgrade_state_dict(checkpoint["state_dict"])
     return checkpoint
 
 
-def _matches(value, annotation) -> bool:
-    """Whether a saved hyper-parameter has the type its ``__init__`` argument is annotated with (the primitive
-    types, ``Literal`` and unions of them; anything else is not judged)."""
-    if annotation is inspect.Parameter.empty or annotation is typing.Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, arm) for arm in typing.get_args(annotation))
-    if origin is typing.Literal:
-        return any(value == choice and type(value) is type(choice) for choice in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is str:
-        return isinstance(value, str)
-    return True
-
-
-def _init_arguments(cls: type, saved: dict, path: Path, what: str, group: str = "") -> dict:
-    """The saved hyperparameters that ``cls.__init__`` takes, each checked against its annotation; a group
-    of options (an argument annotated with a dataclass, saved as a mapping: the data's ``toy``) is rebuilt
-    as that dataclass, its fields checked so (their names prefixed with ``group``, as ``toy.``).
-
-    Keys starting with ``_`` are Lightning's bookkeeping (``_instantiator``) and dropped. Any other key that
-    ``__init__`` does not take is a setting renamed or removed since the checkpoint was saved: it is named in
-    an ``UnknownSettingsWarning``, so that such a model never loads without a word.
-    """
+def _settings(cls: type, saved: dict, path: Path, what: str) -> dict:
+    """The saved settings that ``cls.__init__`` takes. Keys starting with ``_`` are Lightning's bookkeeping
+    (``_instantiator``); any other key ``__init__`` does not take is a setting renamed or removed since the
+    checkpoint was saved: it is named in an ``UnknownSettingsWarning``, so that such a model never loads
+    without a word."""
     parameters = inspect.signature(cls.__init__).parameters
-    unknown = sorted(name for name in saved if not str(name).startswith("_") and name not in parameters)
+    unknown = sorted(str(name) for name in saved if not str(name).startswith("_") and name not in parameters)
     if unknown:
         warnings.warn(
             UnknownSettingsWarning(
                 f"{path}: ignoring {what} this version does not know (renamed or removed?): "
-                + ", ".join(f"{group}{name}={saved[name]!r}" for name in unknown)
+                + ", ".join(f"{name}={saved[name]!r}" for name in unknown)
             ),
             stacklevel=3,
         )
-    arguments = {name: value for name, value in saved.items() if name in parameters}
-    for name, value in arguments.items():
-        annotation = parameters[name].annotation
-        if is_dataclass(annotation) and isinstance(annotation, type):
-            if not isinstance(value, dict):
-                raise CheckpointError(f"{path}: malformed {what}: {group}{name} is {value!r:.60}, expected "
-                                      "a mapping")
-            grouped = _init_arguments(annotation, value, path, what, f"{group}{name}.")
-            try:
-                arguments[name] = annotation(**grouped)
-            except (ValueError, TypeError) as error:
-                raise CheckpointError(f"{path}: invalid {what} ({first_line(error)})") from None
-        elif not _matches(value, annotation):
-            expected = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-            expected = expected.replace("typing.", "")
-            raise CheckpointError(
-                f"{path}: malformed {what}: {group}{name} is {value!r:.60}, expected {expected}"
-            )
-    return arguments
+    return {name: value for name, value in saved.items() if name in parameters}
 
 
-def _check_weights_fit(path: Path, model_args: dict, weights) -> None:
-    """Build the model the settings describe on the meta device (no memory) and compare its weights' names and
-    shapes with the checkpoint's, so that settings that do not fit the weights (or would need terabytes) are
-    a one-line error before anything is allocated."""
-    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
-        raise CheckpointError(f"{path}: malformed checkpoint (state_dict is not a mapping of tensors)")
+def _build(cls: type, arguments: dict, path: Path, what: str):
+    """``cls`` built as Lightning's ``load_from_checkpoint`` builds a class trained with LightningCLI
+    (``instantiate_module``: jsonargparse checks each setting against its type and makes a group such as the
+    data's ``toy`` its dataclass); a one-line CheckpointError naming ``path`` if a setting is refused."""
+    from lightning.pytorch.cli import instantiate_module
+
     try:
-        with torch.device("meta"):
-            expected = _system()[0](**model_args).state_dict()
-    except (RuntimeError, ValueError, TypeError) as error:  # e.g. num_heads that does not divide d_model
-        raise CheckpointError(f"{path}: invalid model settings ({first_line(error)})") from None
-    missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
-    if missing or unexpected:
-        names = ", ".join((missing or unexpected)[:3])
-        raise CheckpointError(f"{path}: weights do not fit the saved model settings ("
-                              f"{'missing' if missing else 'unexpected'} {names})")
-    for name, value in expected.items():
-        if value.shape != weights[name].shape:
-            raise CheckpointError(
-                f"{path}: weights do not fit the saved model settings ({name} has shape "
-                f"{tuple(weights[name].shape)}, the settings make it {tuple(value.shape)})"
-            )
+        return instantiate_module(cls, arguments)
+    except argparse.ArgumentError as error:  # 'Parser key "module.d_model":\n  Expected a <class 'int'>. ...'
+        said = " ".join(str(error).replace('"module.', '"').split())[:300]
+        raise CheckpointError(f"{path}: malformed {what}: {said}") from None
+    except (ValueError, TypeError, KeyError) as error:
+        raise CheckpointError(f"{path}: invalid {what} ({first_line(error)})") from None
 
 
 def _check_tokenizers_fit(path: Path, module: TranslationModule, datamodule: TranslationDataModule) -> None:
@@ -452,14 +372,12 @@ def _check_tokenizers_fit(path: Path, module: TranslationModule, datamodule: Tra
     bos and eos the ids the tokenizers give them; else a one-line error, not an IndexError (or wrong words)
     at the first sentence."""
     config = module.model.config
-    sides = (("source", datamodule.src_tokenizer, "src_vocab_size"),
-             ("target", datamodule.tgt_tokenizer, "tgt_vocab_size"))
-    for side, tokenizer, setting in sides:
-        size, rows = tokenizer.vocab_size, getattr(config, setting)
-        if size > rows:
+    for side, tokenizer, setting in (("source", datamodule.src_tokenizer, "src_vocab_size"),
+                                     ("target", datamodule.tgt_tokenizer, "tgt_vocab_size")):
+        if tokenizer.vocab_size > getattr(config, setting):
             raise CheckpointError(
-                f"{path}: tokenizers do not fit the model: the {side} tokenizer has {size} ids, "
-                f"the model's embedding {rows} ({setting})"
+                f"{path}: tokenizers do not fit the model: the {side} tokenizer has {tokenizer.vocab_size} "
+                f"ids, the model's embedding {getattr(config, setting)} ({setting})"
             )
     for name in ("pad_id", "bos_id", "eos_id"):
         if getattr(config, name) != getattr(SPECIALS, name):
@@ -494,65 +412,27 @@ def load_run(
     path = Path(path)
     checkpoint = read_checkpoint(path)
     module_class, data_class = _system()
-    model_args = _init_arguments(module_class, checkpoint["hyper_parameters"], path, "model settings")
+    model_args = _settings(module_class, checkpoint["hyper_parameters"], path, "model settings")
     weights = state_dict if state_dict is not None else checkpoint["state_dict"]
-    _check_weights_fit(path, model_args, weights)
+    with torch.device("meta"):  # the weights' names and shapes held against the settings, nothing allocated
+        skeleton = _build(module_class, model_args, path, "model settings")
     try:
-        module = module_class(**model_args)
-        module.load_state_dict(weights)
-    except (RuntimeError, ValueError, TypeError) as error:
-        raise CheckpointError(f"{path}: invalid model settings ({first_line(error)})") from None
-    saved_data = upgrade_data_settings(checkpoint["datamodule_hyper_parameters"])
-    data_args = _init_arguments(data_class, saved_data, path, "data settings")
-    if data_path is not None:
-        data_args["path"] = data_path
-    if test_split is not None:
-        data_args["test_split"] = test_split
+        skeleton.load_state_dict(weights, assign=True)
+    except (RuntimeError, TypeError) as error:
+        raise CheckpointError(
+            f"{path}: weights do not fit the saved model settings ({first_line(error)})"
+        ) from None
+    module = module_class(**model_args)  # the settings the skeleton was built from
+    module.load_state_dict(weights)
+    data_args = _settings(data_class, upgrade_data_settings(checkpoint["datamodule_hyper_parameters"]), path,
+                          "data settings")
+    data_args |= {name: value for name, value in (("path", data_path), ("test_split", test_split))
+                  if value is not None}
+    datamodule = _build(data_class, data_args, path, "data settings")
     try:
-        datamodule = data_class(**data_args)
         datamodule.load_state_dict(checkpoint[data_class.__qualname__])
     except (ValueError, TypeError, KeyError) as error:
-        raise CheckpointError(f"{path}: invalid data settings or tokenizers ({first_line(error)})") from None
+        raise CheckpointError(f"{path}: invalid tokenizers ({first_line(error)})") from None
     _check_tokenizers_fit(path, module, datamodule)
     step = checkpoint.get("global_step", 0)
     return LoadedRun(module.to(device).eval(), datamodule, step if isinstance(step, int) else 0)
-
-
-def _difference(first: dict, second: dict) -> str | None:
-    """What makes the weights of two checkpoints impossible to average, in words; None if nothing."""
-    for name in (field.name for field in fields(TransformerConfig)):
-        ours, theirs = first["hyper_parameters"].get(name), second["hyper_parameters"].get(name)
-        if ours != theirs:
-            return f"{name} {ours!r} vs {theirs!r}"
-    data_state = _system()[1].__qualname__
-    tokenizers = first[data_state], second[data_state]
-    for side in ("src_tokenizer", "tgt_tokenizer"):
-        if tokenizers[0].get(side) != tokenizers[1].get(side):
-            return f"their {'source' if side == 'src_tokenizer' else 'target'} vocabularies differ"
-    ours, theirs = first["state_dict"], second["state_dict"]
-    if set(ours) != set(theirs):
-        return f"weights {', '.join(sorted(set(ours) ^ set(theirs))[:3])} are in only one of them"
-    for name, value in ours.items():
-        if tuple(value.shape) != tuple(theirs[name].shape):
-            return f"{name} has shape {tuple(value.shape)} vs {tuple(theirs[name].shape)}"
-    return None
-
-
-def average_state_dicts(paths: list[Path]) -> dict:
-    """Element-wise mean of the checkpoints' weights (Vaswani et al. 2017 §6.1; fairseq, OpenNMT).
-
-    Checkpoints of different architectures or vocabularies raise a CheckpointError naming both files and what
-    differs.
-    """
-    checkpoints = [read_checkpoint(p) for p in paths]
-    for path, checkpoint in zip(paths[1:], checkpoints[1:]):
-        if (difference := _difference(checkpoints[0], checkpoint)) is not None:
-            raise CheckpointError(f"cannot average {paths[0]} and {path}: {difference}")
-    states = [checkpoint["state_dict"] for checkpoint in checkpoints]
-    averaged = {}
-    for name, value in states[0].items():
-        if value.is_floating_point():
-            averaged[name] = sum(state[name].double() for state in states).div(len(states)).to(value.dtype)
-        else:
-            averaged[name] = value
-    return averaged

@@ -412,7 +412,7 @@ def copied_run(tiny_run, tmp_path, *, checkpoints=True):
     "change, message",
     [
         (lambda h: h.update(num_heads=3), "invalid model settings (d_model (32) must be divisible by num_"),
-        (lambda h: h.update(d_model=[32]), "malformed model settings: d_model is [32], expected int"),
+        (lambda h: h.update(d_model=[32]), 'malformed model settings: Parser key "d_model": Expected a'),
         (lambda h: h.update(d_model=64), "weights do not fit the saved model settings"),
         (lambda h: h.update(d_model=10**7), "invalid model settings (d_model must be at most 65536"),
     ],
