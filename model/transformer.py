@@ -211,7 +211,7 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """Decoder layer ``layer``'s cross-attention weights with the decoder's causal mask lifted: every
         target position attends the whole target, in a pass of layers 0 .. ``layer`` beside the causal one
-        (the "full context" of Garg et al. 2019, §4.3: a word's alignment may depend on the words after it,
+        (the "full context" of Garg et al. 2019: a word's alignment may depend on the words after it,
         which translation must not see). Counted from 0; ``tokens`` as in ``decode``.
 
         Returns (B, H, T, S) every head's weights by the explicit path, or with ``head`` that head's
