@@ -165,6 +165,7 @@ def alignment_methods_report(run, pairs: list[Pair], name: str, options: Explain
     scores = explanation_alignment(
         model, dm.src_tokenizer, dm.tgt_tokenizer, pairs, methods=options.methods, ig_steps=options.ig_steps,
         batch_size=options.batch_size, option="explain", progress=progress,
+        full_context=run.module.full_context_layer,
     )
     seconds = time.perf_counter() - start
     rows = flat_table(scores)

@@ -57,20 +57,21 @@ def explanation_alignment(
     batch_size: int = 32,
     progress=None,
     option: str = "alignment scores",
+    full_context: int | None = None,
 ) -> dict[str, AlignmentScores]:
     """AER and agreement of every method against the pairs' gold links, per layer and per head, under forced
     decoding of the references.
 
     Returns method -> its scores, with ``seconds`` its own time after the shared forward pass. ``progress``
     is called with the number of sentences done after each batch; ``option`` names the caller in the error
-    about data without gold links.
+    about data without gold links; ``full_context``: the layer read with the whole target (``forced_pass``).
     """
     check_alignable(pairs, src_tokenizer, tgt_tokenizer, option)
     counts: dict[str, AlignmentCounts] = {}
     layers: dict[str, tuple[str, ...]] = {}
     seconds = dict.fromkeys(methods, 0.0)
     for batch in pair_batches(pairs, src_tokenizer, tgt_tokenizer, batch_size):
-        trace = forced_pass(model, batch).trace
+        trace = forced_pass(model, batch, full_context=full_context).trace
         gold = [set(pairs[i].alignment) for i in batch.index.tolist()]
         for name in methods:
             start = time.perf_counter()

@@ -113,7 +113,8 @@ class DecoderLayer(nn.Module):
         (``MultiHeadAttention.head_weights``).
 
         ``context``: the decoder's, built once by ``Transformer.decode``: its self-attention's mask is
-        (B, 1, T, T'), or None for one cached step, which may attend every position so far; its
+        (B, 1, T, T'), (B, 1, 1, T) in a full-context pass (``Transformer.full_context_attention``), or None
+        for one cached step, which may attend every position so far; its
         cross-attention's (B, 1, 1, S) and no position hooks. With its packings, x holds the (Nt, D) target
         tokens and memory the (Ns, D) source tokens (see ``model.packing``); the output is packed like x.
         ``cache``: the (self, cross) caches of this layer, updated in place. ``head_mask``: this layer's (H,)

@@ -161,6 +161,8 @@ class Transformer(nn.Module):
         """
         if encoded.tokens is not None and (cache is not None or request.last_only):
             raise ValueError("a packed encoder output is for the teacher-forced pass, not cached steps")
+        if request.alignment is not None and request.alignment.full_context and cache is not None:
+            raise ValueError("full-context alignment reads the whole target: not for cached steps")
         context = self._decoder_context(tgt_in, encoded, cache, tokens)
         target = None if context.cross_attention.packing is None else context.cross_attention.packing[0]
         offset = 0 if cache is None else cache.length
@@ -194,8 +196,6 @@ class Transformer(nn.Module):
         if cache is not None:
             cache.length += tgt_in.size(1)
         if aligned is not None and aligned.full_context:
-            if cache is not None:
-                raise ValueError("full-context alignment reads the whole target: not for cached steps")
             layer, head = aligned.layer, aligned.head
             alignment = self.full_context_attention(tgt_in, encoded, layer, head, tokens=tokens)  # (B, T, S)
         if request.last_only:

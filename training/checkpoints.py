@@ -24,6 +24,7 @@ settings, so that the tab finds a run's newest weights without it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import functools
 import inspect
@@ -358,6 +359,12 @@ def _build(cls: type, arguments: dict, path: Path, what: str):
     data's ``toy`` its dataclass); a one-line CheckpointError naming ``path`` if a setting is refused."""
     from lightning.pytorch.cli import instantiate_module
 
+    hints = typing.get_type_hints(cls.__init__)
+    for name, value in arguments.items():  # a group given as a string would be read as a config file's path
+        kinds = (hints.get(name), *typing.get_args(hints.get(name)))
+        groups = [kind for kind in kinds if dataclasses.is_dataclass(kind)]
+        if groups and not (value is None or isinstance(value, dict | groups[0])):
+            raise CheckpointError(f"{path}: malformed {what}: {name} is {value!r}, expected a mapping")
     try:
         return instantiate_module(cls, arguments)
     except argparse.ArgumentError as error:  # 'Parser key "module.d_model":\n  Expected a <class 'int'>. ...'
@@ -422,7 +429,7 @@ def load_run(
         raise CheckpointError(
             f"{path}: weights do not fit the saved model settings ({first_line(error)})"
         ) from None
-    module = module_class(**model_args)  # the settings the skeleton was built from
+    module = _build(module_class, model_args, path, "model settings")  # as typed for the skeleton
     module.load_state_dict(weights)
     data_args = _settings(data_class, upgrade_data_settings(checkpoint["datamodule_hyper_parameters"]), path,
                           "data settings")

@@ -89,9 +89,14 @@ def check_training_settings(settings) -> None:
     check_alignment_settings(settings)
 
 
+# Decoder position signals that are biases of the distance to earlier keys only (ALiBi, T5's one-way buckets).
+ONE_WAY_POSITIONS = ("alibi", "relative")
+
+
 def check_alignment_settings(settings) -> None:
     """Raise a ``ValueError`` naming the guided-alignment setting that is out of range: the supervised
-    layer and head are given together, each counted from 1 within the model's, and the weight is >= 0."""
+    layer and head are given together, each counted from 1 within the model's, and the weight is >= 0; a
+    full-context head needs a position signal that tells later words apart."""
     layer, head, weight = (settings.get(f"alignment_{name}") for name in ("layer", "head", "weight"))
     if (layer is None) != (head is None):
         raise ValueError(
@@ -104,6 +109,13 @@ def check_alignment_settings(settings) -> None:
             raise ValueError(f"{name} counts from 1 to {limit}={settings[limit]}, got {value}")
     if weight is not None and not 0 <= weight < math.inf:
         raise ValueError(f"alignment_weight must be a number >= 0, got {weight}")
+    positional = settings.get("positional")
+    if settings.get("alignment_full_context") and positional in ONE_WAY_POSITIONS:
+        raise ValueError(
+            f"alignment_full_context lets the decoder see the words after each one, but "
+            f"positional={positional} measures decoder distances one way only (every later word would sit "
+            "at distance 0): use sinusoidal, learned or rope positions"
+        )
 
 
 def alignment_loss(attention: Tensor, labels: Tensor) -> Tensor:

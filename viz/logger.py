@@ -444,7 +444,7 @@ class AttentionLogger(L.Callback):
                 scores = explanation_alignment(
                     model, datamodule.src_tokenizer, datamodule.tgt_tokenizer, self._explain_pairs,
                     methods=self.explanation_methods, ig_steps=self.ig_steps,
-                    option="explanation logging",
+                    option="explanation logging", full_context=getattr(pl_module, "full_context_layer", None),
                 )
         for name, method in scores.items():
             for row in method.layers:

@@ -589,8 +589,10 @@ def test_a_byte_order_mark_on_stdin_is_dropped(tiny_run, capsys, monkeypatch):
          "malformed checkpoint (hyper_parameters is a list, not a mapping)"),
         (lambda c: c["datamodule_hyper_parameters"]["toy"].update(train_size="many"),
          """malformed data settings: Parser key "toy.train_size": Expected a <class 'int'>. Got value: m"""),
-        (lambda c: c["datamodule_hyper_parameters"].update(gold="gold.txt"),
-         """malformed data settings: Parser key "gold": Unable to load config 'gold.txt'"""),
+        (lambda c: c["datamodule_hyper_parameters"].update(gold="gold.txt"),  # never read as a config file
+         "malformed data settings: gold is 'gold.txt', expected a mapping"),
+        (lambda c: c["datamodule_hyper_parameters"].update(toy=5),
+         "malformed data settings: toy is 5, expected a mapping"),
         (lambda c: c["hyper_parameters"].update(d_ff=128),
          ("weights do not fit the saved model settings (size mismatch for model.encoder_layers.0.feed_"
           "forward.up.weight: copying a param with shape torch.Size([64, 32]) from checkpoint, the shape in "
@@ -608,6 +610,17 @@ def test_a_checkpoint_with_malformed_settings_is_one_line_error(tiny_run, tmp_pa
     code, out, err = run_evaluate(capsys, bad, "--quiet")
     assert (code, out) == (1, "")
     assert err.startswith(f"error: {bad}: {message}") and len(err.splitlines()) == 1, err
+
+
+def test_the_model_is_built_from_the_settings_as_they_were_checked(tiny_run, tmp_path):
+    """A setting saved as a string is read as its type says, once: the model loaded is the one checked."""
+    from training.checkpoints import load_run
+
+    checkpoint = torch.load(tiny_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    checkpoint["hyper_parameters"]["scale_embedding"] = "false"
+    edited = tmp_path / "edited.ckpt"
+    torch.save(checkpoint, edited)
+    assert load_run(edited).module.config.scale_embedding is False
 
 
 def test_settings_the_code_does_not_know_are_named_in_a_warning(tiny_run, tmp_path, capsys):

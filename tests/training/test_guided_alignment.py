@@ -26,6 +26,7 @@ from model import AlignedHead, Transformer
 from model.context import AttentionContext
 from model.packing import TokenIndex
 from model.transformer import PACK_FROM
+from model.types import DecoderRequest
 from tests.conftest import PAD, random_ids, tiny_config
 from tests.helpers.host_syncs import WatchOrdinarySteps
 from tests.helpers.tiny_module import attach, cpu_trainer, module
@@ -109,6 +110,17 @@ def test_the_full_context_head_sees_the_words_after_each_row_and_leaves_the_logi
     torch.testing.assert_close(causal_later.cross[1][0, :, 0], causal.cross[1][0, :, 0])  # causal: it cannot
     with pytest.raises(ValueError, match=r"layer must be in \[0, 3\), got 3"):
         model.full_context_attention(tgt_in, model.encode(src), 3)
+
+
+def test_a_cached_step_refuses_a_full_context_head_before_it_touches_the_cache():
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(num_decoder_layers=2)).eval()
+    src, tgt_in = padded_pair()
+    cache = model.new_cache()
+    request = DecoderRequest(alignment=AlignedHead(0, 1, full_context=True))
+    with pytest.raises(ValueError, match="reads the whole target: not for cached steps"):
+        model.decode(tgt_in[:, :1], model.encode(src), cache=cache, request=request)
+    assert cache.length == 0
 
 
 def test_a_full_context_head_trains_on_the_second_pass_and_is_saved_with_the_run():
@@ -265,6 +277,9 @@ def test_the_supervised_training_loss_compiles_without_a_graph_break(full_contex
     assert explained.graph_count == 1
 
 
+FULL = {"alignment_layer": 1, "alignment_head": 1, "alignment_full_context": True}
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -272,6 +287,8 @@ def test_the_supervised_training_loss_compiles_without_a_graph_break(full_contex
         ({"alignment_layer": 0, "alignment_head": 1}, "alignment_layer counts from 1 to num_decoder_layers"),
         ({"alignment_layer": 1, "alignment_head": 3}, "alignment_head counts from 1 to num_heads=2, got 3"),
         ({"alignment_weight": -0.1}, "alignment_weight must be a number >= 0"),
+        ({**FULL, "positional": "alibi"}, "positional=alibi measures decoder distances one way only"),
+        ({**FULL, "positional": "relative"}, "positional=relative measures decoder distances one way only"),
     ],
 )
 def test_bad_alignment_settings_name_the_setting(overrides, message):
