@@ -42,6 +42,26 @@ def test_every_method_is_logged_per_layer_and_matches_the_final_weights(tiny_run
             assert logged == pytest.approx(row.aer, abs=1e-6)
 
 
+def test_a_full_context_layer_is_scored_from_its_own_pass(tiny_run, monkeypatch):
+    """A head trained with the whole target in view is scored as it trained: explanation_alignment hands the
+    layer to every teacher-forced pass it makes."""
+    from evaluation import explanations
+
+    passes = []
+    real = explanations.forced_pass
+
+    def watched(model, batch, **options):
+        passes.append(options)
+        return real(model, batch, **options)
+
+    monkeypatch.setattr(explanations, "forced_pass", watched)
+    run = load_run(tiny_run / "checkpoints" / "last.ckpt")
+    dm = run.datamodule
+    explanation_alignment(run.module.model, dm.src_tokenizer, dm.tgt_tokenizer, dm.pairs("val")[:8],
+                          methods=["attention"], full_context=1)
+    assert passes and all(options == {"full_context": 1} for options in passes)
+
+
 def test_data_without_gold_alignments_logs_no_explanation_scores(tmp_path):
     corpus = short_tsv_corpus(tmp_path / "corpus")
     run_dir = train_tiny(
