@@ -1,5 +1,6 @@
 """The benchmark runs, measures equal work on both sides, and its baseline is a correct seq2seq model."""
 
+import contextlib
 import gzip
 import json
 import math
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from bench.speed import main
-from bench.speed_common import BOS, EOS, QUICK, make_batches
+from bench.speed_common import BOS, EOS, QUICK, make_batches, our_model
 from bench.speed_common import PAD as PAD_ID
 from bench.tutorial_model import TutorialSeq2Seq
 from tests.conftest import CORPORA
@@ -69,6 +70,10 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
     )
     assert 0 < packing["padding_share"] < 1
     assert f"packed / padded{packing['ratio']:>21.2f}x" in printed
+    assert packing["outside_attention_ratio"] == pytest.approx(
+        packing["outside_attention_target_tokens_per_s"] / packing["padded_target_tokens_per_s"]
+    )
+    assert f"packed outside attention{packing['outside_attention_ratio']:>12.2f}x" in printed
     # and bench/gpu.sh's rows of the same figures, both models side by side
     from bench.gpu_summary import speed_rows
 
@@ -78,6 +83,26 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
     assert rows[1].startswith("| training: nn.Transformer tutorial, 32-true | - | ")
     assert rows[2] == f"| training: ours / tutorial | - | {results['training']['ratio']:.2f}x |"
     assert rows[3].startswith(f"| training: packed / padded, 32-true | - | {packing['ratio']:.2f}x (")
+
+
+def test_packing_outside_attention_computes_what_packing_inside_it_does():
+    """The prototype ``bench_packing`` times against packing inside attention gives the same loss and
+    gradients, so the two ways time the same work."""
+    from bench.speed_training import attention_padded, packing, training_loss
+
+    batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
+    grads = []
+    for outside in (False, True):
+        torch.manual_seed(0)
+        model = our_model(QUICK, torch.device("cpu")).eval()  # no dropout: the two passes must agree
+        with packing(True), attention_padded() if outside else contextlib.nullcontext():
+            loss = training_loss(model, batch)
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (loss_inside, inside), (loss_outside, outside_grads) = grads
+    torch.testing.assert_close(loss_outside, loss_inside)
+    for a, b in zip(outside_grads, inside, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
 def test_speed_precision_is_train_pys_choice_on_a_gpu_and_fp32_on_a_cpu_by_default(monkeypatch, capsys):
