@@ -21,6 +21,7 @@ from analysis.explain.trace import LogProbs, Trace
 from data.batching import Batch, check_fits, collate
 from data.tokenizer import Tokenizer
 from model import DecoderRequest, HeadMask, Transformer, TransformerConfig
+from model.attention import project_values
 from model.packing import Packing
 
 
@@ -129,7 +130,7 @@ def forced_pass(
         encoded = model.encode(src, need_weights=True, head_mask=masks.encoder)
         everything = DecoderRequest(weights=True, hidden=True)
         out = model.decode(tgt_in, encoded, head_mask=masks, request=everything)
-        values = [layer.cross_attn.project_values(encoded.memory) for layer in model.decoder_layers]
+        values = [project_values(layer.cross_attn, encoded.memory) for layer in model.decoder_layers]
         embeddings = model.src_embed(src)  # (B, S, D)
         cross = list(out.cross_attention)
         if full_context is not None:

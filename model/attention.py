@@ -163,39 +163,6 @@ class MultiHeadAttention(nn.Module):
         b = self.in_proj.bias
         return F.linear(x, self.in_proj.weight[rows], None if b is None else b[rows])
 
-    def project_values(self, value: Tensor) -> Tensor:
-        """The value vectors of every head, as ``forward`` computes them: value (B, Tk, D) → (B, H, Tk, Dh).
-
-        For explanations that weigh attention by what it carries (``analysis.explain.value_norms``); the
-        output projection's per-head slices are ``out_proj.weight[:, h * Dh:(h + 1) * Dh]``.
-        """
-        return self._split_heads(self._in_linear(value, slice(2 * self.d_model, 3 * self.d_model)))
-
-    def head_weights(
-        self, query: Tensor, key: Tensor, head: int, *, context: AttentionContext = NO_CONTEXT
-    ) -> Tensor:
-        """The attention weights of one head (counted from 0), as ``forward`` computes them before dropout:
-        (B, 1, Tq, Tk).
-
-        Only this head's rows of the query and key projections are computed, so a loss on one head's
-        attention (guided alignment) costs one head's scores beside the fused kernel's pass over all heads,
-        and its gradient reaches no other head's projections. ``query``, ``key`` and ``context`` as for
-        ``forward``, without a cache.
-        """
-        if not 0 <= head < self.num_heads:
-            raise ValueError(f"head must be in [0, {self.num_heads}), got {head}")
-        query_packing, key_packing = context.packing if context.packing is not None else (None, None)
-        start = head * self.head_dim  # this head's rows of the query block; the key block's are D further
-        q = _padded(self._in_linear(query, slice(start, start + self.head_dim)), query_packing)  # (B, Tq, Dh)
-        start += self.d_model
-        k = _padded(self._in_linear(key, slice(start, start + self.head_dim)), key_packing)  # (B, Tk, Dh)
-        q, k = q.unsqueeze(1), k.unsqueeze(1)  # (B, 1, Tq|Tk, Dh)
-        if context.rotate is not None:
-            q, k = context.rotate(q), context.rotate(k)
-        mask = context.mask
-        mask = None if mask is None else KeyMask(_of_head(mask.attend, head), _of_head(mask.has_key, head))
-        return softmax_weights(q, k, mask, _of_head(context.score_bias, head))  # (B, 1, Tq, Tk)
-
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
@@ -203,3 +170,44 @@ class MultiHeadAttention(nn.Module):
     def _merge_heads(self, x: Tensor) -> Tensor:
         b, _, t, _ = x.shape
         return x.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)
+
+
+# What the explanations and guided alignment read of one attention, beside what it computes.
+
+
+def project_values(attention: MultiHeadAttention, value: Tensor) -> Tensor:
+    """The value vectors of every head, as ``attention`` computes them: value (B, Tk, D) → (B, H, Tk, Dh).
+
+    For explanations that weigh attention by what it carries (``analysis.explain.value_norms``); the
+    output projection's per-head slices are ``out_proj.weight[:, h * Dh:(h + 1) * Dh]``.
+    """
+    d = attention.d_model
+    return attention._split_heads(attention._in_linear(value, slice(2 * d, 3 * d)))
+
+
+def head_weights(
+    attention: MultiHeadAttention, query: Tensor, key: Tensor, head: int, *,
+    context: AttentionContext = NO_CONTEXT,
+) -> Tensor:
+    """The attention weights of one head (counted from 0), as ``attention`` computes them before dropout:
+    (B, 1, Tq, Tk).
+
+    Only this head's rows of the query and key projections are computed, so a loss on one head's attention
+    (guided alignment) costs one head's scores beside the fused kernel's pass over all heads, and its gradient
+    reaches no other head's projections. ``query``, ``key`` and ``context`` as for
+    ``MultiHeadAttention.forward``, without a cache.
+    """
+    if not 0 <= head < attention.num_heads:
+        raise ValueError(f"head must be in [0, {attention.num_heads}), got {head}")
+    query_packing, key_packing = context.packing if context.packing is not None else (None, None)
+    dh = attention.head_dim
+    start = head * dh  # this head's rows of the query block; the key block's are D further
+    q = _padded(attention._in_linear(query, slice(start, start + dh)), query_packing)  # (B, Tq, Dh)
+    start += attention.d_model
+    k = _padded(attention._in_linear(key, slice(start, start + dh)), key_packing)  # (B, Tk, Dh)
+    q, k = q.unsqueeze(1), k.unsqueeze(1)  # (B, 1, Tq|Tk, Dh)
+    if context.rotate is not None:
+        q, k = context.rotate(q), context.rotate(k)
+    mask = context.mask
+    mask = None if mask is None else KeyMask(_of_head(mask.attend, head), _of_head(mask.has_key, head))
+    return softmax_weights(q, k, mask, _of_head(context.score_bias, head))  # (B, 1, Tq, Tk)

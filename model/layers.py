@@ -9,7 +9,7 @@ and a LayerNorm either before it (pre-LN, ``norm_first``) or after the residual 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.attention import MultiHeadAttention
+from model.attention import MultiHeadAttention, head_weights
 from model.cache import KVCache
 from model.config import TransformerConfig
 from model.context import StackContext
@@ -110,7 +110,7 @@ class DecoderLayer(nn.Module):
         """x: (B, T, D), memory: (B, S, D) → (B, T, D), self weights (B, H, T, T'),
         cross weights (B, H, T, S); or, with ``cross_weights_of_head`` and no ``need_weights``, no self
         weights and the cross weights of that one head (B, 1, T, S), computed beside the fused kernel
-        (``MultiHeadAttention.head_weights``).
+        (``model.attention.head_weights``).
 
         ``context``: the decoder's, built once by ``Transformer.decode``: its self-attention's mask is
         (B, 1, T, T'), (B, 1, 1, T) in a full-context pass (``Transformer.full_context_attention``), or None
@@ -139,8 +139,8 @@ class DecoderLayer(nn.Module):
                 head_mask=multipliers,
             )
             if weights is None and cross_weights_of_head is not None:
-                weights = self.cross_attn.head_weights(
-                    h, memory, cross_weights_of_head, context=context.cross_attention
+                weights = head_weights(
+                    self.cross_attn, h, memory, cross_weights_of_head, context=context.cross_attention
                 )  # (B, 1, T, S)
             if beams is not None:
                 out = beams.unfold(out)  # (B, T, D)

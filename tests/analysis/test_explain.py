@@ -21,7 +21,7 @@ from data.batching import Batch
 from evaluation.explanations import explain_pass, lens_of
 from evaluation.forced import forced_pass, sentence_pass
 from model import Transformer
-from model.attention import MultiHeadAttention
+from model.attention import MultiHeadAttention, project_values
 from tests.conftest import BOS, EOS, PAD, tiny_config
 
 
@@ -74,7 +74,8 @@ def test_value_weighted_attention_equals_brute_force_from_the_module_weights():
     attention = MultiHeadAttention(D, H).eval()
     query, memory = torch.randn(1, T, D), torch.randn(1, S, D)
     output, weights = attention(query, memory, memory, need_weights=True)
-    per_head, per_layer = value_weighted(weights, attention.project_values(memory), attention.out_proj.weight)
+    values = project_values(attention, memory)  # (1, H, S, Dh)
+    per_head, per_layer = value_weighted(weights, values, attention.out_proj.weight)
 
     Dh = D // H
     w_v, b_v = attention.in_proj.weight[2 * D :], attention.in_proj.bias[2 * D :]
@@ -95,7 +96,7 @@ def test_value_weighted_attention_equals_brute_force_from_the_module_weights():
     assert torch.allclose(per_head[0], brute_head, atol=1e-5)
     assert torch.allclose(per_layer[0], brute_layer, atol=1e-5)
     # The pieces add up to what the module computed: Σ_j Σ_h α f_h(x_j) + output bias = its output.
-    f = transformed_values(attention.project_values(memory), w_o)  # (1, H, S, D)
+    f = transformed_values(project_values(attention, memory), w_o)  # (1, H, S, D)
     rebuilt = torch.einsum("bhts,bhsd->btd", weights, f) + attention.out_proj.bias
     assert torch.allclose(rebuilt, output, atol=1e-5)
 

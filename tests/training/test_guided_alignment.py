@@ -23,6 +23,7 @@ from data.datamodule import TranslationDataModule
 from data.pairs import Pair
 from data.reader import ToyOptions
 from model import AlignedHead, Transformer
+from model.attention import head_weights
 from model.context import AttentionContext
 from model.packing import TokenIndex
 from model.transformer import PACK_FROM
@@ -56,11 +57,11 @@ def test_one_heads_weights_are_the_explicit_paths_for_that_head():
     context = AttentionContext.of(mask)
     _, every = attention(x, memory, memory, context=context, need_weights=True)  # (B, H, T, S)
     for head in range(4):
-        one = attention.head_weights(x, memory, head, context=context)  # (B, 1, T, S)
+        one = head_weights(attention, x, memory, head, context=context)  # (B, 1, T, S)
         torch.testing.assert_close(one, every[:, head : head + 1])
     assert torch.all(one[2] == 0) and torch.all(one[1, ..., 4:] == 0)
     with pytest.raises(ValueError, match=r"head must be in \[0, 4\), got 4"):
-        attention.head_weights(x, memory, 4, context=context)
+        head_weights(attention, x, memory, 4, context=context)
 
 
 @pytest.mark.parametrize("packed", [False, True])
