@@ -307,7 +307,7 @@ def test_sigterm_leaves_a_checkpoint_to_resume_from(tmp_path):
 
 
 def test_resume_takes_the_newest_weights_of_last_and_interrupted(tmp_path):
-    """The rule of training.checkpoints (tested in full in test_run_checkpoints.py)."""
+    """The rule of training.checkpoints (tested in full in test_checkpoints.py)."""
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
     last, interrupted = checkpoints / "last.ckpt", checkpoints / "interrupted.ckpt"
