@@ -149,6 +149,7 @@ RATIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training / eole, random batches", ("eole", "training_ratio")),
     ("training / eole, train.py batches", ("eole", "recipe", "training_ratio")),
     ("packed / padded, random batches", ("packing", "ratio")),
+    ("packed outside attention / padded", ("packing", "outside_attention_ratio")),
     ("greedy: KV cache / prefix re-run", ("decoding", "cache_ratio")),
     ("greedy: ours with cache / JoeyNMT", ("joeynmt", "greedy_ratio")),
     ("greedy: ours without cache / JoeyNMT", ("joeynmt", "uncached_greedy_ratio")),
@@ -219,6 +220,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "with --data, else 16",
     )  # fmt: skip
     parser.add_argument(
+        "--steps", type=int, default=None, metavar="N",
+        help="timed training steps of each model and way (default 10, after 3 warm-up; --quick 2)",
+    )  # fmt: skip
+    parser.add_argument(
         "--repeats", type=int, default=1, metavar="K",
         help="run the whole measurement K times and report each ratio's median and range",
     )  # fmt: skip
@@ -239,6 +244,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--decode-tokens must be at least 1, got {args.decode_tokens}")
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -264,6 +271,8 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = QUICK if args.quick else BenchConfig()
+    if args.steps is not None:
+        cfg = replace(cfg, train_iters=args.steps)
     recipe = None
     if args.data is not None:  # built once: every repeat times the same batches
         recipe = recipe_data(args.data, cfg.train_warmup + cfg.train_iters, device)

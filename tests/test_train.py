@@ -21,7 +21,6 @@ from training.module import TranslationModule
 LAYERS, HEADS, EPOCHS = 2, 2, 2
 
 
-
 def test_fast_dev_run_says_it_saved_nothing_and_saves_nothing(tmp_path, capsys, monkeypatch):
     from train import main
 

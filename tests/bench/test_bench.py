@@ -9,6 +9,7 @@ import random
 import sys
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from bench.speed import main
 from bench.speed_common import BOS, EOS, QUICK, make_batches, our_model
 from bench.speed_common import PAD as PAD_ID
 from bench.tutorial_model import TutorialSeq2Seq
+from model.attention import MultiHeadAttention
 from tests.conftest import CORPORA
 from tests.helpers.weight_surgery import suppress_eos
 
@@ -37,7 +39,7 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
     path = tmp_path / "speed.json"
     threads = torch.get_num_threads()
     try:
-        argv = ["--quick", "--device", "cpu", "--threads", "1", "--json", str(path)]
+        argv = ["--quick", "--device", "cpu", "--threads", "1", "--steps", "3", "--json", str(path)]
         results = main([*argv, "--decode-batch-sizes", "2", str(QUICK.batch_size)])
     finally:
         torch.set_num_threads(threads)  # the setting is process-wide
@@ -59,6 +61,7 @@ def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys
         for name, value in numbers(r):
             assert math.isfinite(value) and value > 0, f"batch {r['batch_size']}: {name} = {value}"
     assert results["machine"]["threads"] == 1
+    assert results["config"]["train_iters"] == 3  # --steps
     assert json.loads(path.read_text())["decoding"]["outputs_equal"] is True
     printed = capsys.readouterr().out
     assert "ours / tutorial" in printed
@@ -91,12 +94,26 @@ def test_packing_outside_attention_computes_what_packing_inside_it_does():
     from bench.speed_training import attention_padded, packing, training_loss
 
     batch = make_batches(QUICK, 1, torch.device("cpu"))[0]
+    seen = []  # per attention call: (packed inputs?, query, key and value one tensor?, key and value one?)
+    project = MultiHeadAttention._project
+
+    def recording(self, query, key, value, context, cache):
+        seen.append((context.packing is not None, query is key is value, key is value))
+        return project(self, query, key, value, context, cache)
+
     grads = []
     for outside in (False, True):
         torch.manual_seed(0)
         model = our_model(QUICK, torch.device("cpu")).eval()  # no dropout: the two passes must agree
-        with packing(True), attention_padded() if outside else contextlib.nullcontext():
+        seen.clear()
+        with (packing(True), attention_padded() if outside else contextlib.nullcontext(),
+              mock.patch.object(MultiHeadAttention, "_project", recording)):
             loss = training_loss(model, batch)
+        layers = QUICK.num_layers
+        # encoder self, decoder self and cross per layer: packed inside attention, or padded and still one
+        # tensor where one tensor came in (the one-matmul paths)
+        expected = [(not outside, True, True)] * 2 * layers + [(not outside, False, True)] * layers
+        assert sorted(seen) == sorted(expected)
         loss.backward()
         grads.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
     (loss_inside, inside), (loss_outside, outside_grads) = grads
@@ -587,8 +604,10 @@ def test_speed_options_for_decode_length_and_repeats_are_checked(capsys):
 
     assert parse_args(["--decode-tokens", "40", "--repeats", "3"]).decode_tokens == 40
     assert parse_args([]).repeats == 1 and parse_args([]).decode_tokens is None
+    assert parse_args(["--steps", "20"]).steps == 20 and parse_args([]).steps is None
     for argv, message in (
         (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+        (["--steps", "0"], "--steps must be at least 1, got 0"),
         (["--decode-tokens", "0"], "--decode-tokens must be at least 1, got 0"),
     ):
         with pytest.raises(SystemExit):

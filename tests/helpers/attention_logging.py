@@ -1,6 +1,7 @@
-"""The attention logger's hand-made inputs, shared by the tests of what it logs (tests/test_train.py) and of
-the explanations it logs beside (tests/viz/test_explain_logging.py): three pairs with gold links, an untrained
-module to match, a recording stand-in for TensorBoard's writer, and the default run's model and data."""
+"""The attention logger's hand-made inputs, shared by the tests of what it logs
+(tests/viz/test_attention_logging.py) and of the explanations it logs beside
+(tests/viz/test_explain_logging.py): three pairs with gold links, an untrained module to match, a recording
+stand-in for TensorBoard's writer, and the default run's model and data."""
 
 from types import SimpleNamespace
 

@@ -165,7 +165,8 @@ def test_sigterm_saves_an_interrupt_checkpoint_from_both_ranks_and_resume_contin
     assert len({lr for _, lr in steps[0][2:]}) > 2  # past warm-up it changes: a clock matters
 
 
-# The interrupt checkpoint's rule for several processes (only SIGTERM saves) is checked in test_train.py,
+# The interrupt checkpoint's rule for several processes (only SIGTERM saves) is checked in
+# test_checkpoint_io.py:
 # test_the_interrupt_checkpoint_is_saved_on_a_signal_only_and_where_every_rank_saves_it.
 
 

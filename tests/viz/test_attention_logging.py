@@ -21,6 +21,7 @@ from viz.logger import AttentionLogger
 
 __all__ = ["hand_made", "recorded"]  # the attention logger's fixtures (tests/helpers), used here
 
+
 def test_attention_probes_are_the_first_short_validation_sentences(hand_made):
     datamodule, _ = hand_made
     logger = AttentionLogger(num_sentences=1, max_tokens=4, stats_sentences=2)
