@@ -8,15 +8,28 @@ Shape legend: B batch, K beams, S source length, L generated length, V target vo
 """
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from model.types import DecoderRequest, EncoderOutput, HeadMask
+from model.cache import DecoderCache
+from model.config import TransformerConfig
+from model.types import DecoderOutput, DecoderRequest, EncoderOutput, HeadMask
 
-if TYPE_CHECKING:  # only for annotations: model.transformer imports this module for Transformer.generate
-    from model.transformer import Transformer
+
+class Decodable(Protocol):
+    """What the searches ask of a model (``model.Transformer`` is one): its config, an encoder pass, a decoder
+    step against a cache, and an empty cache. Named here, so that this module imports nothing above it."""
+
+    config: TransformerConfig
+
+    def encode(self, src: Tensor, *, head_mask: Tensor | None = None) -> EncoderOutput: ...
+
+    def decode(self, tgt_in: Tensor, encoded: EncoderOutput, *, cache: DecoderCache | None = None,
+               head_mask: HeadMask | None = None, request: DecoderRequest = ...) -> DecoderOutput: ...
+
+    def new_cache(self, reserve: int = 16) -> DecoderCache: ...
 
 # The largest beam that train.py and evaluate.py accept. Beams beyond a few dozen do not improve translations,
 # and the search holds batch x beam hypotheses (and their key/value caches) at once: a beam of 100000 on a
@@ -104,7 +117,7 @@ def _limits(max_len: int | Tensor, batch: int, device: torch.device) -> Tensor:
 
 @torch.inference_mode()
 def greedy_search(
-    model: "Transformer",
+    model: Decodable,
     src: Tensor,
     max_len: int | Tensor,
     *,
@@ -152,7 +165,7 @@ def _length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
 
 @torch.inference_mode()
 def beam_search(
-    model: "Transformer",
+    model: Decodable,
     src: Tensor,
     max_len: int | Tensor,
     beam_size: int,
