@@ -10,6 +10,8 @@ A map scores target rows against source columns (attention weights, norms, attri
 2. ``extract``: the links of each way in ``EXTRACTIONS``: the arg-max of each target word's row (forward,
    the usual reading of attention) or of each source word's column (reverse), and their symmetrisations
    (``analysis.symmetrise``); or every link whose share of its row (and column) reaches a threshold.
+   ``read_through`` then gives a word without a token of its own (one token spells it and the word before)
+   the links of the word it is read through.
 3. ``link_counts``: |A ∩ S|, |A ∩ P|, |A| and |S| per map, whose sums over a corpus give precision, recall
    and AER (``analysis.aer``, Och & Ney 2003), and ``agreement_counts`` for the share of aligned target words
    whose arg-max is a gold link.
@@ -197,6 +199,28 @@ def _make(name, links, maps, src_valid, tgt_valid, threshold) -> Tensor:
         return threshold_links(maps, src_valid, tgt_valid, threshold)
     assert name == "threshold_both", name
     return links("threshold") & reverse(threshold_links, maps, src_valid, tgt_valid, threshold=threshold)
+
+
+def read_through(links: Tensor, src_readers: Tensor, tgt_readers: Tensor) -> Tensor:
+    """Each word linked as the word it is read through: ``out[..., t, s] = links[..., R_t[t], R_s[s]]``,
+    False where either reader is ``NO_WORD``. A word with a token of its own is its own reader, so its
+    links are unchanged (``data.words.word_readers`` makes the readers).
+
+    Args:
+        links: (B, M, Tw, Sw) bool.
+        src_readers: (B, Sw) int64, each source word's reader among the source words, or ``NO_WORD``.
+        tgt_readers: (B, Tw) int64, the same for the target words.
+    """
+    B, M, Tw, Sw = links.shape
+    if src_readers.shape != (B, Sw) or tgt_readers.shape != (B, Tw):
+        raise ValueError(f"readers {tuple(src_readers.shape)} and {tuple(tgt_readers.shape)} must be "
+                         f"(B, Sw) and (B, Tw) of links {tuple(links.shape)}")
+    rows = tgt_readers.clamp(min=0)[:, None, :, None].expand(B, M, Tw, Sw)
+    by_row = links.gather(2, rows)  # (B, M, Tw, Sw): row t is row R_t[t]
+    columns = src_readers.clamp(min=0)[:, None, None, :].expand(B, M, Tw, Sw)
+    read = by_row.gather(3, columns)  # column s is column R_s[s]
+    known = (tgt_readers != NO_WORD)[:, None, :, None] & (src_readers != NO_WORD)[:, None, None, :]
+    return read & known
 
 
 def link_counts(links: Tensor, sure: Tensor, possible: Tensor) -> Tensor:

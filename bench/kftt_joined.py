@@ -1,9 +1,10 @@
-"""Two directions' models as one aligner: the soft word maps of a ja→en and an en→ja model's head averaged
-(the second transposed), then links extracted from the average, the extraction and its threshold chosen on
-the first gold pairs and reported on the others.
+"""Two directions' models (or more) as one aligner: the soft word maps of ja→en and en→ja models' heads
+averaged (the en→ja maps transposed), then links extracted from the average; the way to average (arithmetic
+or geometric mean), the extraction and its threshold chosen on the first gold pairs, reported on the others.
 
     python bench/kftt_joined.py JA_EN.ckpt EN_JA.ckpt                  # each run's supervised head, Shift-Att
     python bench/kftt_joined.py JA_EN.ckpt EN_JA.ckpt --method attention --head 2 1
+    python bench/kftt_joined.py A/JA_EN.ckpt A/EN_JA.ckpt B/JA_EN.ckpt B/EN_JA.ckpt   # four models
 
 Joining the hard links of two directions (grow-diag-final-and of each model's arg-max, as eflomal's two
 directions are joined) keeps only what each direction's arg-max found; averaging the maps first lets a link
@@ -13,7 +14,9 @@ both directions). Each model reads the gold as ``evaluate.py explain --gold-alig
 side as its corpus writes the sentence, tokens mapped to gold words by characters; a word's map row is the
 mean of its tokens' rows, its column the sum of its tokens' columns (``evaluation.gold_alignment``). Which
 head is read is fixed beforehand (by default the head each run was trained to align, from its
-hyperparameters), so only the extraction and threshold are chosen, on pairs 1–``--choose``.
+hyperparameters), so only the mean, the extraction and its threshold are chosen, on pairs 1–``--choose``. A
+gold word without a token of its own (one token spells it and the word before) takes the links of the word it
+is read through, as every scorer of the project reads it.
 """
 
 import argparse
@@ -29,7 +32,7 @@ from torch import Tensor
 
 from analysis.aer import score_links
 from analysis.explain.registry import METHODS, explain
-from analysis.word_alignment import EXTRACTIONS, extract
+from analysis.word_alignment import EXTRACTIONS, extract, read_through
 from data.gold import GoldSet
 from evaluation.forced import forced_pass
 from evaluation.gold_alignment import BatchWords, gold_items, word_explanation
@@ -75,60 +78,104 @@ def word_maps(checkpoint: Path, links: Path, sentences: Path, method: str,
     return maps, items, source.swapped
 
 
-def links_of(maps: list[Tensor], extraction: str, threshold: float) -> list[set[tuple[int, int]]]:
-    """Each map's links under ``extraction``, as 0-based (source word, target word)."""
+Readers = tuple[list[int], list[int]]  # per pair: each source word's reader, each target word's
+
+
+def readers_of(runs_items: list[list], swapped: list[bool]) -> list[Readers]:
+    """Per gold pair, the word each source and target word (in the gold's direction) is read through
+    (``data.words.word_readers``): itself where any run gives it a token of its own, else the first run's
+    reader for it."""
     found = []
-    for m in maps:
-        rows, columns = m.shape
-        valid = torch.ones(1, columns, dtype=torch.bool), torch.ones(1, rows, dtype=torch.bool)
-        linked = extract(m[None, None], *valid, [extraction], threshold=threshold)[extraction][0, 0]
-        found.append({(s, t) for t, s in linked.nonzero().tolist()})
+    for pair in zip(*runs_items, strict=True):
+        sides = []
+        for side in ("source", "target"):
+            read = [getattr(item, "target" if back else "source") if side == "source"
+                    else getattr(item, "source" if back else "target") for item, back in zip(pair, swapped)]
+            owned = set().union(*(set(r.words) for r in read))
+            sides.append([w if w in owned else reader for w, reader in enumerate(read[0].readers)])
+        found.append((sides[0], sides[1]))
     return found
 
 
-def choose_and_report(maps: list[Tensor], sure: list, possible: list, choose: int) -> dict:
-    """The extraction (and threshold) of lowest AER on the first ``choose`` pairs, and its figures on the
-    rest; every candidate's figures beside."""
+def links_of(maps: list[Tensor], extraction: str, threshold: float, readers: list[Readers] | None = None
+             ) -> list[set[tuple[int, int]]]:
+    """Each map's links under ``extraction``, as 0-based (source word, target word); with ``readers``, each
+    word linked as the word it is read through (``analysis.word_alignment.read_through``)."""
+    found = []
+    for i, m in enumerate(maps):
+        rows, columns = m.shape
+        valid = torch.ones(1, columns, dtype=torch.bool), torch.ones(1, rows, dtype=torch.bool)
+        linked = extract(m[None, None], *valid, [extraction], threshold=threshold)[extraction]
+        if readers is not None:
+            src, tgt = readers[i]
+            linked = read_through(linked, torch.tensor([src]), torch.tensor([tgt]))
+        found.append({(s, t) for t, s in linked[0, 0].nonzero().tolist()})
+    return found
+
+
+def means(maps: list[list[Tensor]]) -> dict[str, list[Tensor]]:
+    """Several models' maps of each pair as one: their arithmetic mean, and with two or more, their
+    geometric mean (a link all of them give a share to over one that some give none)."""
+    if len(maps) == 1:
+        return {"": maps[0]}
+    arithmetic = [torch.stack(pair).mean(0) for pair in zip(*maps, strict=True)]
+    geometric = [torch.stack(pair).clamp(min=1e-12).log().mean(0).exp() for pair in zip(*maps, strict=True)]
+    return {"mean ": arithmetic, "geometric mean ": geometric}
+
+
+def choose_and_report(maps: list[Tensor] | dict[str, list[Tensor]], sure: list, possible: list, choose: int,
+                      readers: list[Readers] | None = None) -> dict:
+    """The map (of ``maps``, where it names several ways to join them), extraction and threshold of lowest
+    AER on the first ``choose`` pairs, and its figures on the rest; every candidate's figures beside."""
     candidates = {}
-    for extraction in EXTRACTIONS:
-        shares = THRESHOLDS if extraction.startswith("threshold") else (None,)
-        for share in shares:
-            links = links_of(maps, extraction, share or 0.1)
-            chosen = score_links(links[:choose], sure[:choose], possible[:choose])
-            reported = score_links(links[choose:], sure[choose:], possible[choose:])
-            name = extraction if share is None else f"{extraction} {share}"
-            candidates[name] = {"chosen_aer": chosen.aer, **vars(reported)}
+    for way, joined in (maps if isinstance(maps, dict) else {"": maps}).items():
+        for extraction in EXTRACTIONS:
+            shares = THRESHOLDS if extraction.startswith("threshold") else (None,)
+            for share in shares:
+                links = links_of(joined, extraction, share or 0.1, readers)
+                chosen = score_links(links[:choose], sure[:choose], possible[:choose])
+                reported = score_links(links[choose:], sure[choose:], possible[choose:])
+                name = way + (extraction if share is None else f"{extraction} {share}")
+                candidates[name] = {"chosen_aer": chosen.aer, **vars(reported)}
     best = min(candidates, key=lambda name: candidates[name]["chosen_aer"])
     return {"chosen": best, **candidates[best], "candidates": candidates}
 
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("forward", type=Path, help="the ja→en run's checkpoint")
-    p.add_argument("reverse", type=Path, help="the en→ja run's checkpoint")
+    p.add_argument("runs", type=Path, nargs="+", metavar="CKPT",
+                   help="checkpoints of ja→en and en→ja runs, in any order (each one's direction is read)")
     p.add_argument("--links", type=Path, default=GOLD / "ja-en.gold")
     p.add_argument("--sentences", type=Path, default=GOLD / "ja-en.src-tgt")
     p.add_argument("--method", choices=list(METHODS), default="shift_att")
     p.add_argument("--head", type=int, nargs=2, metavar=("LAYER", "HEAD"),
-                   help="the head to read in both runs, counted from 1 (default: each run's supervised head)")
+                   help="the head to read in every run, counted from 1 (default: each run's supervised head)")
     p.add_argument("--choose", type=int, default=100, help="pairs 1–N choose the extraction (default 100)")
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
-    forward, items, swapped = word_maps(args.forward, args.links, args.sentences, args.method, args.head)
-    reverse, reverse_items, reverse_swapped = word_maps(args.reverse, args.links, args.sentences, args.method,
-                                                        args.head)
-    if swapped or not reverse_swapped or len(items) != len(reverse_items):
-        raise SystemExit("error: give the ja→en run first and the en→ja run second, of the same gold set")
-    joined = [(f + r.T) / 2 for f, r in zip(forward, reverse, strict=True)]  # (ja→en rows: English words)
+    read = [word_maps(run, args.links, args.sentences, args.method, args.head) for run in args.runs]
+    if len({len(items) for _, items, _ in read}) != 1:
+        raise SystemExit("error: the runs read different numbers of gold pairs")
+    swapped = [back for _, _, back in read]
+    # Every map in the gold's direction: rows its target words (English for ja-en), columns its source words.
+    oriented = [[m.T.contiguous() for m in maps] if back else maps for maps, _, back in read]
+    readers = readers_of([items for _, items, _ in read], swapped)
+    items = read[0][1]
     sure, possible = [item.sure for item in items], [item.possible for item in items]
-    results = {name: choose_and_report(maps, sure, possible, args.choose)
-               for name, maps in (("ja→en", forward), ("en→ja", [r.T.contiguous() for r in reverse]),
-                                  ("averaged", joined))}
+    groups = {"ja→en": [m for m, back in zip(oriented, swapped) if not back],
+              "en→ja": [m for m, back in zip(oriented, swapped) if back]}
+    if groups["ja→en"] and groups["en→ja"]:
+        groups["averaged"] = oriented
+    results = {name: choose_and_report(means(maps), sure, possible, args.choose, readers)
+               for name, maps in groups.items() if maps}
     print(f"{args.method}, the runs' {'supervised head' if args.head is None else 'head ' + str(args.head)}; "
-          f"extraction chosen on pairs 1–{args.choose}, reported on {args.choose + 1}–{len(items)}")
+          f"{len(args.runs)} runs; the map and extraction chosen on pairs 1–{args.choose}, reported on "
+          f"{args.choose + 1}–{len(items)}")
     for name, r in results.items():
-        print(f"{name:9s} {r['chosen']:34s} precision {r['precision']:.1%} recall {r['recall']:.1%} "
-              f"AER {100 * r['aer']:.1f} (where chosen {100 * r['chosen_aer']:.1f})")
+        count = len(groups[name])
+        print(f"{name:9s} {count} run{'s' if count > 1 else ' '} {r['chosen']:50s} "
+              f"precision {r['precision']:.1%} recall {r['recall']:.1%} AER {100 * r['aer']:.1f} "
+              f"(where chosen {100 * r['chosen_aer']:.1f})")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return results

@@ -10,6 +10,11 @@ the text for the gold's full-width ``（``, ``ISBN 4642051503`` for the gold's `
 MeCab segmentation ``なろ う`` for the gold's ``な ろ う``). Tokens that spell no word's characters (a lone
 Metaspace ``▁``) belong to no word (``-1``); so do the BOS and EOS the batch adds, which are not in these
 lists.
+
+A token that spells two words belongs to the one it spells most of (:func:`token_words`), so the other has no
+token of its own: MeCab's ``なろ`` is one token for the gold's two words ``な ろ``. Such a word is read
+through the word that owns the token (:func:`word_readers`), and takes that word's links: whatever aligns
+``な`` aligns ``ろ`` too, which is what the model, reading one token, can say of them.
 """
 
 import unicodedata
@@ -82,6 +87,29 @@ def token_words(tokens: Sequence[tuple[int, int]], words: Sequence[tuple[int, in
     return owners
 
 
+def word_readers(tokens: Sequence[tuple[int, int]], words: Sequence[tuple[int, int]], owners: Sequence[int]
+                 ) -> list[int]:
+    """Per word, the word through whose tokens the model reads it: itself where it owns a token; where it
+    owns none, the owner of the first token that spells any of its characters (the word a token mostly
+    spells, for the word it spells the rest of); ``NO_WORD`` where no token spells any (a character the
+    tokenizer drops).
+
+    Args:
+        tokens: each token's character span; ``words``: each word's; ``owners``: :func:`token_words` of them.
+    """
+    owned = set(owners) - {NO_WORD}
+    readers = []
+    for index, (word_start, word_end) in enumerate(words):
+        reader = index if index in owned else NO_WORD
+        if reader == NO_WORD:
+            for (start, end), owner in zip(tokens, owners):
+                if owner != NO_WORD and min(end, word_end) > max(start, word_start):
+                    reader = owner
+                    break
+        readers.append(reader)
+    return readers
+
+
 def _without_spaces(character: str) -> bool:
     """Whether text in ``character``'s script is written without spaces: Han, Kana and the full-width
     punctuation beside them (wide characters), but not Hangul, which Korean writes with spaces."""
@@ -124,6 +152,7 @@ class WordTokens:
     ids: list[int]  # the tokens of the text read, no BOS or EOS
     words: list[int]  # per token, its word's index among the side's words, or NO_WORD
     count: int  # the number of words
+    readers: list[int] | None = None  # per word, the word it is read through (word_readers); None: itself
 
 
 def encode_words(tokenizer: Tokenizer, words: Sequence[str], text: str | None = None) -> WordTokens:
@@ -143,7 +172,9 @@ def encode_words(tokenizer: Tokenizer, words: Sequence[str], text: str | None = 
             raise ValueError(f"word {number} ({word!r}) is empty or holds whitespace")
     text = known_characters(joined(words, tokenizer) if text is None else text, tokenizer)
     ids, spans = tokenizer.encode_spans(text)
-    return WordTokens(ids, token_words(spans, word_characters(text, words)), len(words))
+    characters = word_characters(text, words)
+    owners = token_words(spans, characters)
+    return WordTokens(ids, owners, len(words), word_readers(spans, characters, owners))
 
 
 def encode_pair_words(

@@ -31,6 +31,7 @@ from analysis.word_alignment import (
     agreement_counts,
     extract,
     link_counts,
+    read_through,
     word_maps,
     word_valid,
 )
@@ -69,7 +70,8 @@ def encode_gold(gold: GoldSet, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenize
 def reading(items: Sequence[GoldItem]) -> dict[str, dict[str, int]]:
     """Per side, how the model reads the gold: its ``tokens``, those it reads as ``unknown``, and the
     ``unread_words``, words without a token of their own (inside a token that spells the word before, where
-    the text the model reads joins two gold words: the gold's ``な ろ`` in MeCab's ``なろ``)."""
+    the text the model reads joins two gold words: the gold's ``な ろ`` in MeCab's ``なろ``), which are scored
+    with the links of the word they are read through (``data.words.word_readers``)."""
     counts = {}
     for side in ("source", "target"):
         read = [getattr(item, side) for item in items]
@@ -133,6 +135,8 @@ class BatchWords:
     tgt_words: Tensor  # (B, T) int64: the word of each token produced
     sure: Tensor  # (B, Tw, Sw) bool
     possible: Tensor  # (B, Tw, Sw) bool, possible-only
+    src_readers: Tensor  # (B, Sw) int64: the word each source word is read through (NO_WORD: none, padding)
+    tgt_readers: Tensor  # (B, Tw) int64
 
     @classmethod
     def of(cls, items: Sequence[GoldItem], batch: Batch) -> "BatchWords":
@@ -145,7 +149,21 @@ class BatchWords:
         Sw, Tw = max(item.source.count for item in chosen), max(item.target.count for item in chosen)
         sure = gold_matrix([item.sure for item in chosen], Tw, Sw)
         possible = gold_matrix([item.possible for item in chosen], Tw, Sw)
-        return cls(src_words, tgt_words, sure, possible)
+        return cls(src_words, tgt_words, sure, possible, readers([item.source for item in chosen], Sw),
+                   readers([item.target for item in chosen], Tw))
+
+    def read(self, links: Tensor) -> Tensor:
+        """(B, M, Tw, Sw) links with each word read through its reader (``read_through``)."""
+        return read_through(links, self.src_readers, self.tgt_readers)
+
+
+def readers(sides: Sequence[WordTokens], count: int) -> Tensor:
+    """(len(sides), count) int64: each side's word readers (``data.words.word_readers``), ``NO_WORD`` past
+    its words."""
+    table = torch.full((len(sides), count), NO_WORD, dtype=torch.int64)
+    for row, side in enumerate(sides):
+        table[row, : side.count] = torch.tensor(side.readers or range(side.count), dtype=torch.int64)
+    return table
 
 
 def word_explanation(explanation: Explanation, words: BatchWords) -> Explanation:
@@ -188,6 +206,7 @@ def count_words(words: Explanation, batch: BatchWords, extractions: Sequence[str
 
     def count(maps: Tensor) -> tuple[dict[str, Tensor], Tensor]:  # (B, M, Tw, Sw) -> (4, M) each, (2, M)
         links = extract(maps, words.src_valid, words.tgt_valid, extractions, threshold=threshold)
+        links = {name: batch.read(found) for name, found in links.items()}
         counts = {name: link_counts(found, batch.sure, batch.possible) for name, found in links.items()}
         return counts, agreement_counts(links["argmax"], batch.sure, batch.possible)
 
@@ -420,7 +439,8 @@ def chosen_links(
                 else:
                     chosen = e.per_head[:, choice.layer, choice.head]  # (B, Tw, Sw)
                 found = extract(chosen.unsqueeze(1), e.src_valid, e.tgt_valid, [choice.extraction],
-                                threshold=threshold)[choice.extraction][:, 0]  # (B, Tw, Sw)
+                                threshold=threshold)[choice.extraction]  # (B, 1, Tw, Sw)
+                found = words.read(found)[:, 0]
                 for row, index in enumerate(batch.index.tolist()):
                     links[method][name][index] = {(s, t) for t, s in found[row].nonzero().tolist()}
     return links

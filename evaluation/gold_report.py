@@ -167,7 +167,8 @@ def gold_report(
                        source.sentences)
     read = reading(items)
     note = "read: " + "; ".join(f"{side} {c['tokens']} tokens, {c['unknown']} unknown, {c['unread_words']} "
-                                "words inside another word's token" for side, c in read.items())
+                                "words inside another word's token (scored with that word's links)"
+                                for side, c in read.items())
     parts = Parts.of(len(items), choose_on)
     choosing_items, reporting_items = items[slice(*parts.choose)], items[slice(*parts.report)]
     check_sure_links(reporting_items, source.links, "reported on" if parts.apart else "scored")

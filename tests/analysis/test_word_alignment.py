@@ -15,12 +15,13 @@ from analysis.word_alignment import (
     argmax_links,
     extract,
     link_counts,
+    read_through,
     threshold_links,
     word_maps,
     word_valid,
 )
 from data.tokenizer import Tokenizer
-from data.words import encode_words, token_words
+from data.words import encode_words, token_words, word_readers
 
 X = NO_WORD
 
@@ -149,6 +150,31 @@ def test_agreement_counts_the_aligned_target_words_whose_link_is_gold():
     assert agreement_counts(links, sure, possible).tolist() == [[2], [2]]
     with pytest.raises(ValueError, match="AER is undefined"):
         aer_of_counts(torch.zeros(4, 1, dtype=torch.int64))
+
+
+def test_words_read_through_another_take_its_links():
+    # 3 target words × 4 source words; source word 2 is read through word 1 (one token spells both),
+    # target word 2 through word 0, source word 3 through none (no token spells it).
+    links = torch.zeros(1, 2, 3, 4, dtype=torch.bool)
+    links[0, 0, 0, 1] = True  # target 0 - source 1
+    links[0, 1, 1, 0] = True  # second map: target 1 - source 0
+    read = read_through(links, torch.tensor([[0, 1, 1, X]]), torch.tensor([[0, 1, 0]]))
+    expected = torch.zeros_like(links)
+    expected[0, 0, 0, 1] = expected[0, 0, 0, 2] = expected[0, 0, 2, 1] = expected[0, 0, 2, 2] = True
+    expected[0, 1, 1, 0] = True
+    assert torch.equal(read, expected)
+    # every word its own reader: the links unchanged
+    assert torch.equal(read_through(links, torch.arange(4)[None], torch.arange(3)[None]), links)
+    with pytest.raises(ValueError, match="must be"):
+        read_through(links, torch.arange(3)[None], torch.arange(3)[None])
+
+
+def test_word_readers_by_character_overlap():
+    # words "ab" [0, 2), "c" [2, 3), "d" [3, 4), "e" [4, 5); one token spells "abc", one "d"; none "e"
+    spans, words = [(0, 3), (3, 4)], [(0, 2), (2, 3), (3, 4), (4, 5)]
+    owners = token_words(spans, words)
+    assert owners == [0, 2]
+    assert word_readers(spans, words, owners) == [0, 0, 2, X]
 
 
 def test_token_words_by_character_overlap():

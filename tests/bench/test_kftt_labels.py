@@ -76,6 +76,30 @@ def test_joined_links_and_the_extraction_chosen_on_the_first_pairs():
     assert result["candidates"]["threshold 0.4"]["aer"] == pytest.approx(0.0)
 
 
+def test_several_models_maps_are_joined_by_a_mean_chosen_on_the_first_pairs():
+    from bench.kftt_joined import choose_and_report, links_of, means
+
+    # Two models' maps of two pairs (2 target × 2 source words): the first model right on both pairs, the
+    # second wrong on the first pair; averaged, the first model's confidence wins there.
+    first = [torch.tensor([[0.9, 0.1], [0.1, 0.9]]), torch.tensor([[0.6, 0.4], [0.3, 0.7]])]
+    second = [torch.tensor([[0.4, 0.6], [0.2, 0.8]]), torch.tensor([[0.8, 0.2], [0.0, 1.0]])]
+    joined = means([first, second])
+    assert set(joined) == {"mean ", "geometric mean "}
+    torch.testing.assert_close(joined["mean "][0], torch.tensor([[0.65, 0.35], [0.15, 0.85]]))
+    # a share one model gives nothing stays (nearly) nothing in the geometric mean
+    torch.testing.assert_close(joined["geometric mean "][1][1], torch.tensor([0.0, 0.7 ** 0.5]), atol=1e-5,
+                               rtol=0)
+    assert means([first]) == {"": first}
+    sure = [{(0, 0), (1, 1)}, {(0, 0), (1, 1)}]
+    result = choose_and_report(joined, sure, [set(), set()], choose=1)
+    assert result["chosen"] == "mean argmax" and result["aer"] == 0.0
+    assert "geometric mean threshold 0.4" in result["candidates"]
+    # Source word 1 has no token (one token spells words 0 and 1), so no column: it takes word 0's links.
+    without = torch.tensor([[0.9, 0.0], [0.6, 0.0]])
+    assert links_of([without], "argmax", 0.1) == [{(0, 0), (0, 1)}]
+    assert links_of([without], "argmax", 0.1, [([0, 0], [0, 1])]) == [{(0, 0), (1, 0), (0, 1), (1, 1)}]
+
+
 def test_the_kftt_table_shows_the_averaged_heads_after_the_symmetrised_rows():
     from bench.kftt_alignment import table
 

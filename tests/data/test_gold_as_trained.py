@@ -55,7 +55,11 @@ def test_tokens_of_the_training_text_belong_to_the_gold_words_they_spell():
     assert read.ids == tokenizer.encode(TUNE_NARU)
     # 天皇 に なろ う と し た 将軍: なろ spells な and ろ, and is the first's; ろ has no token of its own
     assert read.words == [0, 1, 2, 4, 5, 6, 7, 8] and read.count == 9
+    # ... so ろ is read through な, whose token spells it; every other word reads itself
+    assert read.readers == [0, 1, 2, 2, 4, 5, 6, 7, 8]
     read = encode_words(tokenizer, GOLD_JA.split(), TUNE_JA)
+    # 吉川弘文館 is one token for the gold's 吉川 弘文 館: 弘文 and 館 are read through 吉川
+    assert read.readers[6:11] == [6, 7, 7, 7, 10] and read.readers[22] == 22
     tokens = TUNE_JA.split()
     assert [tokens[i] for i, word in enumerate(read.words) if word == 7] == ["吉川弘文館"]
     assert [tokens[i] for i, word in enumerate(read.words) if word == 22] == ["ISBN", "4642051503"]

@@ -8,6 +8,7 @@ import torch
 
 from analysis.explain.registry import METHODS, explain
 from analysis.explain.scores import alignment_scores
+from analysis.explain.trace import Explanation
 from analysis.word_alignment import EXTRACTIONS
 from data.corpora import CorpusError
 from data.gold import GoldSet, read_gold
@@ -106,6 +107,28 @@ def test_a_word_split_into_pieces_is_one_row_and_one_column():
     # rows are distributions over tokens; a word row keeps what its pieces put on words, EOS excluded
     assert bool((explained.per_layer.sum(-1) <= 1 + 1e-5).all())
     assert words.sure.sum() == 4 and words.possible.sum() == 1
+
+
+def test_a_word_inside_another_words_token_is_scored_with_that_words_links():
+    """The gold's な ろ in the training text's one token なろ: ろ has no token, so no map has a row or column
+    for it; it is scored with the links of な, through whose token the model reads it."""
+    pair = Pair("天皇 に なろ う", "emperor to become", alignment=((0, 0), (2, 2), (3, 2), (4, 2)),
+                source_words=("天皇", "に", "な", "ろ", "う"))
+    src = Tokenizer.train([pair.source] * 3, kind="word")
+    tgt = Tokenizer.train([pair.target] * 3, kind="word")
+    items = gold_items(GoldSet([pair]), src, tgt, 64, "gold.txt")
+    assert items[0].source.words == [0, 1, 2, 4] and items[0].source.readers == [0, 1, 2, 2, 4]
+    batch = next(length_sorted_batches([items[0].source.ids], [items[0].target.ids], 1))
+    words = BatchWords.of(items, batch)
+    # A word map (Tw 3, Sw 5) whose arg-max is the gold: emperor-天皇, to-に (wrong), become-な; ろ's column
+    # is empty, as word_maps leaves a word without tokens.
+    maps = torch.tensor([[0.9, 0.1, 0.0, 0.0, 0.0], [0.2, 0.7, 0.1, 0.0, 0.0], [0.0, 0.1, 0.8, 0.0, 0.1]])
+    src_valid = torch.tensor([[True, True, True, False, True]])
+    explanation = Explanation("attention", maps[None, None], None, ("layer 1",), src_valid,
+                              torch.ones(1, 3, dtype=torch.bool), False)
+    counts = count_words(explanation, words, ["argmax"], 0.1).layer["argmax"][:, 0].tolist()
+    # proposed: (天皇, emperor), (に, to), (な, become) and, read through な, (ろ, become): 3 of 4 sure found
+    assert counts == [3, 3, 4, 4]
 
 
 def test_a_pair_the_model_cannot_read_is_named_by_file_and_line():
