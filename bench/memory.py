@@ -5,7 +5,7 @@ validation.
     python bench/memory.py --runs 3                               # three default runs, side by side
     python bench/memory.py -- --config configs/multi30k.yaml --data.path ../shared/corpora/multi30k
     python bench/memory.py --out runs_memory -- --trainer.max_epochs 3   # what follows -- goes to train.py
-    python bench/memory.py --kernel-cache 1024                    # oneDNN's own kernel cache, as before
+    python bench/memory.py --kernel-cache 1024                    # oneDNN's and ideep's own kernel caches
 
 Runs ``train.py`` with the options after ``--`` in ``--runs`` child processes at once (each run under its own
 folder of ``--out``, a temporary folder by default; its output in ``train.log`` there) and prints, for each,
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # training.memory's, not imported from there: it imports Lightning, and a child's ru_maxrss counts what this
 # process held when it was spawned (tests/bench/test_memory_bench.py holds them equal).
-ONEDNN_CACHE, KERNEL_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY", 64
+KERNEL_CACHES, KERNEL_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"), 64
 PRECISION_LINE = re.compile(r"^precision: (\S+)", re.MULTILINE)
 
 
@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--runs", type=int, default=1, help="runs side by side (default: 1)")
     parser.add_argument("--kernel-cache", type=int, metavar="N",
-                        help=f"oneDNN's kernel cache for the runs ({ONEDNN_CACHE}; train.py's default "
-                             f"{KERNEL_CACHE}, oneDNN's own 1024): the bf16-mixed peak with and without")
+                        help=f"the kernel caches of the runs ({' and '.join(KERNEL_CACHES)}; train.py's "
+                             f"default {KERNEL_CACHE} each, oneDNN's and ideep's own 1024): the bf16-mixed "
+                             "peak with and without")
     args = parser.parse_args(ours)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
@@ -125,11 +126,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("the peak resident size is read with os.wait4's ru_maxrss, in KiB on Linux only")
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
-        env = None if args.kernel_cache is None else os.environ | {ONEDNN_CACHE: str(args.kernel_cache)}
+        env = None if args.kernel_cache is None else (
+            os.environ | dict.fromkeys(KERNEL_CACHES, str(args.kernel_cache)))
         runs = run_side_by_side(train_args, [out / f"run{i + 1}" for i in range(args.runs)], env)
-    cache = os.environ.get(ONEDNN_CACHE, KERNEL_CACHE) if args.kernel_cache is None else args.kernel_cache
-    print(f"train.py {' '.join(train_args)}".rstrip() + f": {len(runs)} run(s) side by side, oneDNN kernel "
-          f"cache {cache}")
+    caches = [os.environ.get(name, KERNEL_CACHE) if args.kernel_cache is None else args.kernel_cache
+              for name in KERNEL_CACHES]
+    print(f"train.py {' '.join(train_args)}".rstrip() + f": {len(runs)} run(s) side by side, kernel caches "
+          f"{caches[0]} (oneDNN) and {caches[1]} (ideep)")
     for i, run in enumerate(runs, 1):
         print(f"run {i}: {run.precision}, {run.minutes:.1f} min, peak resident {run.peak_gb:.2f} GB")
         if run.resident_gb:

@@ -61,9 +61,9 @@ def test_no_runs_is_refused_before_anything_starts(capsys):
 
 def test_the_kernel_cache_option_reaches_the_runs_and_names_train_pys_default(tmp_path, monkeypatch, capsys):
     from bench import memory
-    from training.memory import KERNEL_CACHE, ONEDNN_CACHE
+    from training.memory import KERNEL_CACHE, KERNEL_CACHES
 
-    assert (memory.ONEDNN_CACHE, memory.KERNEL_CACHE) == (ONEDNN_CACHE, KERNEL_CACHE)
+    assert (memory.KERNEL_CACHES, memory.KERNEL_CACHE) == (KERNEL_CACHES, KERNEL_CACHE)
     seen = {}
 
     def run_side_by_side(train_args, save_dirs, env=None):
@@ -71,10 +71,11 @@ def test_the_kernel_cache_option_reaches_the_runs_and_names_train_pys_default(tm
         return [memory.Run(peak_gb=1.0, minutes=0.5, precision="bf16-mixed", resident_gb=[])]
 
     monkeypatch.setattr(memory, "run_side_by_side", run_side_by_side)
-    monkeypatch.delenv(ONEDNN_CACHE, raising=False)
+    for name in KERNEL_CACHES:
+        monkeypatch.delenv(name, raising=False)
     memory.main(["--kernel-cache", "1024", "--out", str(tmp_path)])
-    assert seen["env"][ONEDNN_CACHE] == "1024"
-    assert "oneDNN kernel cache 1024" in capsys.readouterr().out
+    assert [seen["env"][name] for name in KERNEL_CACHES] == ["1024", "1024"]
+    assert "kernel caches 1024 (oneDNN) and 1024 (ideep)" in capsys.readouterr().out
     memory.main(["--out", str(tmp_path)])
     assert seen["env"] is None  # train.py's own default
-    assert f"oneDNN kernel cache {KERNEL_CACHE}" in capsys.readouterr().out
+    assert f"kernel caches {KERNEL_CACHE} (oneDNN) and {KERNEL_CACHE} (ideep)" in capsys.readouterr().out

@@ -105,12 +105,15 @@ def test_where_the_resource_module_is_missing_memory_reads_none_and_train_still_
     assert memory.peak_resident_mb() is None
 
 
-def test_the_kernel_cache_is_bounded_unless_the_environment_sets_it(monkeypatch):
-    from training.memory import KERNEL_CACHE, ONEDNN_CACHE, bound_kernel_cache
+def test_both_kernel_caches_are_bounded_unless_the_environment_sets_them(monkeypatch):
+    from training.memory import KERNEL_CACHE, KERNEL_CACHES, bound_kernel_cache
 
-    monkeypatch.delenv(ONEDNN_CACHE, raising=False)
+    assert KERNEL_CACHES == ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    for name in KERNEL_CACHES:
+        monkeypatch.delenv(name, raising=False)
     bound_kernel_cache()
-    assert os.environ[ONEDNN_CACHE] == str(KERNEL_CACHE)
-    monkeypatch.setenv(ONEDNN_CACHE, "512")  # the user's own
+    assert [os.environ[name] for name in KERNEL_CACHES] == [str(KERNEL_CACHE)] * 2
+    monkeypatch.setenv(KERNEL_CACHES[0], "512")  # the user's own, for one of them
+    monkeypatch.delenv(KERNEL_CACHES[1])
     bound_kernel_cache()
-    assert os.environ[ONEDNN_CACHE] == "512"
+    assert [os.environ[name] for name in KERNEL_CACHES] == ["512", str(KERNEL_CACHE)]
