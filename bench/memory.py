@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # training.memory's, not imported from there: it imports Lightning, and a child's ru_maxrss counts what this
 # process held when it was spawned (tests/bench/test_memory_bench.py holds them equal).
-KERNEL_CACHES, KERNEL_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"), 64
+KERNEL_CACHES, KERNEL_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"), 16
 PRECISION_LINE = re.compile(r"^precision: (\S+)", re.MULTILINE)
 
 
