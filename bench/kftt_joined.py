@@ -88,9 +88,9 @@ def readers_of(runs_items: list[list], swapped: list[bool]) -> list[Readers]:
     found = []
     for pair in zip(*runs_items, strict=True):
         sides = []
-        for side in ("source", "target"):
-            read = [getattr(item, "target" if back else "source") if side == "source"
-                    else getattr(item, "source" if back else "target") for item, back in zip(pair, swapped)]
+        for side, other in (("source", "target"), ("target", "source")):
+            # each run's reading of the gold's side: the model's other side where it reads the gold reversed
+            read = [getattr(item, other if back else side) for item, back in zip(pair, swapped)]
             owned = set().union(*(set(r.words) for r in read))
             sides.append([w if w in owned else reader for w, reader in enumerate(read[0].readers)])
         found.append((sides[0], sides[1]))

@@ -100,6 +100,20 @@ def test_several_models_maps_are_joined_by_a_mean_chosen_on_the_first_pairs():
     assert links_of([without], "argmax", 0.1, [([0, 0], [0, 1])]) == [{(0, 0), (1, 0), (0, 1), (1, 1)}]
 
 
+def test_a_word_is_read_through_another_only_where_no_run_gives_it_a_token():
+    from types import SimpleNamespace as Side
+
+    from bench.kftt_joined import readers_of
+
+    # The gold pair: 3 Japanese words, 2 English. The ja→en run reads ja word 2 inside word 1's token; the
+    # en→ja run (its source the gold's target) gives ja word 2 a token but reads en word 1 inside word 0's.
+    ja_en = Side(source=Side(words=[0, 1, -1], readers=[0, 1, 1]), target=Side(words=[0, 1], readers=[0, 1]))
+    en_ja = Side(source=Side(words=[0, 0], readers=[0, 0]), target=Side(words=[0, 1, 2], readers=[0, 1, 2]))
+    assert readers_of([[ja_en]], [False]) == [([0, 1, 1], [0, 1])]
+    assert readers_of([[en_ja]], [True]) == [([0, 1, 2], [0, 0])]
+    assert readers_of([[ja_en], [en_ja]], [False, True]) == [([0, 1, 2], [0, 1])]
+
+
 def test_the_kftt_table_shows_the_averaged_heads_after_the_symmetrised_rows():
     from bench.kftt_alignment import table
 
