@@ -61,6 +61,9 @@ def test_scores_on_the_gold_words_are_logged_as_evaluate_computes_them(gold_logg
     assert len(words["source_words"]) == len(text["source_tokens"])
     assert len(words["target_words"]) == len(text["target_out"])
     assert words["sure"] == [[i, i] for i in range(6)] and words["possible"] == []
+    # every word has a token of its own here: each is read as itself
+    assert words["source_readers"] == list(range(words["source_count"]))
+    assert words["target_readers"] == list(range(words["target_count"]))
     cells = {tuple(cell) for cell in text["gold"]}
     expected = {(row, col) for row, t in enumerate(words["target_words"])
                 for col, s in enumerate(words["source_words"]) if t >= 0 and [t, s] in words["sure"]}
@@ -97,8 +100,9 @@ def test_malformed_gold_words_make_the_run_malformed():
         return sentence_text("r", 0, {1: np.array(json.dumps(record), dtype=object)})
 
     assert read(text)["gold_words"]["sure"] == [[0, 0]]
+    assert read({**text, "gold_words": {**text["gold_words"], "source_readers": [0]}})  # optional, when right
     for field, bad in (("source_words", [0, 1, -1]), ("target_words", [0]), ("sure", [[1, 0]]),
-                       ("source_count", True)):
+                       ("source_count", True), ("source_readers", [1]), ("target_readers", [0, 0])):
         with pytest.raises(MalformedRun, match="malformed 'gold_words'"):
             read({**text, "gold_words": {**text["gold_words"], field: bad}})
 

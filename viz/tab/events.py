@@ -39,6 +39,8 @@ METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "l
 SUPERVISED_FIELDS = {"layer": int, "head": int, "labels": (str, type(None)), "weight": (int, float)}
 SUPERVISED_FLAGS = ("shifted", "full_context")  # how the head was read in training; absent in older runs
 GOLD_WORDS_FIELDS = ("source_words", "target_words", "source_count", "target_count", "sure", "possible")
+# Optional: a run logged before them reads every word as itself.
+GOLD_WORDS_READERS = ("source_readers", "target_readers")
 NOT_YET = "no attention logged yet"
 NO_PROBES = ("its attention summaries hold no probe sentence's maps (attention.num_sentences 0, or every "
              "probe over attention.max_bytes: its training warned which)")
@@ -161,8 +163,10 @@ def _gold_words(record, rows: int, cols: int) -> bool:
             isinstance(link, list) and len(link) == 2 and all(map(_whole, link))
             and 0 <= link[0] < counts[1] and 0 <= link[1] < counts[0] for link in values)
 
+    readers = [(record[name], count) for name, count in zip(GOLD_WORDS_READERS, counts) if name in record]
     return (words(record["source_words"], cols, counts[0]) and words(record["target_words"], rows, counts[1])
-            and links(record["sure"]) and links(record["possible"]))
+            and links(record["sure"]) and links(record["possible"])
+            and all(words(values, count, count) for values, count in readers))
 
 
 def _whole(value) -> bool:

@@ -5,7 +5,8 @@ of a gold set are computed (``evaluation.gold_alignment``).
 The record (checked when read, by ``viz.tab.events.sentence_text``): ``source_words``, the word of each
 source token, and ``target_words``, of each target row (EOS last in both), -1 for a token of no word;
 ``source_count`` and ``target_count``, the words of each side; ``sure`` and ``possible`` (possible-only)
-links as [target word, source word].
+links as [target word, source word]; ``source_readers`` and ``target_readers``, the word each word is read
+through (``data.words.word_readers``; a run logged before them reads every word as itself).
 """
 
 import torch
@@ -23,6 +24,8 @@ def gold_words_record(gold: GoldItem) -> dict:
         "source_words": [*gold.source.words, -1], "target_words": [*gold.target.words, -1],
         "source_count": gold.source.count, "target_count": gold.target.count,
         "sure": sorted([t, s] for s, t in gold.sure), "possible": sorted([t, s] for s, t in gold.possible),
+        "source_readers": list(gold.source.readers or range(gold.source.count)),
+        "target_readers": list(gold.target.readers or range(gold.target.count)),
     }
 
 
@@ -35,6 +38,8 @@ def word_aer(explanation: Explanation, record: dict) -> AlignmentScores:
         torch.tensor([record["target_words"]], dtype=torch.int64),
         gold_matrix([{(s, t) for t, s in record["sure"]}], Tw, Sw),
         gold_matrix([{(s, t) for t, s in record["possible"]}], Tw, Sw),
+        torch.tensor([record.get("source_readers", range(Sw))], dtype=torch.int64),
+        torch.tensor([record.get("target_readers", range(Tw))], dtype=torch.int64),
     )
     counts = count_words(word_explanation(explanation, words), words, ["argmax"], THRESHOLD)
     return word_scores(counts, explanation.layers).alignment_scores()
