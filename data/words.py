@@ -98,16 +98,14 @@ def word_readers(tokens: Sequence[tuple[int, int]], words: Sequence[tuple[int, i
         tokens: each token's character span; ``words``: each word's; ``owners``: :func:`token_words` of them.
     """
     owned = set(owners) - {NO_WORD}
-    readers = []
-    for index, (word_start, word_end) in enumerate(words):
-        reader = index if index in owned else NO_WORD
-        if reader == NO_WORD:
-            for (start, end), owner in zip(tokens, owners):
-                if owner != NO_WORD and min(end, word_end) > max(start, word_start):
-                    reader = owner
-                    break
-        readers.append(reader)
-    return readers
+
+    def reader(index: int, word_start: int, word_end: int) -> int:
+        if index in owned:
+            return index
+        return next((owner for (start, end), owner in zip(tokens, owners)
+                     if owner != NO_WORD and min(end, word_end) > max(start, word_start)), NO_WORD)
+
+    return [reader(index, *span) for index, span in enumerate(words)]
 
 
 def _without_spaces(character: str) -> bool:
@@ -152,7 +150,7 @@ class WordTokens:
     ids: list[int]  # the tokens of the text read, no BOS or EOS
     words: list[int]  # per token, its word's index among the side's words, or NO_WORD
     count: int  # the number of words
-    readers: list[int] | None = None  # per word, the word it is read through (word_readers); None: itself
+    readers: list[int]  # per word, the word it is read through (word_readers)
 
 
 def encode_words(tokenizer: Tokenizer, words: Sequence[str], text: str | None = None) -> WordTokens:

@@ -162,7 +162,7 @@ def readers(sides: Sequence[WordTokens], count: int) -> Tensor:
     its words."""
     table = torch.full((len(sides), count), NO_WORD, dtype=torch.int64)
     for row, side in enumerate(sides):
-        table[row, : side.count] = torch.tensor(side.readers or range(side.count), dtype=torch.int64)
+        table[row, : side.count] = torch.tensor(side.readers, dtype=torch.int64)
     return table
 
 

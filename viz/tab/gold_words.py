@@ -24,8 +24,7 @@ def gold_words_record(gold: GoldItem) -> dict:
         "source_words": [*gold.source.words, -1], "target_words": [*gold.target.words, -1],
         "source_count": gold.source.count, "target_count": gold.target.count,
         "sure": sorted([t, s] for s, t in gold.sure), "possible": sorted([t, s] for s, t in gold.possible),
-        "source_readers": list(gold.source.readers or range(gold.source.count)),
-        "target_readers": list(gold.target.readers or range(gold.target.count)),
+        "source_readers": gold.source.readers, "target_readers": gold.target.readers,
     }
 
 
