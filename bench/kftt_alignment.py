@@ -103,6 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--labels", choices=LABELS, default="forward",
                    help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
                         "or its two directions joined by grow-diag-final-and, made here")
+    p.add_argument("--seed", type=int, default=None,
+                   help="every run's seed (seed_everything and the batches' order; default: the config's), e.g. a second seed of a pair "
+                   "to average with the first in bench/kftt_joined.py")
     p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
     p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
                    help="train and score only these runs (default: all four)")
@@ -120,9 +123,10 @@ def gold_files(corpora: Path) -> dict[str, Path]:
 
 def train_command(
     files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False,
-    labels: Path | None = None, full_context: bool = False,
+    labels: Path | None = None, full_context: bool = False, seed: int | None = None,
 ) -> list[str]:
-    """``labels``: a links file in the run's direction instead of the run's own eflomal links."""
+    """``labels``: a links file in the run's direction instead of the run's own eflomal links; ``seed``:
+    the model's and the batches' instead of the config's."""
     shifted = ["--model.alignment_shift", "true"] if shift else []
     shifted += ["--model.alignment_full_context", "true"] if full_context else []
     supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
@@ -137,6 +141,7 @@ def train_command(
         "--model.decode_every_n_epochs", "1", "--model.decode_max_sentences", "300",
         "--trainer.logger.init_args.save_dir", str(out / "runs"),
         "--trainer.logger.init_args.name", run.name, "--trainer.enable_progress_bar=false",
+        *([] if seed is None else ["--seed_everything", str(seed), "--data.seed", str(seed)]),
     ]  # fmt: skip
 
 
@@ -226,7 +231,8 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
     for start in range(0, len(todo), args.jobs):
         group = todo[start:start + args.jobs]
         commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift,
-                                  labels_file(args.out, r) if symmetric else None, args.full_context)
+                                  labels_file(args.out, r) if symmetric else None, args.full_context,
+                                  args.seed)
                     for r in group]
         for command in commands:
             print(" ".join(command), flush=True)
