@@ -12,7 +12,8 @@
 # rows without running anything (and needs no GPU). --only runs some of the steps (a comma-separated list of
 # tests, speed, toy, multi30k), e.g. to split them over two sessions of a lent GPU; --max-time bounds the
 # Multi30k run (its recipe's hour is cut short, the cosine_time schedule decaying over the shorter budget:
-# say so beside its figure). Both runs stop at their max_epochs first on a fast GPU.
+# say so beside its figure). Both runs stop at their max_epochs first on a fast GPU. PYTHON names the
+# interpreter (default: python), e.g. PYTHON=python3 where no `python` is on the PATH.
 set -euo pipefail
 
 usage="usage: bash bench/gpu.sh [--dry-run] [--only tests,speed,toy,multi30k] [--max-time DD:HH:MM:SS] [MULTI30K_DIR]"
@@ -42,9 +43,10 @@ multi30k=${1:-../shared/corpora/multi30k}
 # wanted <step>: whether --only names it
 wanted() { [[ ",$only," == *",$1,"* ]]; }
 out=${GPU_OUT:-gpu_results}
+python=${PYTHON:-python}
 
 if [ $dry_run = 0 ]; then
-    if ! python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    if ! "$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
         echo "error: bench/gpu.sh needs a CUDA device and torch sees none (--dry-run prints the commands)" >&2
         exit 1
     fi
@@ -71,9 +73,9 @@ step() {
     "$@" >"$out/$name.log" 2>&1 || status=$?
     end=$(date +%s.%N)
     local seconds metric
-    seconds=$(python -c "print(f'{$end - $start:.1f} s')")
+    seconds=$("$python" -c "print(f'{$end - $start:.1f} s')")
     if [ $status = 0 ]; then
-        metric=$([ "$kind" = "-" ] && echo "-" || python bench/gpu_summary.py "$kind" "$file")
+        metric=$([ "$kind" = "-" ] && echo "-" || "$python" bench/gpu_summary.py "$kind" "$file")
     else
         metric="FAILED (exit $status, see $out/$name.log)"
     fi
@@ -81,26 +83,26 @@ step() {
 }
 
 if wanted tests; then
-    step gpu_tests "GPU tests" pytest "$out/gpu_tests.log" python -m pytest -m gpu tests/test_gpu.py -q -rs
+    step gpu_tests "GPU tests" pytest "$out/gpu_tests.log" "$python" -m pytest -m gpu tests/test_gpu.py -q -rs
 fi
 if wanted speed; then
     step speed "bench/speed.py --device cuda" speed "$out/speed.json" \
-        python bench/speed.py --device cuda --json "$out/speed.json"
+        "$python" bench/speed.py --device cuda --json "$out/speed.json"
     # The training figures side by side: this project's model and the tutorial's, and packed against padded.
     if [ $dry_run = 1 ]; then
         rows+=("| training: model.Transformer, nn.Transformer tutorial, packed / padded | - | (speed-rows of $out/speed.json) |")
     else
-        mapfile -t speed_rows < <(python bench/gpu_summary.py speed-rows "$out/speed.json")
+        mapfile -t speed_rows < <("$python" bench/gpu_summary.py speed-rows "$out/speed.json")
         rows+=("${speed_rows[@]}")
     fi
 fi
 
 if wanted toy; then
     toy="$out/runs/toy/gpu"
-    step toy_train "toy: python train.py" - - python train.py --trainer.logger.init_args.save_dir "$out/runs" \
+    step toy_train "toy: python train.py" - - "$python" train.py --trainer.logger.init_args.save_dir "$out/runs" \
         --trainer.logger.init_args.version gpu
     step toy_eval "toy: evaluate.py last.ckpt" evaluate "$out/toy_eval.log" \
-        python evaluate.py "$toy/checkpoints/last.ckpt" --quiet
+        "$python" evaluate.py "$toy/checkpoints/last.ckpt" --quiet
 fi
 
 if ! wanted multi30k; then
@@ -114,10 +116,10 @@ elif [ -d "$multi30k" ]; then
         what="$what --trainer.max_time $max_time"
     fi
     step multi30k_train "$what" - - \
-        python train.py --config configs/multi30k.yaml --data.path "$multi30k" "${budget[@]}" \
+        "$python" train.py --config configs/multi30k.yaml --data.path "$multi30k" "${budget[@]}" \
         --trainer.logger.init_args.save_dir "$out/runs" --trainer.logger.init_args.version gpu
     step multi30k_eval "Multi30k: evaluate.py last.ckpt, beam 5" evaluate "$out/multi30k_eval.log" \
-        python evaluate.py "$m30k/checkpoints/last.ckpt" --beam-size 5 --length-penalty 1.0 --quiet
+        "$python" evaluate.py "$m30k/checkpoints/last.ckpt" --beam-size 5 --length-penalty 1.0 --quiet
 else
     echo "skipped: Multi30k (no folder $multi30k)"
     rows+=("| Multi30k | - | skipped: no folder $multi30k |")

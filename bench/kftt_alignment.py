@@ -104,8 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
                         "or its two directions joined by grow-diag-final-and, made here")
     p.add_argument("--seed", type=int, default=None,
-                   help="every run's seed (seed_everything and the batches' order; default: the config's), e.g. a second seed of a pair "
-                   "to average with the first in bench/kftt_joined.py")
+                   help="every run's seed (seed_everything and the batches' order; default: the config's), "
+                   "e.g. a second seed of a pair to average with the first in bench/kftt_joined.py")
     p.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs side by side, one thread each")
     p.add_argument("--runs", nargs="+", choices=[r.name for r in RUNS], default=[r.name for r in RUNS],
                    help="train and score only these runs (default: all four)")

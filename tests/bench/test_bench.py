@@ -425,6 +425,42 @@ def test_gpu_sh_dry_run_trains_and_evaluates_multi30k_when_its_folder_exists(tmp
     ]
 
 
+def test_gpu_sh_only_runs_the_named_steps_and_max_time_bounds_the_multi30k_run(tmp_path):
+    done = gpu_sh("--dry-run", "--only", "multi30k,toy", "--max-time", "00:00:05:00", str(tmp_path),
+                  env={"GPU_OUT": "o", "PYTHON": "python3"})
+    assert done.returncode == 0, done.stderr
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert commands == [
+        "python3 train.py --trainer.logger.init_args.save_dir o/runs --trainer.logger.init_args.version gpu",
+        "python3 evaluate.py o/runs/toy/gpu/checkpoints/last.ckpt --quiet",
+        (
+            f"python3 train.py --config configs/multi30k.yaml --data.path {tmp_path} --trainer.max_time "
+            "00:00:05:00 --trainer.logger.init_args.save_dir o/runs --trainer.logger.init_args.version gpu"
+        ),
+        (
+            "python3 evaluate.py o/runs/multi30k/gpu/checkpoints/last.ckpt --beam-size 5 "
+            "--length-penalty 1.0 --quiet"
+        ),
+    ]
+    rows = [line.split(" | ")[0][2:] for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["toy: python train.py", "toy: evaluate.py last.ckpt",
+                        "Multi30k: train.py --config configs/multi30k.yaml --trainer.max_time 00:00:05:00",
+                        "Multi30k: evaluate.py last.ckpt, beam 5"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--only", "tests,bleu"], "error: --only tests,bleu: unknown step 'bleu' (tests, speed, toy, multi30k)"),
+    (["--max-time", "5m"], "error: --max-time 5m: expected DD:HH:MM:SS, e.g. 00:00:05:00"),
+    (["--fast"], ("error: unknown option --fast; usage: bash bench/gpu.sh [--dry-run] "
+                  "[--only tests,speed,toy,multi30k] [--max-time DD:HH:MM:SS] [MULTI30K_DIR]")),
+])  # fmt: skip
+def test_gpu_sh_refuses_a_bad_option_in_one_line(tmp_path, args, message):
+    done = gpu_sh("--dry-run", *args, env={"GPU_OUT": str(tmp_path / "out")})
+    assert done.returncode == 2
+    assert done.stderr.strip() == message
+    assert done.stdout == ""
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_gpu_sh_refuses_to_run_without_cuda(tmp_path):
     done = gpu_sh(env={"GPU_OUT": str(tmp_path / "out")})

@@ -2,6 +2,7 @@
 what each computes, on small hand-made inputs (no eflomal, no training)."""
 
 import gzip
+from pathlib import Path
 
 import pytest
 import torch
@@ -129,3 +130,14 @@ def test_the_kftt_table_shows_the_averaged_heads_after_the_symmetrised_rows():
                        "argmax_grow_diag_final_and | | 47.0% | 42.0% | 55.6 | 64.3 |")
     assert rows[6].startswith("| diagonal")
     assert table({"ja→en": run}, {}, None)[5].startswith("| diagonal")  # no averaged row without it
+
+
+def test_a_seed_reaches_every_runs_model_and_batches_and_none_leaves_the_configs():
+    from bench.kftt_alignment import RUNS, gold_files, train_command
+
+    files = gold_files(Path("corpora"))
+    seeded = train_command(files, Path("out"), RUNS[0], "00:01:30:00", 1.0, seed=2)
+    assert seeded[-4:] == ["--seed_everything", "2", "--data.seed", "2"]
+    plain = train_command(files, Path("out"), RUNS[0], "00:01:30:00", 1.0)
+    assert "--seed_everything" not in plain and "--data.seed" not in plain
+    assert seeded[:-4] == plain
