@@ -14,7 +14,9 @@ both directions). Each model reads the gold as ``evaluate.py explain --gold-alig
 side as its corpus writes the sentence, tokens mapped to gold words by characters; a word's map row is the
 mean of its tokens' rows, its column the sum of its tokens' columns (``evaluation.gold_alignment``). Which
 head is read is fixed beforehand (by default the head each run was trained to align, from its
-hyperparameters), so only the mean, the extraction and its threshold are chosen, on pairs 1–``--choose``. A
+hyperparameters), so only the mean, the extraction and its threshold are chosen, on pairs 1–``--choose``
+(grow-diag-final-and also with a floor: its links whose share in the averaged map falls below it dropped, as
+a word the gold leaves unaligned still gets the arg-max of its row). A
 gold word without a token of its own (one token spells it and the word before) takes the links of the word it
 is read through, as every scorer of the project reads it.
 """
@@ -43,6 +45,8 @@ from evaluation.translate import length_sorted_batches
 REPO = Path(__file__).resolve().parent.parent
 GOLD = REPO.parent / "shared" / "corpora" / "kftt-ja-en" / "gold"
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4)  # the thresholded extractions' shares, chosen among
+FLOORS = (0.05, 0.1, 0.2)  # grow-diag-final-and's links below this share dropped, chosen among
+FLOORED = "argmax_grow_diag_final_and"
 
 
 def supervised_head(run) -> tuple[int, int]:
@@ -97,15 +101,17 @@ def readers_of(runs_items: list[list], swapped: list[bool]) -> list[Readers]:
     return found
 
 
-def links_of(maps: list[Tensor], extraction: str, threshold: float, readers: list[Readers] | None = None
-             ) -> list[set[tuple[int, int]]]:
-    """Each map's links under ``extraction``, as 0-based (source word, target word); with ``readers``, each
-    word linked as the word it is read through (``analysis.word_alignment.read_through``)."""
+def links_of(maps: list[Tensor], extraction: str, threshold: float, readers: list[Readers] | None = None,
+             floor: float = 0.0) -> list[set[tuple[int, int]]]:
+    """Each map's links under ``extraction``, as 0-based (source word, target word), less those whose share
+    in the map is below ``floor``; with ``readers``, each word linked as the word it is read through
+    (``analysis.word_alignment.read_through``)."""
     found = []
     for i, m in enumerate(maps):
         rows, columns = m.shape
         valid = torch.ones(1, columns, dtype=torch.bool), torch.ones(1, rows, dtype=torch.bool)
         linked = extract(m[None, None], *valid, [extraction], threshold=threshold)[extraction]
+        linked = linked & (m >= floor)
         if readers is not None:
             src, tgt = readers[i]
             linked = read_through(linked, torch.tensor([src]), torch.tensor([tgt]))
@@ -123,6 +129,14 @@ def means(maps: list[list[Tensor]]) -> dict[str, list[Tensor]]:
     return {"mean ": arithmetic, "geometric mean ": geometric}
 
 
+def settings(extraction: str) -> list[tuple[float | None, float]]:
+    """The (threshold, floor) pairs an extraction is tried with: each threshold of a thresholded one, each
+    floor (and none) of grow-diag-final-and's."""
+    if extraction.startswith("threshold"):
+        return [(share, 0.0) for share in THRESHOLDS]
+    return [(None, floor) for floor in (0.0, *FLOORS)] if extraction == FLOORED else [(None, 0.0)]
+
+
 def choose_and_report(maps: list[Tensor] | dict[str, list[Tensor]], sure: list, possible: list, choose: int,
                       readers: list[Readers] | None = None) -> dict:
     """The map (of ``maps``, where it names several ways to join them), extraction and threshold of lowest
@@ -130,12 +144,12 @@ def choose_and_report(maps: list[Tensor] | dict[str, list[Tensor]], sure: list, 
     candidates = {}
     for way, joined in (maps if isinstance(maps, dict) else {"": maps}).items():
         for extraction in EXTRACTIONS:
-            shares = THRESHOLDS if extraction.startswith("threshold") else (None,)
-            for share in shares:
-                links = links_of(joined, extraction, share or 0.1, readers)
+            for share, floor in settings(extraction):
+                links = links_of(joined, extraction, share or 0.1, readers, floor)
                 chosen = score_links(links[:choose], sure[:choose], possible[:choose])
                 reported = score_links(links[choose:], sure[choose:], possible[choose:])
-                name = way + (extraction if share is None else f"{extraction} {share}")
+                name = way + extraction + (f" {share}" if share else "")
+                name += f" floor {floor}" if floor else ""
                 candidates[name] = {"chosen_aer": chosen.aer, **vars(reported)}
     best = min(candidates, key=lambda name: candidates[name]["chosen_aer"])
     return {"chosen": best, **candidates[best], "candidates": candidates}

@@ -95,6 +95,7 @@ def test_several_models_maps_are_joined_by_a_mean_chosen_on_the_first_pairs():
     result = choose_and_report(joined, sure, [set(), set()], choose=1)
     assert result["chosen"] == "mean argmax" and result["aer"] == 0.0
     assert "geometric mean threshold 0.4" in result["candidates"]
+    assert "geometric mean argmax_grow_diag_final_and floor 0.1" in result["candidates"]
     # Source word 1 has no token (one token spells words 0 and 1), so no column: it takes word 0's links.
     without = torch.tensor([[0.9, 0.0], [0.6, 0.0]])
     assert links_of([without], "argmax", 0.1) == [{(0, 0), (0, 1)}]
@@ -141,3 +142,18 @@ def test_a_seed_reaches_every_runs_model_and_batches_and_none_leaves_the_configs
     plain = train_command(files, Path("out"), RUNS[0], "00:01:30:00", 1.0)
     assert "--seed_everything" not in plain and "--data.seed" not in plain
     assert seeded[:-4] == plain
+
+
+def test_a_floor_drops_the_grow_diag_final_and_links_of_a_small_share_and_is_a_candidate():
+    from bench.kftt_joined import choose_and_report, links_of
+
+    # Target word 1 is unaligned in the gold; its row's arg-max (0.3 of it to source word 1) still links it.
+    m = torch.tensor([[0.9, 0.1], [0.25, 0.3], [0.02, 0.08]])
+    assert links_of([m], "argmax_grow_diag_final_and", 0.1) == [{(0, 0), (1, 1), (1, 2)}]
+    assert links_of([m], "argmax_grow_diag_final_and", 0.1, floor=0.1) == [{(0, 0), (1, 1)}]
+    assert links_of([m], "argmax_grow_diag_final_and", 0.1, floor=0.35) == [{(0, 0)}]
+    candidates = choose_and_report([m, m], [{(0, 0), (1, 1)}] * 2, [set(), set()], choose=1)["candidates"]
+    assert candidates["argmax_grow_diag_final_and floor 0.1"]["aer"] == 0.0
+    # the weak link's 0.08 is over a floor of 0.05: kept, as with no floor (2 + 2 right of 3 + 2)
+    assert candidates["argmax_grow_diag_final_and floor 0.05"]["aer"] == pytest.approx(1 - 4 / 5)
+    assert candidates["argmax_grow_diag_final_and"]["aer"] == pytest.approx(1 - 4 / 5)
