@@ -100,6 +100,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--full-context", action="store_true",
                    help="read the supervised head with the whole target in view, in training and when it "
                         "aligns (--model.alignment_full_context, Garg et al. 2019)")
+    p.add_argument("--null", action="store_true",
+                   help="--model.alignment_null: the supervised head trained to point a word without a link "
+                   "at the source's end of sentence")
     p.add_argument("--labels", choices=LABELS, default="forward",
                    help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
                         "or its two directions joined by grow-diag-final-and, made here")
@@ -123,12 +126,13 @@ def gold_files(corpora: Path) -> dict[str, Path]:
 
 def train_command(
     files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False,
-    labels: Path | None = None, full_context: bool = False, seed: int | None = None,
+    labels: Path | None = None, full_context: bool = False, seed: int | None = None, null: bool = False,
 ) -> list[str]:
     """``labels``: a links file in the run's direction instead of the run's own eflomal links; ``seed``:
     the model's and the batches' instead of the config's."""
     shifted = ["--model.alignment_shift", "true"] if shift else []
     shifted += ["--model.alignment_full_context", "true"] if full_context else []
+    shifted += ["--model.alignment_null", "true"] if null else []
     supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
     if labels is not None and run.supervised:
         supervision[supervision.index("eflomal")] = str(labels)
@@ -232,7 +236,7 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
         group = todo[start:start + args.jobs]
         commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift,
                                   labels_file(args.out, r) if symmetric else None, args.full_context,
-                                  args.seed)
+                                  args.seed, args.null)
                     for r in group]
         for command in commands:
             print(" ".join(command), flush=True)

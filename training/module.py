@@ -118,6 +118,15 @@ def check_alignment_settings(settings) -> None:
         )
 
 
+def with_null(labels: Tensor, src: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
+    """``labels`` (B, T, S) whose rows of real target tokens without a link point at their source's
+    end-of-sentence token (the last before the padding) instead; padding rows stay zero. On the device."""
+    unlinked = (labels.sum(dim=-1) == 0) & (tgt_out != pad_id)  # (B, T)
+    end = (src != pad_id).sum(dim=-1) - 1  # (B,) the EOS collate appends to every source
+    null = F.one_hot(end, src.size(1)).to(labels.dtype)  # (B, S)
+    return labels + unlinked.unsqueeze(-1).to(labels.dtype) * null.unsqueeze(1)  # (B, T, S)
+
+
 def alignment_loss(attention: Tensor, labels: Tensor) -> Tensor:
     """The guided-alignment loss (Garg et al. 2019): the cross-entropy of each supervised row of one
     head's cross-attention against its link distribution, averaged over the supervised rows.
@@ -242,6 +251,10 @@ class TranslationModule(L.LightningModule):
             without the decoder's causal mask, every position seeing the whole target (Garg et al. 2019's
             "full context"): a word's links may depend on the words after it. The second pass runs the
             decoder up to the supervised layer again: a share of each step's time (docs/explanations.md).
+        alignment_null: train the rows of target tokens without a link (an article, a comma the aligner left
+            alone) toward the source's end-of-sentence token, the head's "none of these words", instead of
+            leaving them free: the head learns to say a word is unaligned, and a word map, which has no column
+            for that token, shows it as a row of small shares that an extraction's floor can drop.
     """
 
     def __init__(
@@ -284,6 +297,7 @@ class TranslationModule(L.LightningModule):
         alignment_weight: float = 0.05,
         alignment_shift: bool = False,
         alignment_full_context: bool = False,
+        alignment_null: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -358,9 +372,12 @@ class TranslationModule(L.LightningModule):
             batch.src, batch.tgt_in, tokens=tokens, alignment_head=head
         )  # (N, V), (B, T, S)
         translation = self.loss(logits, tokens.labels(batch.tgt_out), self.hparams.label_smoothing)
+        labels = batch.alignment
+        if self.hparams.get("alignment_null", False):
+            labels = with_null(labels, batch.src, batch.tgt_out, self.config.pad_id)
         if self.hparams.get("alignment_shift", False):  # row t + 1 reads the token row t produces
-            return translation, alignment_loss(attention[:, 1:], batch.alignment[:, :-1])
-        return translation, alignment_loss(attention, batch.alignment)
+            return translation, alignment_loss(attention[:, 1:], labels[:, :-1])
+        return translation, alignment_loss(attention, labels)
 
     def _objective(self, translation: Tensor, alignment: Tensor | None) -> Tensor:
         """The translation loss, plus λ times the alignment loss where there is one."""

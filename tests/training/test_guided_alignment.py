@@ -31,7 +31,7 @@ from model.types import DecoderRequest
 from tests.conftest import PAD, random_ids, tiny_config
 from tests.helpers.host_syncs import WatchOrdinarySteps
 from tests.helpers.tiny_module import attach, cpu_trainer, module
-from training.module import TranslationModule, alignment_loss, token_index_of
+from training.module import TranslationModule, alignment_loss, token_index_of, with_null
 
 # -- the model: one head's weights beside the fused kernel ---------------------------------------------------
 
@@ -261,6 +261,50 @@ def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_read
     assert torch.equal(translation, plain_translation)
     assert not torch.isclose(alignment, plain_alignment)
     assert shifted.hparams.alignment_shift and not plain.hparams.alignment_shift  # saved with the run
+
+
+def test_null_rows_point_at_the_sources_end_of_sentence_and_padding_rows_stay_free():
+    # Pair 0: 4 source tokens + EOS, 3 target tokens + EOS, token 1 unlinked; pair 1: 2 + EOS and 1 + EOS.
+    items = [(0, [5, 6, 7, 8], [4, 5, 6], [0, 0, 2, 2]), (1, [9, 10], [7], [0, 1])]
+    batch = collate_aligned(items)
+    labels = with_null(batch.alignment, batch.src, batch.tgt_out, PAD)
+    eos = {0: 4, 1: 2}  # the last source token before the padding
+    expected = batch.alignment.clone()
+    for b, t in [(0, 1), (0, 3), (1, 1)]:  # the unlinked rows of real tokens, the targets' EOS among them
+        expected[b, t, eos[b]] = 1.0
+    torch.testing.assert_close(labels, expected)
+    assert labels[1, 2:].sum() == 0 and labels[1, 3:].sum() == 0  # pair 1's padding rows
+    assert torch.equal(labels[0, 0], batch.alignment[0, 0])  # a linked row is left as it was
+
+
+def test_with_null_rows_the_head_is_trained_where_it_was_free_and_nothing_else_changes():
+    """alignment_null: the loss counts the unlinked rows too (each toward the source's EOS), its gradient
+    reaches the head through them, and the translation loss is the same."""
+    torch.manual_seed(0)
+    settings = {"num_heads": 2, "alignment_layer": 1, "alignment_head": 2, "alignment_shift": True}
+    plain, null = module(**settings), module(**settings, alignment_null=True)
+    null.load_state_dict(plain.state_dict())
+    batch = aligned_batch()
+    _, attention = plain.model(batch.src, batch.tgt_in, tokens=token_index_of(batch, PAD),
+                               alignment_head=plain.alignment_head)  # (B, T, S)
+    labels = with_null(batch.alignment, batch.src, batch.tgt_out, PAD)[:, :-1]  # shifted as it trains
+    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1)) if labels[b, t].sum() > 0]
+    by_hand = -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum()
+                   for b, t in rows) / len(rows)
+    translation, alignment = null._training_losses(batch)
+    torch.testing.assert_close(alignment, by_hand)
+    plain_translation, plain_alignment = plain._training_losses(batch)
+    assert torch.equal(translation, plain_translation)
+    assert not torch.isclose(alignment, plain_alignment)
+    # A batch whose pairs have no link at all: free without the option, trained toward EOS with it.
+    unlinked = collate_aligned([(0, [5, 6, 7], [4, 5], []), (1, [9], [7, 8], [])])
+    assert plain._training_losses(unlinked)[1].item() == 0.0
+    null.zero_grad()
+    _, loss = null._training_losses(unlinked)
+    loss.backward()
+    queries = null.model.decoder_layers[0].cross_attn.in_proj.weight.grad[8:16]  # head 2 of 2's queries
+    assert loss.item() > 0 and queries.abs().sum() > 0
+    assert null.hparams.alignment_null and not plain.hparams.alignment_null  # saved with the run
 
 
 @pytest.mark.parametrize("full_context", [False, True])
