@@ -123,7 +123,7 @@ def with_null(labels: Tensor, src: Tensor, tgt_out: Tensor, pad_id: int) -> Tens
     end-of-sentence token (the last before the padding) instead; padding rows stay zero. On the device."""
     unlinked = (labels.sum(dim=-1) == 0) & (tgt_out != pad_id)  # (B, T)
     end = (src != pad_id).sum(dim=-1) - 1  # (B,) the EOS collate appends to every source
-    null = F.one_hot(end, src.size(1)).to(labels.dtype)  # (B, S)
+    null = (torch.arange(src.size(1), device=src.device) == end.unsqueeze(1)).to(labels.dtype)  # (B, S)
     return labels + unlinked.unsqueeze(-1).to(labels.dtype) * null.unsqueeze(1)  # (B, T, S)
 
 

@@ -307,13 +307,14 @@ def test_with_null_rows_the_head_is_trained_where_it_was_free_and_nothing_else_c
     assert null.hparams.alignment_null and not plain.hparams.alignment_null  # saved with the run
 
 
-@pytest.mark.parametrize("full_context", [False, True])
-def test_the_supervised_training_loss_compiles_without_a_graph_break(full_context):
+@pytest.mark.parametrize(("full_context", "null"), [(False, False), (True, False), (False, True)])
+def test_the_supervised_training_loss_compiles_without_a_graph_break(full_context, null):
     """The head's weights and the loss trace into the one graph of the training forward (packed here: a
-    graph break would split the compiled step, and usually marks a host sync); the full-context pass too."""
+    graph break would split the compiled step, and usually marks a host sync); the full-context pass and the
+    null rows too."""
     torch.manual_seed(0)
     m = module(num_heads=2, num_decoder_layers=2, alignment_layer=1, alignment_head=2,
-               alignment_full_context=full_context)
+               alignment_full_context=full_context, alignment_null=null)
     batch = aligned_batch()
     tokens = batch.src_tokens.numel() + batch.tgt_tokens.numel()
     assert 1 - tokens / (batch.src.numel() + batch.tgt_in.numel()) >= PACK_FROM
@@ -404,9 +405,10 @@ def test_with_the_option_off_training_is_what_it_was_bit_for_bit(gold_links):
         assert all(torch.equal(a, b) for a, b in zip(weights, other_weights, strict=True))
 
 
-def test_guided_training_logs_its_alignment_loss_and_never_waits_for_the_device(gold_links):
+@pytest.mark.parametrize("null", [False, True])
+def test_guided_training_logs_its_alignment_loss_and_never_waits_for_the_device(gold_links, null):
     dm = toy_task(alignment_labels=str(gold_links))
-    m = toy_module(dm, alignment_layer=1, alignment_head=2)
+    m = toy_module(dm, alignment_layer=1, alignment_head=2, alignment_null=null)
     watch = WatchOrdinarySteps()
     trainer = cpu_trainer(max_steps=5, limit_val_batches=0, log_every_n_steps=4, callbacks=[watch])
     trainer.fit(m, datamodule=dm)
