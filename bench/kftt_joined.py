@@ -45,7 +45,7 @@ from evaluation.translate import length_sorted_batches
 REPO = Path(__file__).resolve().parent.parent
 GOLD = REPO.parent / "shared" / "corpora" / "kftt-ja-en" / "gold"
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4)  # the thresholded extractions' shares, chosen among
-FLOORS = (0.05, 0.1, 0.2)  # grow-diag-final-and's links below this share dropped, chosen among
+FLOORS = (0.05, 0.1, 0.15, 0.2, 0.3)  # grow-diag-final-and's links below this share dropped, chosen among
 FLOORED = "argmax_grow_diag_final_and"
 
 
