@@ -11,23 +11,24 @@ reported on the other 482, beside the two directions symmetrised, the diagonal, 
         --out results_shift
     python bench/kftt_alignment.py --labels grow-diag-final-and --shift --alignment-weight 1 ...
     python bench/kftt_alignment.py --labels grow-diag-final-and --shift --full-context ...
+    python bench/kftt_alignment.py --labels grow-diag-final-and --shift --null ...   # unlinked words -> EOS
 
 The four runs are ``train.py --config configs/kftt_ja_en.yaml`` in each direction (``--data.source_lang en
 --data.target_lang ja`` for English→Japanese), supervised with ``--data.alignment_labels eflomal
 --model.alignment_layer 2 --model.alignment_head 1 --model.alignment_weight λ`` (and with ``--shift``,
 ``--model.alignment_shift true``: each word's links train the row of the step that reads the word, Shift-Att's
-reading; with ``--labels grow-diag-final-and``, ``--data.alignment_labels FILE`` of eflomal's two directions
-joined, made here on the training pairs that repeat no gold pair and kept in ``--out``/labels) or not, each on
-one thread (``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised run beside its unsupervised
-twin so that both see the same load; a run whose ``last.ckpt`` is already in ``--out``/runs is reused. Each is
-scored by ``evaluate.py explain CKPT --gold-alignments ... --gold-sentences ... --links-out`` (its figures and
-links go to ``--out``); its BLEU on KFTT's dev is the one its last validation logged (greedy, the first 300
-dev pairs). The symmetrised rows join the two directions' maps chosen under the forward arg-max
+reading; with ``--null``, ``--model.alignment_null true``: a word without a link trains toward the source's
+end of sentence; with ``--labels grow-diag-final-and``, ``--data.alignment_labels FILE`` of eflomal's two
+directions joined, made here on the training pairs that repeat no gold pair and kept in ``--out``/labels) or
+not, each on one thread (``OMP_NUM_THREADS=1``), ``--jobs`` of them side by side, a supervised run beside its
+unsupervised twin so that both see the same load; a run whose ``last.ckpt`` is already in ``--out``/runs is
+reused. Each is scored by ``evaluate.py explain CKPT --gold-alignments ... --gold-sentences ... --links-out``
+(its figures and links go to ``--out``); its BLEU on KFTT's dev is the one its last validation logged (greedy,
+the first 300 dev pairs). The symmetrised rows join the two directions' maps chosen under the forward arg-max
 (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions are joined, and score them on
 the same reporting pairs; the averaged row is ``bench/kftt_joined.py`` on the two supervised runs (their
-heads' word maps averaged before links are extracted). eflomal is ``bench/kftt_eflomal.py --report-from
-101`` (``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
-"""
+heads' word maps averaged before links are extracted). eflomal is ``bench/kftt_eflomal.py --report-from 101``
+(``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly."""
 
 import argparse
 import json
