@@ -28,7 +28,8 @@ the first 300 dev pairs). The symmetrised rows join the two directions' maps cho
 (``<method>.argmax.links``) by grow-diag-final-and, as eflomal's two directions are joined, and score them on
 the same reporting pairs; the averaged row is ``bench/kftt_joined.py`` on the two supervised runs (their
 heads' word maps averaged before links are extracted). eflomal is ``bench/kftt_eflomal.py --report-from 101``
-(``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly."""
+(``pip install -e .[align]``). Without the corpus, the command says so and exits cleanly.
+"""
 
 import argparse
 import json
