@@ -542,8 +542,9 @@ class Reporting:
 def supervised_head(pl_module, datamodule) -> dict | None:
     """The head guided alignment supervises, as the options name it: ``layer`` and ``head`` counted from 1,
     the ``labels`` (the links file's name, or eflomal), the ``weight`` λ, and whether it was ``shifted`` (each
-    word's links on the row of the step that reads it) and read in ``full_context`` (with the whole target);
-    None without supervision."""
+    word's links on the row of the step that reads it), read in ``full_context`` (with the whole target) and
+    trained to say ``null`` (its unlinked words toward the source's end of sentence); None without
+    supervision."""
     head = getattr(pl_module, "alignment_head", None)
     if head is None:
         return None
@@ -552,7 +553,8 @@ def supervised_head(pl_module, datamodule) -> dict | None:
             "labels": None if labels is None else Path(labels).name,
             "weight": float(pl_module.hparams.alignment_weight),
             "shifted": bool(pl_module.hparams.get("alignment_shift", False)),
-            "full_context": bool(pl_module.hparams.get("alignment_full_context", False))}
+            "full_context": bool(pl_module.hparams.get("alignment_full_context", False)),
+            "null": bool(pl_module.hparams.get("alignment_null", False))}
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_the_run_summary_and_runs_name_the_supervised_head(supervised_run):
     events = read_events(run_dir)
     logged = json.loads(tensor_util.make_ndarray(events.Tensors("attention/run")[0].tensor_proto).item())
     head = {"layer": 2, "head": 1, "labels": "train.align", "weight": 0.05, "shifted": False,
-            "full_context": False}
+            "full_context": False, "null": False}
     assert logged == {"every_n_epochs": 1, "supervised": head}
     logdir = run_dir.parent.parent
     client, _ = serve(logdir)
@@ -111,11 +111,11 @@ def test_a_malformed_supervised_head_or_reported_map_makes_the_run_malformed():
     assert supervised_head("r", logged({"every_n_epochs": 1})) is None
     head = {"layer": 1, "head": 2, "labels": "eflomal", "weight": 0.05}
     read = supervised_head("r", logged({"every_n_epochs": 1, "supervised": head}))
-    assert read == {**head, "shifted": False, "full_context": False}  # logged before the options: neither
-    shifted = {**head, "shifted": True, "full_context": True}
+    assert read == {**head, "shifted": False, "full_context": False, "null": False}  # logged before them
+    shifted = {**head, "shifted": True, "full_context": True, "null": True}
     assert supervised_head("r", logged({"every_n_epochs": 1, "supervised": shifted})) == shifted
     for bad in ({**head, "layer": 0}, {**head, "head": True}, {**head, "labels": 3}, {**head, "shifted": 1},
-                {**head, "full_context": "yes"}, [1, 2]):
+                {**head, "full_context": "yes"}, {**head, "null": 0}, [1, 2]):
         with pytest.raises(MalformedRun, match="malformed 'supervised'"):
             supervised_head("r", logged({"every_n_epochs": 1, "supervised": bad}))
     row = {"layer": "layer 2", "head": None, "aer": 0.41234, "chosen_aer": 0.3, "choose": [1, 100],

@@ -37,7 +37,7 @@ DECIMALS = 4
 SENTENCE_FIELDS = ("source", "target", "source_tokens", "target_in", "target_out")
 METHOD_FIELDS = {"name": str, "label": str, "per_head": bool, "signed": bool, "layers": list}
 SUPERVISED_FIELDS = {"layer": int, "head": int, "labels": (str, type(None)), "weight": (int, float)}
-SUPERVISED_FLAGS = ("shifted", "full_context")  # how the head was read in training; absent in older runs
+SUPERVISED_FLAGS = ("shifted", "full_context", "null")  # how the head was trained; absent in older runs
 GOLD_WORDS_FIELDS = ("source_words", "target_words", "source_count", "target_count", "sure", "possible")
 # Optional: a run logged before them reads every word as itself.
 GOLD_WORDS_READERS = ("source_readers", "target_readers")
@@ -179,8 +179,8 @@ def _method_described(method) -> bool:
 
 def supervised_head(run: str, values: dict[int, np.ndarray] | None) -> dict | None:
     """The head guided alignment supervised in the run, as its ``attention/run`` summary names it (``layer``
-    and ``head`` counted from 1, ``labels``, ``weight``, and the flags ``shifted`` and ``full_context``: false
-    for runs logged before them);
+    and ``head`` counted from 1, ``labels``, ``weight``, and the flags ``shifted``, ``full_context`` and
+    ``null``: false for runs logged before them);
     None where it names none."""
     if not values:
         return None

@@ -53,14 +53,16 @@ export function isSupervised(map, run = state.run, kind = state.kind) {
 /** The run's supervised head in words ("" for none): "supervised head: layer 2 head 1 (guided alignment on
  * eflomal's links, λ 0.05)"; where it was trained seeing the whole target (full context), that its AER is read
  * so and its drawn maps causal; where it was supervised at the step that reads each word, "…, read it with
- * Shift-Att". */
+ * Shift-Att"; where its unlinked words trained toward the source's end, that a row short of 1 says "no word". */
 export function supervisedText(supervised) {
   if (!supervised) return "";
-  const {layer, head, labels, weight, shifted, full_context: fullContext} = supervised;
+  const {layer, head, labels, weight, shifted, full_context: fullContext, null: none} = supervised;
   const links = labels === "eflomal" ? "eflomal's links" : labels ? `the links of ${labels}` : "word links";
   const whole = fullContext ? ", seeing the whole target: its AER read so, its maps drawn causal" : "";
   const reading = shifted ? ", at the step that reads each word: read it with Shift-Att" : "";
-  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight}${whole}${reading})`;
+  const unaligned = none ? ", unlinked words toward the source's end: a row's weight left on it says 'no word'" : "";
+  return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight}${whole}${reading}` +
+    `${unaligned})`;
 }
 
 /** Bring the controls in line with the state, then draw. */
