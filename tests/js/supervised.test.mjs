@@ -22,7 +22,7 @@ test("the summary line names the supervised head as the options do, counted from
     "AER read so, its maps drawn causal, at the step that reads each word: read it with Shift-Att)");
   assert.equal(supervisedText({...SUPERVISED, weight: 1, shifted: true, null: true}),
     "supervised head: layer 2 head 1 (guided alignment on eflomal's links, λ 1, at the step that reads each word: " +
-    "read it with Shift-Att, unlinked words toward the source's end: a row's weight left on it says 'no word')");
+    "read it with Shift-Att, unlinked words trained toward the source's </s>: weight there says 'no word')");
   assert.equal(supervisedText(null), "");
   assert.equal(supervisedText(undefined), "");
 });

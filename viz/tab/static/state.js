@@ -60,7 +60,7 @@ export function supervisedText(supervised) {
   const links = labels === "eflomal" ? "eflomal's links" : labels ? `the links of ${labels}` : "word links";
   const whole = fullContext ? ", seeing the whole target: its AER read so, its maps drawn causal" : "";
   const reading = shifted ? ", at the step that reads each word: read it with Shift-Att" : "";
-  const unaligned = none ? ", unlinked words toward the source's end: a row's weight left on it says 'no word'" : "";
+  const unaligned = none ? ", unlinked words trained toward the source's </s>: weight there says 'no word'" : "";
   return `supervised head: layer ${layer} head ${head} (guided alignment on ${links}, λ ${weight}${whole}${reading}` +
     `${unaligned})`;
 }
