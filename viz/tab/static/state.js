@@ -53,7 +53,7 @@ export function isSupervised(map, run = state.run, kind = state.kind) {
 /** The run's supervised head in words ("" for none): "supervised head: layer 2 head 1 (guided alignment on
  * eflomal's links, λ 0.05)"; where it was trained seeing the whole target (full context), that its AER is read
  * so and its drawn maps causal; where it was supervised at the step that reads each word, "…, read it with
- * Shift-Att"; where its unlinked words trained toward the source's end, that a row short of 1 says "no word". */
+ * Shift-Att"; where its unlinked words trained toward the source's </s>, that weight there says "no word". */
 export function supervisedText(supervised) {
   if (!supervised) return "";
   const {layer, head, labels, weight, shifted, full_context: fullContext, null: none} = supervised;
