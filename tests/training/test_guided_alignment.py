@@ -239,6 +239,13 @@ def test_the_objective_adds_lambda_times_the_alignment_loss_and_both_are_logged(
     assert m.hparams.alignment_layer == 1 and m.hparams.alignment_head == 1  # saved with the run
 
 
+def shifted_loss_by_hand(attention, labels):
+    """The shifted alignment loss written out: each row t of ``labels`` (B, T, S) with a link, the token
+    tgt_in[t + 1] reads, against row t + 1 of ``attention``, averaged over those rows."""
+    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1) - 1) if labels[b, t].sum() > 0]
+    return -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum() for b, t in rows) / len(rows)
+
+
 def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_reads_the_word():
     """alignment_shift (Shift-Att's reading, Chen et al. 2020): row t + 1 of the head, whose input is the
     token row t produces, is scored against row t's links; the first row is never supervised, the
@@ -250,11 +257,7 @@ def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_read
     batch = aligned_batch()
     _, attention = plain.model(batch.src, batch.tgt_in, tokens=token_index_of(batch, PAD),
                                alignment_head=plain.alignment_head)  # (B, T, S)
-    labels = batch.alignment  # (B, T, S): row t, the token tgt_in[t + 1] reads
-    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1) - 1)
-            if labels[b, t].sum() > 0]
-    by_hand = -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum()
-                   for b, t in rows) / len(rows)
+    by_hand = shifted_loss_by_hand(attention, batch.alignment)
     translation, alignment = shifted._training_losses(batch)
     torch.testing.assert_close(alignment, by_hand)
     plain_translation, plain_alignment = plain._training_losses(batch)
@@ -287,10 +290,7 @@ def test_with_null_rows_the_head_is_trained_where_it_was_free_and_nothing_else_c
     batch = aligned_batch()
     _, attention = plain.model(batch.src, batch.tgt_in, tokens=token_index_of(batch, PAD),
                                alignment_head=plain.alignment_head)  # (B, T, S)
-    labels = with_null(batch.alignment, batch.src, batch.tgt_out, PAD)[:, :-1]  # shifted as it trains
-    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1)) if labels[b, t].sum() > 0]
-    by_hand = -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum()
-                   for b, t in rows) / len(rows)
+    by_hand = shifted_loss_by_hand(attention, with_null(batch.alignment, batch.src, batch.tgt_out, PAD))
     translation, alignment = null._training_losses(batch)
     torch.testing.assert_close(alignment, by_hand)
     plain_translation, plain_alignment = plain._training_losses(batch)
