@@ -242,7 +242,8 @@ def test_the_objective_adds_lambda_times_the_alignment_loss_and_both_are_logged(
 def shifted_loss_by_hand(attention, labels):
     """The shifted alignment loss written out: each row t of ``labels`` (B, T, S) with a link, the token
     tgt_in[t + 1] reads, against row t + 1 of ``attention``, averaged over those rows."""
-    rows = [(b, t) for b in range(labels.size(0)) for t in range(labels.size(1) - 1) if labels[b, t].sum() > 0]
+    B, T, _ = labels.shape
+    rows = [(b, t) for b in range(B) for t in range(T - 1) if labels[b, t].sum() > 0]
     return -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum() for b, t in rows) / len(rows)
 
 
