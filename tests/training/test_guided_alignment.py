@@ -244,7 +244,8 @@ def shifted_loss_by_hand(attention, labels):
     tgt_in[t + 1] reads, against row t + 1 of ``attention``, averaged over those rows."""
     B, T, _ = labels.shape
     rows = [(b, t) for b in range(B) for t in range(T - 1) if labels[b, t].sum() > 0]
-    return -sum((labels[b, t] * attention[b, t + 1].clamp_min(1e-38).log()).sum() for b, t in rows) / len(rows)
+    log_attention = attention.clamp_min(1e-38).log()
+    return -sum((labels[b, t] * log_attention[b, t + 1]).sum() for b, t in rows) / len(rows)
 
 
 def test_a_shifted_head_learns_each_words_links_on_the_row_of_the_step_that_reads_the_word():
