@@ -10,7 +10,7 @@
 # last.ckpt. Each step is timed (wall time); one summary table ends the output. Logs, JSON and runs go to
 # $GPU_OUT (default gpu_results/), which must not exist yet. --dry-run prints the commands and the table's
 # rows without running anything (and needs no GPU). --only runs some of the steps (a comma-separated list of
-# tests, speed, toy, multi30k), e.g. to split them over two sessions of a lent GPU; --max-time bounds the
+# tests, speed, toy, multi30k), e.g. to split them over short sessions on a borrowed GPU; --max-time bounds the
 # Multi30k run (its recipe's hour is cut short, the cosine_time schedule decaying over the shorter budget:
 # say so beside its figure). Both runs stop at their max_epochs first on a fast GPU. PYTHON names the
 # interpreter (default: python), e.g. PYTHON=python3 where no `python` is on the PATH.
