@@ -111,7 +111,8 @@ def links_of(maps: list[Tensor], extraction: str, threshold: float, readers: lis
         rows, columns = m.shape
         valid = torch.ones(1, columns, dtype=torch.bool), torch.ones(1, rows, dtype=torch.bool)
         linked = extract(m[None, None], *valid, [extraction], threshold=threshold)[extraction]
-        linked = linked & (m >= floor)
+        if floor > 0:  # signed maps (gradient × input) keep their negative links without a floor
+            linked = linked & (m >= floor)
         if readers is not None:
             src, tgt = readers[i]
             linked = read_through(linked, torch.tensor([src]), torch.tensor([tgt]))

@@ -152,6 +152,8 @@ def test_a_floor_drops_the_grow_diag_final_and_links_of_a_small_share_and_is_a_c
     assert links_of([m], "argmax_grow_diag_final_and", 0.1) == [{(0, 0), (1, 1), (1, 2)}]
     assert links_of([m], "argmax_grow_diag_final_and", 0.1, floor=0.1) == [{(0, 0), (1, 1)}]
     assert links_of([m], "argmax_grow_diag_final_and", 0.1, floor=0.35) == [{(0, 0)}]
+    signed = torch.tensor([[-0.2, -0.9], [-0.8, -0.1]])  # a gradient map: without a floor, each arg-max kept
+    assert links_of([signed], "argmax", 0.1) == [{(0, 0), (1, 1)}]
     candidates = choose_and_report([m, m], [{(0, 0), (1, 1)}] * 2, [set(), set()], choose=1)["candidates"]
     assert candidates["argmax_grow_diag_final_and floor 0.1"]["aer"] == 0.0
     # the weak link's 0.08 is over a floor of 0.05: kept, as with no floor (2 + 2 right of 3 + 2)
