@@ -72,7 +72,8 @@ LEVERS: dict[str, tuple[str, ...]] = {
 # (bench/peers/joeynmt_tune.py picked it as it is: docs/peers.md).
 PEERS = {
     "eole": ("bench/peers/eole_baseline.py",),
-    "marian": ("bench/peers/marian_baseline.py",),
+    # Marian's step decay sized to end near zero at update 4120, where its first hour here ended (its pace).
+    "marian": ("bench/peers/marian_baseline.py", "--decay-until", "4120"),
     "joeynmt": ("bench/peers/joeynmt_baseline.py", "--recipe", "cpu-hour"),
 }
 

@@ -4,8 +4,8 @@ fixed wall-clock budget, decoded with Marian's beam search and scored with this 
     python bench/peers/marian_baseline.py --data ../shared/corpora/multi30k --minutes 60 --threads 1
     python bench/peers/marian_baseline.py --data ../shared/corpora/multi30k --minutes 3    # a smoke run
 
-Marian (C++) comes as the ``pymarian`` wheel (1.12.42: 604 MB, Marian built with CUDA, linked statically, and
-with CPU support; it needs no torch). Its ``pymarian`` command is Marian's trainer, ``--cpu-threads N``
+Marian (C++) comes as the ``pymarian`` wheel (1.12.31: Marian built with CPU support for AVX2 and AVX-512 and
+linked with MKL; it needs no torch). Its ``pymarian`` command is Marian's trainer, ``--cpu-threads N``
 trains on the CPU. It gets a virtual environment of its own (``--venv``, default ``bench/.marian-venv``).
 
 The config is marian-examples' ``transformer/run-me.sh`` (its Transformer for WMT17 en→de) with the changes
@@ -37,8 +37,8 @@ from bench.peers import common
 from bench.peers.common import REPO
 
 VENV = REPO / "bench" / ".marian-venv"
-PYMARIAN = "pymarian==1.12.42"
-RECIPE = "marian-examples transformer/run-me.sh (Marian 1.12, pymarian 1.12.42)"
+PYMARIAN = "pymarian==1.12.31"  # its --build-info: COMPILE_AVX2=ON, COMPILE_AVX512=ON, USE_MKL=ON
+RECIPE = "marian-examples transformer/run-me.sh (Marian 1.12, pymarian 1.12.31)"
 RECIPE_CHANGES = (
     "data: Multi30k train (de→en), raw text; no validation set (recipe: validation every 5000, early stop)",
     (
@@ -70,9 +70,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # 1e-3 as this project's and eole's peak: the recipe's 3e-4 goes with 16000 warm-up updates at a GPU's
     # pace, and 1/sqrt(step) from update 300 would leave it at 6e-5 after the hour's few thousand updates.
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (the recipe's is 3e-4)")
+    p.add_argument(
+        "--decay-until", type=int, metavar="UPDATES",
+        help="the update the budget is expected to end at (a pace run's count): Marian's step decay then "
+        "takes the rate down to 1%% of its peak there (default: none, 1/sqrt(step) only, as the recipe)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     positive = ("minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup", "lr")
     common.check_positive(p, args, *positive)
+    if args.decay_until is not None and args.decay_until <= 2 * args.warmup:
+        p.error(f"--decay-until must be more than twice --warmup ({args.warmup}), got {args.decay_until}")
     return args
 
 
@@ -110,6 +117,7 @@ def marian_config(args: argparse.Namespace, out: Path) -> dict:
         "transformer-postprocess-emb": "d", "transformer-postprocess": "dan",
         "transformer-dropout": 0.15, "label-smoothing": 0.1,
         "learn-rate": args.lr, "lr-warmup": args.warmup, "lr-decay-inv-sqrt": [args.warmup],
+        **({} if args.decay_until is None else step_decay(args.warmup, args.decay_until)),
         "lr-report": True,
         "optimizer-params": [0.9, 0.98, 1e-09], "clip-norm": 1.0,
         "tied-embeddings-all": True,
@@ -119,9 +127,36 @@ def marian_config(args: argparse.Namespace, out: Path) -> dict:
     }  # fmt: skip
 
 
+def step_decay(warmup: int, until: int, steps: int = 20, end: float = 0.01) -> dict:
+    """Marian's step decay (``--lr-decay-strategy batches``) sized so that the rate at update ``until`` is
+    ``end`` × the peak: ``steps`` equal factors, every ``--lr-decay-freq`` updates from a third of the way on.
+
+    Marian multiplies its 1/sqrt(step) schedule (``--lr-decay-inv-sqrt warmup``, already
+    ``sqrt(warmup / until)`` of the peak at ``until``) by the product of the factors so far, so the factor
+    makes up the rest. It is the nearest Marian comes to this project's cosine that reaches zero when the
+    time runs out: Marian knows updates, not time, so ``until`` comes from a pace run.
+    """
+    start = until // 3
+    freq = max(1, (until - start) // steps)
+    decays = (until - start) // freq + 1  # at start, start + freq, ... up to until
+    factor = (end / (warmup / until) ** 0.5) ** (1 / decays)
+    return {"lr-decay-strategy": "batches", "lr-decay": round(factor, 6), "lr-decay-start": [start, 1],
+            "lr-decay-freq": freq}  # fmt: skip
+
+
+def decay_change(args: argparse.Namespace) -> str:
+    d = step_decay(args.warmup, args.decay_until)
+    return (
+        f"step decay: × {d['lr-decay']:g} every {d['lr-decay-freq']} updates from update "
+        f"{d['lr-decay-start'][0]}, 1% of the peak at update {args.decay_until}, the hour's expected last "
+        "(recipe: none)"
+    )
+
+
 def recipe_changes(args: argparse.Namespace) -> list[str]:
     """``RECIPE_CHANGES`` filled in with this run's settings."""
-    return [c.format(**vars(args)) for c in RECIPE_CHANGES]
+    changes = [c.format(**vars(args)) for c in RECIPE_CHANGES]
+    return changes if args.decay_until is None else [*changes, decay_change(args)]
 
 
 def training_progress(log_text: str) -> dict:

@@ -2,6 +2,7 @@
 which JoeyNMT's baseline shares), checked without eole or Marian: the configs each writes, the progress read
 from each log, the scoring and the watchdog; the installed eole and Marian where their environments exist."""
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -99,6 +100,43 @@ def test_marian_config_is_the_transformer_example_with_the_stated_changes(tmp_pa
     assert recipe_changes(args)[2] == (
         "model: 2+2 layers, width 256, 4 heads, feed-forward 512 (recipe: 6+6, 512, 8, 2048)"
     )
+
+
+def marian_rate(update: int, cfg: dict) -> float:
+    """Marian's learning rate after ``update`` updates, as its scheduler computes it (marian-dev
+    src/training/scheduler.h): warm-up, then ``lr-decay-inv-sqrt``, times the step decay's factors so far."""
+    lr, warmup = cfg["learn-rate"], cfg["lr-warmup"]
+    rate = lr * min(1.0, update / warmup)
+    if update > cfg["lr-decay-inv-sqrt"][0]:
+        rate *= (cfg["lr-decay-inv-sqrt"][0] / update) ** 0.5
+    start, freq = cfg["lr-decay-start"][0], cfg["lr-decay-freq"]
+    decays = 0 if update < start else (update - start) // freq + 1
+    return rate * cfg["lr-decay"] ** decays
+
+
+def test_marian_step_decay_ends_near_zero_at_the_paced_update(tmp_path):
+    import yaml
+
+    from bench.peers.marian_baseline import parse_args, recipe_changes, write_config
+
+    args = parse_args(["--data", str(tmp_path), "--decay-until", "4120"])
+    cfg = yaml.safe_load(write_config(args, tmp_path).read_text())
+    assert cfg["lr-decay-strategy"] == "batches" and cfg["lr-decay-start"] == [1373, 1]
+    assert cfg["lr-decay-freq"] == 137  # (4120 - 1373) // 20
+    # untouched before the decay starts: the recipe's 1/sqrt(step) from the 300 warm-up updates
+    assert marian_rate(1372, cfg) == pytest.approx(1e-3 * (300 / 1372) ** 0.5)
+    assert marian_rate(1373, cfg) < marian_rate(1372, cfg) * 0.9
+    assert marian_rate(4120, cfg) == pytest.approx(1e-5, rel=1e-4)  # 1% of the peak at the hour's end
+    rates = [marian_rate(u, cfg) for u in range(300, 4121)]
+    assert all(a >= b for a, b in itertools.pairwise(rates))  # never rises after the warm-up
+    change = recipe_changes(args)[-1]
+    assert change.startswith("step decay: × 0.854775 every 137 updates") and "update 4120" in change
+    # without the option: the recipe's schedule, no step decay, no extra change listed
+    plain = parse_args(["--data", str(tmp_path)])
+    assert "lr-decay-strategy" not in yaml.safe_load(write_config(plain, tmp_path).read_text())
+    assert len(recipe_changes(plain)) == len(recipe_changes(args)) - 1
+    with pytest.raises(SystemExit):
+        parse_args(["--data", str(tmp_path), "--decay-until", "600"])  # not past twice the warm-up
 
 
 def test_marian_training_progress_from_its_log():
