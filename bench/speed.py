@@ -61,6 +61,9 @@ from bench.speed_training import (
 )
 from tests.helpers.weight_surgery import EOS_SUPPRESSION
 
+HOUR_D_FF = 512  # configs/multi30k.yaml's d_ff, and the peers' recipes sized like it (docs/peers.md)
+TIED = " (tied: one embedding for source, target and output; the tutorial's model untied)"
+
 
 def run(
     cfg: BenchConfig,
@@ -122,7 +125,8 @@ def report(results: dict) -> str:
         f"machine: {where}, torch {m['torch']}, {m['threads']} threads, device {m['device']}",
         (
             f"sizes: d_model {c['d_model']}, {c['num_heads']} heads, "
-            f"{c['num_layers']}+{c['num_layers']} layers, d_ff {c['d_ff']}, vocab {c['vocab_size']}, "
+            f"{c['num_layers']}+{c['num_layers']} layers, d_ff {c['d_ff']}, vocab {c['vocab_size']}"
+            f"{TIED if c.get('tied') else ''}, "
             f"batch {c['batch_size']}, "
             f"lengths {c['min_len']}-{c['max_len']}, dropout {c['dropout']}"
         ),
@@ -195,6 +199,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None), checked; errors exit with a usage line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny dims and few iterations: a smoke test")
+    parser.add_argument(
+        "--hour-sizes", action="store_true",
+        help="the Multi30k hours' sizes: d_ff 512 and one embedding for source, target and output (each "
+        "model tied), as configs/multi30k.yaml and the peers' recipes (docs/peers.md); decoding untied",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
@@ -271,6 +280,8 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = QUICK if args.quick else BenchConfig()
+    if args.hour_sizes:
+        cfg = replace(cfg, d_ff=cfg.d_ff if args.quick else HOUR_D_FF, tied=True)
     if args.steps is not None:
         cfg = replace(cfg, train_iters=args.steps)
     recipe = None

@@ -30,6 +30,7 @@ class BenchConfig:
     d_ff: int = 1024
     vocab_size: int = 8000  # source and target
     dropout: float = 0.1
+    tied: bool = False  # one embedding for source, target and output (speed.py --hour-sizes)
     batch_size: int = 64
     min_len: int = 10  # sentence lengths, drawn uniformly, before BOS/EOS
     max_len: int = 30
@@ -97,7 +98,8 @@ def our_model(cfg: BenchConfig, device: torch.device) -> Transformer:
     """``model.Transformer`` at the same sizes as the tutorial model.
 
     Pre-LN (the project's default) and dropout on attention weights as well, as ``nn.Transformer`` does; an
-    untied output projection, like the tutorial's ``generator`` (and needed by ``suppress_eos``).
+    untied output projection, like the tutorial's ``generator`` (and needed by ``suppress_eos``), unless
+    ``cfg.tied``: then one embedding for source, target and output, as the Multi30k recipe has it.
     """
     config = TransformerConfig(
         src_vocab_size=cfg.vocab_size,
@@ -110,7 +112,8 @@ def our_model(cfg: BenchConfig, device: torch.device) -> Transformer:
         d_ff=cfg.d_ff,
         dropout=cfg.dropout,
         attention_dropout=cfg.dropout,
-        tie_output_embedding=False,
+        tie_output_embedding=cfg.tied,
+        share_embeddings=cfg.tied,
     )
     torch.manual_seed(cfg.seed)
     return Transformer(config).to(device)

@@ -55,7 +55,7 @@ def bench_decoding(
     """
     if batch_size is not None:
         cfg = replace(cfg, batch_size=batch_size)
-    model = our_model(cfg, device).eval()
+    model = our_model(replace(cfg, tied=False), device).eval()  # suppress_eos needs its own output weights
     suppress_eos(model)
     src = make_batches(cfg, 1, device)[0].src
     steps = cfg.decode_steps

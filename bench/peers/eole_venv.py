@@ -127,11 +127,11 @@ def run_train(config: Path, minutes: float) -> None:
 
 
 def eole_trainer(sizes: dict, vocab_size: int, folder: Path):
-    """eole's Transformer (pre-LN, eole's default) at ``sizes`` with its ``Trainer``: untied embeddings and
-    output like ``bench/speed.py``'s models, biases where ``model.Transformer`` has them (so the same
-    parameters), dropout on attention weights too, plain cross-entropy, AdamW at a constant 1e-4, fp32 on the
-    CPU. ``folder`` holds the vocabulary file eole reads: ``vocab_size`` entries with eole's specials (ids
-    0-3: unk, pad, bos, eos)."""
+    """eole's Transformer (pre-LN, eole's default) at ``sizes`` with its ``Trainer``: embeddings and output
+    tied or not as ``bench/speed.py``'s models (``sizes["tied"]``), biases where ``model.Transformer`` has
+    them (so the same parameters), dropout on attention weights too, plain cross-entropy, AdamW at a
+    constant 1e-4, fp32 on the CPU. ``folder`` holds the vocabulary file eole reads: ``vocab_size`` entries
+    with eole's specials (ids 0-3: unk, pad, bos, eos)."""
     import torch
     from eole.config.run import TrainConfig
     from eole.inputters.inputter import build_vocab
@@ -139,6 +139,7 @@ def eole_trainer(sizes: dict, vocab_size: int, folder: Path):
     from eole.trainer import build_trainer
     from eole.utils.optimizers import Optimizer
 
+    tied = sizes.get("tied", False)
     vocab = folder / "vocab.txt"
     vocab.write_text("".join(f"w{i}\t1\n" for i in range(4, vocab_size)), encoding="utf-8")
     config = TrainConfig(
@@ -153,8 +154,8 @@ def eole_trainer(sizes: dict, vocab_size: int, folder: Path):
         },
         model={
             "architecture": "transformer", "hidden_size": sizes["d_model"], "heads": sizes["num_heads"],
-            "layers": sizes["num_layers"], "transformer_ff": sizes["d_ff"], "share_embeddings": False,
-            "share_decoder_embeddings": False, "generator_bias": False,
+            "layers": sizes["num_layers"], "transformer_ff": sizes["d_ff"],
+            "share_embeddings": tied, "share_decoder_embeddings": tied, "generator_bias": False,
             # biases in attention and feed-forward layers (eole's default has none), as model.Transformer has
             "add_qkvbias": True, "add_final_linear_bias": True, "add_ffnbias": True, "embeddings": {
                 "word_vec_size": sizes["d_model"], "position_encoding_type": "SinusoidalInterleaved"},

@@ -165,7 +165,8 @@ def write_references(config_path: Path, references: Path, out: Path) -> int:
 
 
 def joey_model(sizes: dict, vocab_size: int):
-    """JoeyNMT's Transformer (pre-LN, as in its Transformer recipes) at ``sizes``, untied like speed.py's."""
+    """JoeyNMT's Transformer (pre-LN, as in its Transformer recipes) at ``sizes``, tied as speed.py's model
+    (``sizes["tied"]``: one embedding for source, target and output, as its recipes have it; else untied)."""
     from joeynmt.model import build_model
     from joeynmt.vocabulary import Vocabulary
 
@@ -183,8 +184,9 @@ def joey_model(sizes: dict, vocab_size: int):
             "layer_norm": "pre", "activation": "relu",
         }  # fmt: skip
 
+    tied = sizes.get("tied", False)
     cfg = {"initializer": "xavier_uniform", "embed_initializer": "xavier_uniform",
-           "bias_initializer": "zeros", "tied_embeddings": False, "tied_softmax": False,
+           "bias_initializer": "zeros", "tied_embeddings": tied, "tied_softmax": tied,
            "encoder": side(), "decoder": side()}  # fmt: skip
     torch.manual_seed(sizes.get("seed", 0))
     model = build_model(cfg, src_vocab=vocab, trg_vocab=vocab)

@@ -35,6 +35,25 @@ def numbers(tree):
             yield key, value
 
 
+def test_hour_sizes_tie_each_model_and_say_so(capsys):
+    """--hour-sizes: the hours' d_ff (on --quick, quick's own) and one embedding for source, target and
+    output: our model has 2 × V × D fewer parameters than untied; the tutorial's stays as the tutorial
+    writes it."""
+    threads = torch.get_num_threads()
+    try:
+        base = ["--quick", "--device", "cpu", "--threads", "1", "--steps", "1"]
+        tied, untied = main([*base, "--hour-sizes"]), main(base)
+    finally:
+        torch.set_num_threads(threads)
+    assert tied["config"]["tied"] is True and untied["config"]["tied"] is False
+    assert tied["config"]["d_ff"] == QUICK.d_ff
+    saved = untied["training"]["ours"]["params"] - tied["training"]["ours"]["params"]
+    assert saved == 2 * QUICK.vocab_size * QUICK.d_model
+    assert tied["training"]["tutorial"]["params"] == untied["training"]["tutorial"]["params"]
+    assert tied["decoding"]["outputs_equal"] is True  # decoding untied, EOS suppressed as before
+    assert "(tied: one embedding for source, target and output" in capsys.readouterr().out
+
+
 def test_quick_run_reports_positive_figures_and_equal_decodings(tmp_path, capsys):
     path = tmp_path / "speed.json"
     threads = torch.get_num_threads()

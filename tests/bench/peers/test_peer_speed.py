@@ -33,7 +33,8 @@ def test_speed_skips_eole_without_its_venv_or_on_a_gpu_and_says_why(tmp_path):
 
 
 @pytest.mark.skipif(not (EOLE_VENV / "bin" / "python").exists(), reason=f"no eole environment in {EOLE_VENV}")
-def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches():
+@pytest.mark.parametrize("tied", [False, True])
+def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches(tied):
     from dataclasses import replace
 
     from bench.peers.speed_eole import bench_eole, eole_lines
@@ -47,7 +48,7 @@ def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches()
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        result = bench_eole(QUICK, torch.device("cpu"), EOLE_VENV, recipe)
+        result = bench_eole(replace(QUICK, tied=tied), torch.device("cpu"), EOLE_VENV, recipe)
     finally:
         torch.set_num_threads(threads)
     assert "skipped" not in result, result
@@ -56,8 +57,10 @@ def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches()
         assert part["training_ratio"] == pytest.approx(
             part["ours"]["target_tokens_per_s"] / part["eole"]["target_tokens_per_s"]
         )
-    # the recipe's vocabulary reached both models: 40 more rows in each of the two embeddings and the output
-    assert result["recipe"]["ours"]["params"] - result["ours"]["params"] == 40 * QUICK.d_model * 3
+    # the recipe's vocabulary reached both models: 40 more rows in each of the two embeddings and the output,
+    # or in the one matrix all three share (speed.py --hour-sizes)
+    grown = result["recipe"]["ours"]["params"] - result["ours"]["params"]
+    assert grown == 40 * QUICK.d_model * (1 if tied else 3)
     assert eole_lines({"eole": result})[-1].startswith(f"{'train.py batches':26}")
 
 
