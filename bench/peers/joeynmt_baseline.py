@@ -22,7 +22,8 @@ Two recipes (``--recipe``; ``RECIPES`` holds their settings, ``docs/peers.md`` s
   clipped at 1.0, 2048-token batches, no validation inside the budget.
 
 The tuning knobs (``--layers``, ``--d-ff``, ``--dropout``, ``--lr``, ``--warmup``, ``--schedule``,
-``--decay-to``, ``--updates-per-minute``, ``--clip-grad-norm``, ``--batch-tokens``, ``--validation-freq``)
+``--decay-to``, ``--updates-per-minute``, ``--clip-grad-norm``, ``--batch-tokens``, ``--validation-freq``,
+``--length-blocks``)
 override the recipe's values. Either way these changes to JoeyNMT's shipped config are made
 (``RECIPE_CHANGES`` and ``setting_changes`` list them, and the result line records them):
 
@@ -49,6 +50,7 @@ translations (``cross_check``). The last line printed is one JSON object (``RESU
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
@@ -74,6 +76,7 @@ RECIPE_CHANGES = (
     "CPU fp32 (use_cuda: False), {threads} torch thread(s)",
     "training stops after {minutes:g} min (a watchdog's Ctrl-C, which JoeyNMT handles); epochs: a bound",
 )
+LANGS = ("de", "en")  # Multi30k de→en: the suffixes of its files
 NO_VALIDATION = 10**9  # a validation_freq no budget reaches: no validation inside the hour
 
 
@@ -92,6 +95,10 @@ class Recipe:
     clip_grad_norm: float  # 0: no clipping
     batch_tokens: int  # sentences × the longest of them (JoeyNMT counts padding), source or target
     validation_freq: int  # updates between validations
+    # 0: JoeyNMT's own order (shuffled each epoch, batches of any lengths); N: the training pairs shuffled
+    # once and sorted by length within blocks of N pairs, read in that order (`shuffle: False`), so that each
+    # batch holds sentences of similar lengths and less padding (JoeyNMT has no length bucketing of its own)
+    length_blocks: int = 0
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -100,6 +107,8 @@ class Recipe:
             raise ValueError(f"decay_to must be between 0 and 1, got {self.decay_to}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.length_blocks < 0:
+            raise ValueError(f"length_blocks must not be negative, got {self.length_blocks}")
 
 
 # JoeyNMT 2.3.0's schedulers (joeynmt/builders.py) that a budget can use: "plateau" acts after validations,
@@ -147,6 +156,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     knobs.add_argument("--clip-grad-norm", type=float, help="gradient norm clipping (0: none)")
     knobs.add_argument("--batch-tokens", type=int, help="training batch in tokens, padding included")
     knobs.add_argument("--validation-freq", type=int, help="updates between validations")
+    knobs.add_argument("--length-blocks", type=int, metavar="N",
+                       help="train on a file sorted by length within shuffled blocks of N pairs, in order "
+                            "(0: JoeyNMT's shuffled batches)")  # fmt: skip
     p.add_argument("--split", choices=SPLITS, default="test2016", help="the split decoded and scored")
     p.add_argument("--sentences", type=int, help="decode only the split's first N sentences (smoke runs)")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="checkpoint to decode")
@@ -158,7 +170,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     common.check_positive(p, args, "minutes", "threads", "merges", "layers", "d_ff", "batch_tokens",
                          "validation_freq", "lr", "updates_per_minute", "sentences")  # fmt: skip
-    for name in ("warmup", "clip_grad_norm"):
+    for name in ("warmup", "clip_grad_norm", "length_blocks"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must not be negative, got {getattr(args, name)}")
     knobs = [k for k in KNOBS if getattr(args, k, None) is not None]
@@ -221,10 +233,40 @@ def schedule_config(settings: Recipe, minutes: float) -> dict:
 
 
 def write_config(args: argparse.Namespace, out: Path) -> Path:
-    """Write ``<out>/config.yaml`` for the run described by ``args``; returns its path."""
+    """Write ``<out>/config.yaml`` for the run described by ``args`` (and, with ``length_blocks``, its
+    training file ``<out>/train.{de,en}``); returns its path."""
+    if args.settings.length_blocks:
+        write_length_blocks(Path(args.data) / "train", out / "train", args.settings.length_blocks)
     path = out / "config.yaml"
     path.write_text(yaml.safe_dump(joeynmt_config(args, out), sort_keys=False), encoding="utf-8")
     return path
+
+
+def length_blocks(pairs: list[tuple[str, str]], block: int, seed: int = 42) -> list[int]:
+    """The order ``--length-blocks`` trains in: the pairs shuffled once (``seed``), cut into blocks of
+    ``block`` pairs, each block sorted by its pairs' longer side in words; blocks stay in shuffled order.
+
+    Read in this order, JoeyNMT's token batches (sentences × the longest of them) take neighbours of similar
+    lengths, as a length-bucketing iterator would; every epoch reads the same order.
+    """
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+
+    def longer(k: int) -> int:
+        return max(len(pairs[k][0].split()), len(pairs[k][1].split()))
+
+    return [k for i in range(0, len(order), block) for k in sorted(order[i : i + block], key=longer)]
+
+
+def write_length_blocks(corpus: Path, out: Path, block: int) -> None:
+    """``<out>.de`` and ``<out>.en``: the training pairs of ``<corpus>.de``/``.en`` in ``length_blocks``
+    order (the corpus's own files untouched; the joint BPE is still learnt on them)."""
+    sides = [Path(f"{corpus}.{lang}").read_text(encoding="utf-8").splitlines() for lang in LANGS]
+    if len(sides[0]) != len(sides[1]):
+        raise SystemExit(f"error: {corpus}.de has {len(sides[0])} lines, {corpus}.en {len(sides[1])}")
+    order = length_blocks(list(zip(*sides, strict=True)), block)
+    for lang, lines in zip(LANGS, sides, strict=True):
+        Path(f"{out}.{lang}").write_text("".join(lines[k] + "\n" for k in order), encoding="utf-8")
 
 
 def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
@@ -264,7 +306,8 @@ def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
         "fp16": False,
         "random_seed": 42,
         "data": {
-            "train": str(data / "train"), "dev": str(data / "val"), "test": str(data / "test2016"),
+            "train": str((out if settings.length_blocks else data) / "train"), "dev": str(data / "val"),
+            "test": str(data / "test2016"),
             "dataset_type": "plain", "src": side("de"), "trg": side("en"),
             "special_symbols": {"unk_token": "<unk>", "unk_id": 0, "pad_token": "<pad>", "pad_id": 1,
                                 "bos_token": "<s>", "bos_id": 2, "eos_token": "</s>", "eos_id": 3},
@@ -280,7 +323,8 @@ def joeynmt_config(args: argparse.Namespace, out: Path) -> dict:
             "weight_decay": 0.0, "label_smoothing": 0.1,
             "batch_size": settings.batch_tokens, "batch_type": "token", "early_stopping_metric": "bleu",
             "epochs": 100, "validation_freq": settings.validation_freq, "logging_freq": 100,
-            "overwrite": False, "shuffle": True, "print_valid_sents": [0, 1, 2, 3, 4], "keep_best_ckpts": 5,
+            "overwrite": False, "shuffle": not settings.length_blocks, "print_valid_sents": [0, 1, 2, 3, 4],
+            "keep_best_ckpts": 5,
         },
         "model": {
             "initializer": "xavier_uniform", "embed_initializer": "xavier_uniform", "embed_init_gain": 1.0,
@@ -301,11 +345,13 @@ def setting_changes(settings: Recipe, minutes: float) -> list[str]:
     names = {"layers": "encoder/decoder layers", "d_ff": "ff_size", "dropout": "dropout",
              "lr": "learning rate", "warmup": "warm-up updates", "schedule": "scheduling",
              "clip_grad_norm": "clip_grad_norm", "batch_tokens": "batch tokens",
-             "validation_freq": "validation_freq"}  # fmt: skip
+             "validation_freq": "validation_freq", "length_blocks": "training order"}  # fmt: skip
 
     def shown(key: str, value) -> str:
         if key == "clip_grad_norm" and not value:
             return "none"
+        if key == "length_blocks":
+            return f"length-sorted blocks of {value} pairs, read in order" if value else "shuffled"
         return "never" if key == "validation_freq" and value >= NO_VALIDATION else str(value)
 
     lines = [
@@ -514,7 +560,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     out, python, env, config = started
     print(f"recipe: {args.recipe}", flush=True)
     helper = REPO / "bench" / "peers" / "joeynmt_venv.py"
-    vocab = subprocess.run([str(python), str(helper), "vocab", str(config)],
+    train = Path(args.data).resolve() / "train"  # the BPE learnt on the corpus's file, whatever the order
+    vocab = subprocess.run([str(python), str(helper), "vocab", str(config), "--train", str(train)],
                            env=env, check=True, capture_output=True, text=True)  # fmt: skip
     print(f"joint BPE and vocabulary: {vocab.stdout.strip()}", flush=True)
     model_dir = out / "model"  # JoeyNMT's train mode makes it, and refuses one that exists

@@ -49,8 +49,9 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 # -- vocab ---------------------------------------------------------------------------------------------------
 
 
-def build_joint_vocab(config_path: Path) -> dict:
-    """Learn the config's joint BPE codes and write its vocabulary file; returns sizes for the log."""
+def build_joint_vocab(config_path: Path, train: str | None = None) -> dict:
+    """Learn the config's joint BPE codes on its training files (or ``train``'s: a path without the language
+    suffix) and write its vocabulary file; returns sizes for the log."""
     from collections import Counter
 
     from joeynmt.config import load_config
@@ -73,7 +74,7 @@ def build_joint_vocab(config_path: Path) -> dict:
             pretokenizer=side["tokenizer_cfg"].get("pretokenizer", "none"),
             lang=side["lang"],
         )
-        with open(f"{data['train']}.{side['lang']}", encoding="utf-8") as f:
+        with open(f"{train or data['train']}.{side['lang']}", encoding="utf-8") as f:
             sentences += [pre.pre_process(line.rstrip("\n")) for line in f]
 
     codes.parent.mkdir(parents=True, exist_ok=True)
@@ -305,6 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("vocab", help="learn the joint BPE codes and write the joint vocabulary of a config")
     v.add_argument("config", type=Path)
+    v.add_argument("--train", help="learn on these training files (a path without .de/.en), not the config's")
     j = sub.add_parser("joeynmt", help="JoeyNMT's command line (python -m joeynmt), on today's torch")
     j.add_argument("args", nargs=argparse.REMAINDER)
     add_speed_command(sub, "JoeyNMT")
@@ -316,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "references":
         print(json.dumps({"lines_changed": write_references(args.config, args.references, args.out)}))
     elif args.command == "vocab":
-        print(json.dumps(build_joint_vocab(args.config)), flush=True)
+        print(json.dumps(build_joint_vocab(args.config, args.train)), flush=True)
     elif args.command == "joeynmt":
         run_joeynmt(args.args)
     else:

@@ -206,6 +206,45 @@ def test_knobs_override_the_recipe_and_bad_ones_name_the_option(tmp_path, capsys
         assert message in capsys.readouterr().err
 
 
+def test_length_blocks_write_a_training_file_of_the_same_pairs_sorted_within_blocks(tmp_path, capsys):
+    from bench.peers.joeynmt_baseline import length_blocks, parse_args, recipe_changes, write_config
+
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    de = [" ".join(["w"] * n) + f" d{i}" for i, n in enumerate([5, 1, 9, 3, 7, 2, 8, 4, 6, 0])]
+    en = [" ".join(["v"] * (n % 4)) + f" e{i}" for i, n in enumerate(range(10))]
+    (data / "train.de").write_text("".join(line + "\n" for line in de), encoding="utf-8")
+    (data / "train.en").write_text("".join(line + "\n" for line in en), encoding="utf-8")
+    out = tmp_path / "run"
+    out.mkdir()
+    args = parse_args(["--recipe", "cpu-hour", "--data", str(data), "--length-blocks", "4"])
+    cfg = yaml.safe_load(write_config(args, out).read_text())
+    assert cfg["data"]["train"] == str(out.resolve() / "train") and cfg["training"]["shuffle"] is False
+    new_de = (out / "train.de").read_text(encoding="utf-8").splitlines()
+    new_en = (out / "train.en").read_text(encoding="utf-8").splitlines()
+    # the same pairs, each still beside its translation (the i of d<i> and e<i> agree)
+    assert sorted(zip(new_de, new_en)) == sorted(zip(de, en))
+    assert all(a.split()[-1][1:] == b.split()[-1][1:] for a, b in zip(new_de, new_en))
+    # blocks of 4, 4 and 2 pairs, each sorted by its pairs' longer side in words
+    order = length_blocks(list(zip(de, en)), 4)
+    assert [de[k] for k in order] == new_de
+    for start in (0, 4, 8):
+        block = order[start : start + 4]
+        longer = [max(len(de[k].split()), len(en[k].split())) for k in block]
+        assert longer == sorted(longer)
+    assert order != sorted(order, key=lambda k: max(len(de[k].split()), len(en[k].split())))  # not one sort
+    changed = "training order length-sorted blocks of 4 pairs, read in order (recipe: shuffled)"
+    assert changed in recipe_changes(args)
+    # without the knob: the corpus's own file, shuffled by JoeyNMT, nothing written
+    plain = yaml.safe_load(write_config(parse_args(["--recipe", "cpu-hour", "--data", str(data)]),
+                                        tmp_path).read_text())  # fmt: skip
+    assert plain["data"]["train"] == str(data.resolve() / "train") and plain["training"]["shuffle"] is True
+    assert not (tmp_path / "train.de").exists()
+    with pytest.raises(SystemExit):
+        parse_args(["--length-blocks", "-1"])
+    assert "--length-blocks must not be negative, got -1" in capsys.readouterr().err
+
+
 def joey_rate(step: int, t: dict) -> float:
     """JoeyNMT 2.3.0's ``WarmupExponentialDecayScheduler._compute_rate``, written out from its source."""
     peak, warmup = t["learning_rate_peak"], t["learning_rate_warmup"]
