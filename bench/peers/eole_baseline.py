@@ -16,11 +16,12 @@ with an on-the-fly SentencePiece transform) with the changes of ``RECIPE_CHANGES
 0.1, one SentencePiece BPE of 8000 learnt on the training set), on the CPU in fp32, without validation.
 
 Training: ``bench/peers/eole_venv.py train`` (eole's own ``train``, stopped by the time budget and with the
-learning rate decayed over it). Decoding: ``eole predict`` with the recipe README's settings (beam 5, batches
-of 4096 tokens; eole's default length penalty, ``avg``) of the weights at the end of the budget, on
-test2016; eole's SentencePiece transform detokenizes its output, which ``analysis.metrics`` scores as
-``evaluate.py`` does. The last line printed is one JSON object (``RESULT_PREFIX``), also in
-``<out>/result.json``.
+learning rate decayed over it; each report's rate goes into the result). Decoding: ``eole predict`` with the
+recipe README's settings (beam 5, batches of 4096 tokens) and this project's length penalty (GNMT's, alpha
+1.0; ``--length-penalty avg`` for eole's default) of the weights at the end of the budget, on val (where a
+tuning chooses: ``val_bleu``) and test2016 (the row); eole's SentencePiece transform detokenizes its output,
+which ``analysis.metrics`` scores as ``evaluate.py`` does. The last line printed is one JSON object
+(``RESULT_PREFIX``), also in ``<out>/result.json``.
 """
 
 import argparse
@@ -63,6 +64,9 @@ RECIPE_CHANGES = (
     ),
 )
 RESULT_PREFIX = "eole result: "
+LENGTH_PENALTIES = ("wu", "avg", "none")  # eole predict's --length_penalty
+BIASES = {"add_qkvbias": True, "add_ffnbias": True, "add_final_linear_bias": True}  # as model.Transformer
+DEFAULTS = {"lr": 1e-3, "adam_beta2": 0.998, "dropout": 0.15, "biases": False}  # the run of 2026-11-27
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,8 +76,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
     p.add_argument("--batch-tokens", type=int, default=1024, help="training batch in tokens")
     p.add_argument("--warmup", type=int, default=300, help="warm-up updates")
+    tuning = p.add_argument_group("tuning knobs (docs/peers.md: eole's diagnosis)")
+    tuning.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3, as ours)")
+    tuning.add_argument("--adam-beta2", type=float, default=0.998, help="AdamW's beta2 (the recipe's 0.998)")
+    tuning.add_argument("--dropout", type=float, default=0.15, help="dropout (default 0.15, as ours)")
+    tuning.add_argument("--biases", action="store_true",
+                        help="biases in attention and feed-forward layers, as this project's model has "
+                             "(eole's default has none)")  # fmt: skip
+    tuning.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="wu",
+                        help="beam search's: wu, GNMT's ((5 + |Y|) / 6) ** alpha, as this project's "
+                             "(default); avg, eole's default; none")  # fmt: skip
+    tuning.add_argument("--alpha", type=float, default=1.0, help="wu's exponent (default 1.0, as ours)")
     args = p.parse_args(argv)
-    common.check_positive(p, args, "minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup")
+    positive = ("minutes", "threads", "vocab_size", "layers", "batch_tokens", "warmup", "lr")
+    common.check_positive(p, args, *positive)
+    if not 0 < args.adam_beta2 < 1:
+        p.error(f"--adam-beta2 must be between 0 and 1, got {args.adam_beta2}")
+    if not 0 <= args.dropout < 1:
+        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
     return args
 
 
@@ -119,10 +139,10 @@ def eole_config(args: argparse.Namespace, out: Path) -> dict:
             "batch_type": "tokens", "batch_size": args.batch_tokens, "batch_size_multiple": 8,
             "accum_count": [1], "accum_steps": [0],
             "compute_dtype": "fp32", "optim": "adamw", "use_amp": False,
-            "learning_rate": 0.001, "warmup_steps": args.warmup, "decay_method": "cosine",
-            "adam_beta2": 0.998,
+            "learning_rate": args.lr, "warmup_steps": args.warmup, "decay_method": "cosine",
+            "adam_beta2": args.adam_beta2,
             "bucket_size": 262144, "num_workers": 0,
-            "dropout_steps": [0], "dropout": [0.15], "attention_dropout": [0.0],
+            "dropout_steps": [0], "dropout": [args.dropout], "attention_dropout": [0.0],
             "max_grad_norm": 1.0, "label_smoothing": 0.1,
             "param_init_method": "xavier_uniform", "normalization": "tokens",
         },
@@ -130,24 +150,39 @@ def eole_config(args: argparse.Namespace, out: Path) -> dict:
             "architecture": "transformer",
             "hidden_size": 256, "share_decoder_embeddings": True, "share_embeddings": True,
             "layers": args.layers, "heads": 4, "transformer_ff": 512,
+            **(BIASES if args.biases else {}),
             "embeddings": {"word_vec_size": 256, "position_encoding_type": "SinusoidalInterleaved"},
         },
     }  # fmt: skip
 
 
 def recipe_changes(args: argparse.Namespace) -> list[str]:
-    """``RECIPE_CHANGES`` filled in with this run's settings."""
-    return [c.format(**vars(args)) for c in RECIPE_CHANGES]
+    """``RECIPE_CHANGES`` filled in with this run's settings, then the tuning knobs set away from the first
+    hour's values and the decoding's length penalty."""
+    changes = [c.format(**vars(args)) for c in RECIPE_CHANGES]
+    changes += [f"tuned: {name.replace('_', ' ')} {getattr(args, name)} (first hour: {value})"
+                for name, value in DEFAULTS.items() if getattr(args, name) != value]  # fmt: skip
+    penalty = f"wu (GNMT), alpha {args.alpha:g}" if args.length_penalty == "wu" else args.length_penalty
+    return [*changes, f"decoding: length penalty {penalty} (eole's default: avg)"]
+
+
+def decode_options(args: argparse.Namespace) -> list[str]:
+    """``eole predict``'s length penalty options of the run."""
+    return ["--length_penalty", args.length_penalty, "--alpha", str(args.alpha)]
 
 
 def training_progress(log_text: str) -> dict:
-    """Updates made and the last reported training accuracy of eole's training output."""
+    """Updates made, the last reported training accuracy and the learning rate at each report (``[update,
+    rate]``: the schedule as it took effect) of eole's training output."""
     steps = [int(m) for m in re.findall(r"Step\s+(\d+)\s*/", log_text)]
     saved = re.findall(r"Saving optimizer and weights to step_(\d+)", log_text)
     progress = {"updates": max([*steps, *(int(s) for s in saved)], default=0)}
     accuracy = re.findall(r"Step\s+\d+\s*/.*?acc:\s*([\d.]+)", log_text)
     if accuracy:
         progress["last_train_accuracy"] = float(accuracy[-1])
+    rates = re.findall(r"Step\s+(\d+)\s*/.*?lr:\s*([\d.]+(?:e[-+]?\d+)?)", log_text)
+    if rates:
+        progress["learning_rates"] = [[int(step), float(rate)] for step, rate in rates]
     return progress
 
 
@@ -163,11 +198,13 @@ def eole_cli(python: Path) -> list[str]:
     return [str(python), "-m", "eole.bin.main"]
 
 
-def translate(python: Path, model: Path, sources: Path, hyps: Path, env: dict) -> float:
-    """``eole predict`` of ``sources`` with the recipe README's settings; seconds. Log in ``<hyps>.log``."""
+def translate(python: Path, model: Path, sources: Path, hyps: Path, env: dict, options: list[str]) -> float:
+    """``eole predict`` of ``sources`` with the recipe README's settings and ``options``; seconds. Log in
+    ``<hyps>.log``."""
     log = hyps.with_name(hyps.name + ".log")
     command = [*eole_cli(python), "predict", "--model_path", str(model), "--src", str(sources),
-               "--output", str(hyps), "--beam_size", "5", "--batch_size", "4096", "--batch_type", "tokens"]
+               "--output", str(hyps), "--beam_size", "5", "--batch_size", "4096", "--batch_type", "tokens",
+               *options]
     start = time.perf_counter()
     with open(log, "w") as f:
         done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env, check=False)  # fmt: skip
@@ -198,8 +235,14 @@ def main(argv: list[str] | None = None) -> dict | None:
                                      args.minutes * 60, started=TRAINING_STARTED, name="eole")  # fmt: skip
     progress = training_progress(log.read_text(encoding="utf-8"))
 
+    # val first, where a tuning chooses, then test2016, the row's figure
+    val = out / "val.hyp.en"
+    translate(python, out / "model", args.data / "val.de", val, env, decode_options(args))
+    scores = common.score_split(val, args.data / "val.en", "val")
+    progress["val_bleu"], progress["val_chrf"] = scores["bleu"], scores["chrf"]
     hyps = out / "test2016.hyp.en"
-    decode_seconds = translate(python, out / "model", args.data / "test2016.de", hyps, env)
+    decode_seconds = translate(python, out / "model", args.data / "test2016.de", hyps, env,
+                               decode_options(args))
     run = {"model": "eole Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
            "checkpoint": "the weights at the end of the budget"}  # fmt: skip
     return common.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)

@@ -46,8 +46,36 @@ def test_eole_config_is_the_wmt17_spm_recipe_with_the_stated_changes(tmp_path):
     assert t["param_init_method"] == "xavier_uniform"
     changes = recipe_changes(args)
     assert changes[1].startswith("joint SentencePiece BPE of 6000 learnt on Multi30k train")
-    assert changes[-2] == "CPU fp32, 2 torch thread(s), no data-loading workers (recipe: GPU bf16, 4 workers)"
-    assert changes[-1].startswith("training stops after 7 min")
+    assert changes[-3] == "CPU fp32, 2 torch thread(s), no data-loading workers (recipe: GPU bf16, 4 workers)"
+    assert changes[-2].startswith("training stops after 7 min")
+    # decoding with this project's length penalty, no tuning knob away from the first hour's
+    assert changes[-1] == "decoding: length penalty wu (GNMT), alpha 1 (eole's default: avg)"
+    assert not any(c.startswith("tuned:") for c in changes) and "add_qkvbias" not in m
+
+
+def test_eole_tuning_knobs_reach_its_config_and_are_listed(tmp_path, capsys):
+    import yaml
+
+    from bench.peers.eole_baseline import decode_options, parse_args, recipe_changes, write_config
+
+    args = parse_args(["--data", str(tmp_path), "--lr", "5e-4", "--adam-beta2", "0.98", "--biases",
+                       "--length-penalty", "avg"])  # fmt: skip
+    cfg = yaml.safe_load(write_config(args, tmp_path).read_text())
+    t, m = cfg["training"], cfg["model"]
+    assert (t["learning_rate"], t["adam_beta2"], t["dropout"]) == (5e-4, 0.98, [0.15])
+    assert m["add_qkvbias"] and m["add_ffnbias"] and m["add_final_linear_bias"]
+    changes = recipe_changes(args)
+    assert "tuned: lr 0.0005 (first hour: 0.001)" in changes
+    assert "tuned: biases True (first hour: False)" in changes
+    assert "tuned: adam beta2 0.98 (first hour: 0.998)" in changes
+    assert changes[-1] == "decoding: length penalty avg (eole's default: avg)"
+    assert decode_options(args) == ["--length_penalty", "avg", "--alpha", "1.0"]
+    for bad, message in ((["--adam-beta2", "1"], "--adam-beta2 must be between 0 and 1, got 1.0"),
+                         (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
+                         (["--lr", "0"], "--lr must be positive")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+        assert message in capsys.readouterr().err
 
 
 def test_eole_learning_rate_warms_up_then_reaches_zero_with_the_time_budget():
@@ -68,11 +96,13 @@ def test_eole_training_progress_from_its_log():
     from bench.peers.eole_baseline import training_progress
 
     log = """\
+[2026-11-26 18:42:01,012 INFO] Step 50/50000; acc: 5.1; ppl: 2886.86; xent: 8.54; lr: 0.00017; 82 sec;
 [2026-11-26 18:43:01,012 INFO] Step 100/50000; acc: 8.7; ppl: 1886.86; xent: 7.54; lr: 3.33e-04; 164 sec;
 time budget spent at update 101
 [2026-11-26 18:43:10,276 INFO] Saving optimizer and weights to step_101, and symlink to /tmp/eole/model
 """
-    assert training_progress(log) == {"updates": 101, "last_train_accuracy": 8.7}
+    assert training_progress(log) == {"updates": 101, "last_train_accuracy": 8.7,
+                                      "learning_rates": [[50, 0.00017], [100, 3.33e-4]]}  # fmt: skip
     assert training_progress("") == {"updates": 0}
 
 
