@@ -140,7 +140,9 @@ def step_decay(warmup: int, until: int, steps: int = 20, end: float = 0.01) -> d
     freq = max(1, (until - start) // steps)
     decays = (until - start) // freq + 1  # at start, start + freq, ... up to until
     factor = (end / (warmup / until) ** 0.5) ** (1 / decays)
-    return {"lr-decay-strategy": "batches", "lr-decay": round(factor, 6), "lr-decay-start": [start, 1],
+    # one start only: Marian refuses a second value for a single strategy ("Single decay strategies require
+    # only one value specified with --lr-decay-start")
+    return {"lr-decay-strategy": "batches", "lr-decay": round(factor, 6), "lr-decay-start": [start],
             "lr-decay-freq": freq}  # fmt: skip
 
 

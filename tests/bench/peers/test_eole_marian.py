@@ -151,7 +151,7 @@ def test_marian_step_decay_ends_near_zero_at_the_paced_update(tmp_path):
 
     args = parse_args(["--data", str(tmp_path), "--decay-until", "4120"])
     cfg = yaml.safe_load(write_config(args, tmp_path).read_text())
-    assert cfg["lr-decay-strategy"] == "batches" and cfg["lr-decay-start"] == [1373, 1]
+    assert cfg["lr-decay-strategy"] == "batches" and cfg["lr-decay-start"] == [1373]
     assert cfg["lr-decay-freq"] == 137  # (4120 - 1373) // 20
     # untouched before the decay starts: the recipe's 1/sqrt(step) from the 300 warm-up updates
     assert marian_rate(1372, cfg) == pytest.approx(1e-3 * (300 / 1372) ** 0.5)
