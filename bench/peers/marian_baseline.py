@@ -15,9 +15,9 @@ of ``RECIPE_CHANGES`` and no others; ``docs/peers.md`` says why. It is written a
 Training stops when the budget is spent: Marian has no time limit (``--after`` counts epochs, updates or
 labels), so the watchdog of ``bench/peers/common.py`` sends SIGTERM, on which Marian saves its model and exits
 (``--sigterm save-and-exit``, its default). Decoding: ``bench/peers/marian_venv.py translate`` (``pymarian``'s
-``Translator``, beam 5) of the saved model on test2016; Marian's SentencePiece detokenizes, and
-``analysis.metrics`` scores as ``evaluate.py`` does. The last line printed is one JSON object
-(``RESULT_PREFIX``), also in ``<out>/result.json``.
+``Translator``, beam 5) of the saved model on val (where a tuning chooses: ``val_bleu``) and test2016;
+Marian's SentencePiece detokenizes, and ``analysis.metrics`` scores as ``evaluate.py`` does. The last line
+printed is one JSON object (``RESULT_PREFIX``), also in ``<out>/result.json``.
 """
 
 import argparse
@@ -212,6 +212,11 @@ def main(argv: list[str] | None = None) -> dict | None:
                                     stop_signal=signal.SIGTERM)  # fmt: skip
     progress = training_progress((out / "model" / "train.log").read_text(encoding="utf-8"))
 
+    # val first, where a tuning chooses, then test2016, the row's figure
+    val = out / "val.hyp.en"
+    translate(python, out, args.data / "val.de", val, env, args.threads)
+    scores = common.score_split(val, args.data / "val.en", "val")
+    progress["val_bleu"], progress["val_chrf"] = scores["bleu"], scores["chrf"]
     hyps = out / "test2016.hyp.en"
     decode_seconds = translate(python, out, args.data / "test2016.de", hyps, env, args.threads)
     run = {"model": "Marian Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
