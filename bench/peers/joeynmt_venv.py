@@ -256,6 +256,7 @@ def time_greedy(config: dict, saved_batch: dict) -> dict:
     from model.decoding import greedy_search
     from tests.helpers.weight_surgery import suppress_eos
 
+    config = {**config, "tied": False}  # both untied, as speed.py decodes (suppress_eos needs its own output)
     cfg = BenchConfig(**config)
     batch = Batch(**saved_batch)
     ours = our_model(cfg, torch.device("cpu")).eval()

@@ -10,6 +10,7 @@ import torch
 from bench.speed_common import QUICK
 
 EOLE_VENV = Path(__file__).resolve().parents[3] / "bench" / ".eole-venv"  # eole_baseline.py makes it
+JOEYNMT_VENV = Path(__file__).resolve().parents[3] / "bench" / ".joeynmt-venv"  # joeynmt_baseline.py makes it
 
 
 def test_speed_skips_joeynmt_without_its_venv_and_says_why(tmp_path):
@@ -62,6 +63,28 @@ def test_speed_times_eole_at_the_same_parameter_count_on_both_kinds_of_batches(t
     grown = result["recipe"]["ours"]["params"] - result["ours"]["params"]
     assert grown == 40 * QUICK.d_model * (1 if tied else 3)
     assert eole_lines({"eole": result})[-1].startswith(f"{'train.py batches':26}")
+
+
+@pytest.mark.skipif(not (JOEYNMT_VENV / "bin" / "python").exists(),
+                    reason=f"no JoeyNMT environment in {JOEYNMT_VENV}")
+def test_speed_times_joeynmt_tied_or_not_at_the_same_parameter_count():
+    """speed.py --hour-sizes ties JoeyNMT's model as ours: each 2 × V × D parameters fewer, equal to ours."""
+    from dataclasses import replace
+
+    from bench.peers.speed_joeynmt import bench_joeynmt
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        untied, tied = (bench_joeynmt(replace(QUICK, tied=t), torch.device("cpu"), JOEYNMT_VENV)
+                        for t in (False, True))  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    assert "skipped" not in untied and "skipped" not in tied, (untied, tied)
+    for result in (untied, tied):
+        assert result["ours"]["params"] == result["joeynmt"]["params"]
+    assert untied["joeynmt"]["params"] - tied["joeynmt"]["params"] == 2 * QUICK.vocab_size * QUICK.d_model
+    assert tied["greedy_ratio"] > 0  # decoding ran (untied on both sides)
 
 
 def test_speed_eole_rows_put_both_kinds_of_batches_side_by_side():
