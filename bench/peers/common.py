@@ -221,6 +221,18 @@ def score_split(hyps: Path, references: Path, split: str) -> dict:
             "sentences": scores.num_sentences, "signature": scores.signature}  # fmt: skip
 
 
+def decode_val_then_test(data: Path, out: Path, translate, progress: dict) -> tuple[Path, float]:
+    """Decodes val first, where a tuning chooses (its BLEU and chrF go into ``progress`` as ``val_bleu`` and
+    ``val_chrf``), then test2016, the row's figure: ``translate(source, hyps)`` writes a split's translations
+    and returns its seconds. Returns test2016's translations and their decoding seconds."""
+    val = out / "val.hyp.en"
+    translate(data / "val.de", val)
+    scores = score_split(val, data / "val.en", "val")
+    progress["val_bleu"], progress["val_chrf"] = scores["bleu"], scores["chrf"]
+    hyps = out / "test2016.hyp.en"
+    return hyps, translate(data / "test2016.de", hyps)
+
+
 def report(args: argparse.Namespace, out: Path, prefix: str, run: dict, hyps: Path, times: dict,
            decode_seconds: float, progress: dict, scores: dict | None = None,
            name: str = "result.json") -> dict:  # fmt: skip

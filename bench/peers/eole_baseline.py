@@ -235,14 +235,12 @@ def main(argv: list[str] | None = None) -> dict | None:
                                      args.minutes * 60, started=TRAINING_STARTED, name="eole")  # fmt: skip
     progress = training_progress(log.read_text(encoding="utf-8"))
 
-    # val first, where a tuning chooses, then test2016, the row's figure
-    val = out / "val.hyp.en"
-    translate(python, out / "model", args.data / "val.de", val, env, decode_options(args))
-    scores = common.score_split(val, args.data / "val.en", "val")
-    progress["val_bleu"], progress["val_chrf"] = scores["bleu"], scores["chrf"]
-    hyps = out / "test2016.hyp.en"
-    decode_seconds = translate(python, out / "model", args.data / "test2016.de", hyps, env,
-                               decode_options(args))
+    options = decode_options(args)
+
+    def decode(source: Path, hyps: Path) -> float:
+        return translate(python, out / "model", source, hyps, env, options)
+
+    hyps, decode_seconds = common.decode_val_then_test(args.data, out, decode, progress)
     run = {"model": "eole Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
            "checkpoint": "the weights at the end of the budget"}  # fmt: skip
     return common.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)

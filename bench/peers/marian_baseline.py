@@ -212,13 +212,10 @@ def main(argv: list[str] | None = None) -> dict | None:
                                     stop_signal=signal.SIGTERM)  # fmt: skip
     progress = training_progress((out / "model" / "train.log").read_text(encoding="utf-8"))
 
-    # val first, where a tuning chooses, then test2016, the row's figure
-    val = out / "val.hyp.en"
-    translate(python, out, args.data / "val.de", val, env, args.threads)
-    scores = common.score_split(val, args.data / "val.en", "val")
-    progress["val_bleu"], progress["val_chrf"] = scores["bleu"], scores["chrf"]
-    hyps = out / "test2016.hyp.en"
-    decode_seconds = translate(python, out, args.data / "test2016.de", hyps, env, args.threads)
+    def decode(source: Path, hyps: Path) -> float:
+        return translate(python, out, source, hyps, env, args.threads)
+
+    hyps, decode_seconds = common.decode_val_then_test(args.data, out, decode, progress)
     run = {"model": "Marian Transformer, " + RECIPE, "recipe_changes": recipe_changes(args),
            "checkpoint": "model.npz, saved on SIGTERM (exponentially smoothed weights)"}  # fmt: skip
     return common.report(args, out, RESULT_PREFIX, run, hyps, times, decode_seconds, progress)

@@ -217,6 +217,32 @@ def test_peer_scoring_names_the_split_and_refuses_a_missing_translation(tmp_path
         score_split(hyps, refs, "val")
 
 
+
+def test_peer_decodes_val_first_and_scores_it_then_returns_test2016(tmp_path):
+    from bench.peers.common import decode_val_then_test
+
+    data, out = tmp_path / "multi30k", tmp_path / "run"
+    data.mkdir(), out.mkdir()
+    splits = {"val": "Two men are talking.\nA dog runs on the grass.\n", "test2016": "A cat.\n"}
+    for split, lines in splits.items():
+        (data / f"{split}.de").write_text(lines, encoding="utf-8")
+        (data / f"{split}.en").write_text(lines, encoding="utf-8")
+    calls = []
+
+    def translate(source, hyps):  # val: one word wrong of each sentence's; test2016: copied
+        calls.append(source.name)
+        text = source.read_text(encoding="utf-8")
+        hyps.write_text(text.replace("men", "women").replace("dog", "cat") if source.stem == "val" else text,
+                        encoding="utf-8")  # fmt: skip
+        return 1.5 * len(calls)
+
+    progress = {"updates": 7}
+    hyps, seconds = decode_val_then_test(data, out, translate, progress)
+    assert calls == ["val.de", "test2016.de"]
+    assert (hyps, seconds) == (out / "test2016.hyp.en", 3.0)  # test2016's translations and time, not val's
+    assert progress["updates"] == 7 and 0 < progress["val_bleu"] < 100 and 0 < progress["val_chrf"] < 100
+    assert (out / "val.hyp.en").read_text(encoding="utf-8").startswith("Two women")
+
 SAVES_THEN_DIES_BY_SIGTERM = """
 import os, signal, sys, time
 print("Training started", flush=True)
