@@ -159,3 +159,64 @@ def test_a_floor_drops_the_grow_diag_final_and_links_of_a_small_share_and_is_a_c
     # the weak link's 0.08 is over a floor of 0.05: kept, as with no floor (2 + 2 right of 3 + 2)
     assert candidates["argmax_grow_diag_final_and floor 0.05"]["aer"] == pytest.approx(1 - 4 / 5)
     assert candidates["argmax_grow_diag_final_and"]["aer"] == pytest.approx(1 - 4 / 5)
+
+
+# -- bench/kftt_ensemble.py: the pairs trained or reused, the set chosen where it is chosen ------------------
+
+
+def test_ensemble_dry_run_trains_each_missing_pair_in_order_and_reuses_a_trained_one(tmp_path, capsys):
+    from bench.kftt_alignment import RUNS, checkpoint_of
+    from bench.kftt_ensemble import PAIRS, main
+
+    for run in RUNS[0], RUNS[2]:  # the seed2 pair's two supervised runs are trained
+        checkpoint_of(tmp_path / "seed2", run).parent.mkdir(parents=True)
+        checkpoint_of(tmp_path / "seed2", run).touch()
+    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "forward", "seed2", "causal"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"reusing the seed2 pair in {tmp_path / 'seed2'}"
+    causal, forward = lines[0].split(), lines[2].split()  # PAIRS' order, whatever the order given
+    assert causal[causal.index("--out") + 1] == str(tmp_path / "causal")
+    assert forward[forward.index("--out") + 1] == str(tmp_path / "forward")
+    for command, name in ((causal, "causal"), (forward, "forward")):
+        assert command[1] == "bench/kftt_alignment.py"
+        assert " ".join(PAIRS[name].options) in " ".join(command)
+        assert command[command.index("--runs") + 1:command.index("--runs") + 3] == ["sup_ja_en", "sup_en_ja"]
+    assert "grow-diag-final-and" in causal and "grow-diag-final-and" not in forward
+
+
+def test_ensemble_copies_the_training_links_one_pair_made_to_the_next(tmp_path):
+    from bench.kftt_alignment import Run, labels_file
+    from bench.kftt_ensemble import share_labels
+
+    made = [labels_file(tmp_path / "causal", Run(*sides, True)) for sides in (("ja", "en"), ("en", "ja"))]
+    made[0].parent.mkdir(parents=True)
+    made[0].write_text("1-1 2-2\n", encoding="utf-8"), made[1].write_text("1-1 2-2\n\n", encoding="utf-8")
+    share_labels(tmp_path, "seed2")
+    copied = labels_file(tmp_path / "seed2", Run("en", "ja", True))
+    assert copied.read_text(encoding="utf-8") == "1-1 2-2\n\n"
+    share_labels(tmp_path, "forward")  # trained on eflomal's forward links, made by the run: nothing copied
+    assert not (tmp_path / "forward").exists()
+
+
+def test_ensemble_picks_the_set_best_where_chosen_not_where_reported():
+    from bench.kftt_ensemble import pick, table
+
+    results = {"causal": {"chosen_aer": 0.60, "aer": 0.52},
+               "causal+full_context": {"chosen_aer": 0.58, "aer": 0.51},
+               "causal+full_context+null": {"chosen_aer": 0.59, "aer": 0.49},  # best reported: not picked
+               "causal+full_context+null+seed2": {"chosen_aer": 0.58, "aer": 0.50}}  # a tie: the smaller set
+    assert pick(results) == "causal+full_context"
+    for name, r in results.items():
+        r |= {"chosen": "mean argmax", "precision": 0.5, "recall": 0.45, "picked": name == pick(results)}
+    rows = table(results, 100, 582)
+    assert "pairs 1–100, reported on 101–582" in rows[0]
+    assert rows[5] == "| **causal, full_context (4)** | mean argmax | 58.0 | 50.0% | 45.0% | **51.0** |"
+    assert rows[6].startswith("| causal, full_context, null (6) |")
+
+
+def test_ensemble_skips_cleanly_without_the_corpus(tmp_path, capsys):
+    from bench.kftt_ensemble import main
+
+    assert main(["--corpora", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.startswith(f"skipped: the KFTT corpus is not in {tmp_path}")
+    assert not (tmp_path / "out").exists()
