@@ -179,6 +179,14 @@ def symmetrised_labels(files: dict[str, Path], out: Path) -> None:
           f"(blank: the {len(train) - len(kept)} that repeat a gold pair)")
 
 
+def skipped_without_gold(files: dict[str, Path], args: argparse.Namespace) -> bool:
+    """Says so and is true when KFTT's gold is not in ``--corpora`` (a dry run needs none)."""
+    if args.dry_run or (files["links"].is_file() and files["sentences"].is_file()):
+        return False
+    print(f"skipped: the KFTT corpus is not in {args.corpora} (give the corpora folder with --corpora)")
+    return True
+
+
 def checkpoint_of(out: Path, run: Run) -> Path:
     return out / "runs" / run.name / "version_0" / "checkpoints" / "last.ckpt"
 
@@ -351,8 +359,7 @@ def bleu_rows(bleu: dict[str, dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files = gold_files(args.corpora)
-    if not (files["links"].is_file() and files["sentences"].is_file()) and not args.dry_run:
-        print(f"skipped: the KFTT corpus is not in {args.corpora} (give the corpora folder with --corpora)")
+    if skipped_without_gold(files, args):
         return 0
     if args.checkpoint is not None:
         checkpoints = {"checkpoint": (args.checkpoint, args.out / "links" / "checkpoint")}

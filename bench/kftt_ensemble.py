@@ -33,7 +33,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.kftt_alignment import CHOOSE, DEFAULT_CORPORA, REPO, RUNS, checkpoint_of, gold_files, labels_file
+from bench.kftt_alignment import (
+    CHOOSE,
+    DEFAULT_CORPORA,
+    REPO,
+    RUNS,
+    checkpoint_of,
+    gold_files,
+    labels_file,
+    skipped_without_gold,
+)
 
 
 @dataclass(frozen=True)
@@ -156,8 +165,7 @@ def table(results: dict[str, dict], choose: int, pairs: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files = gold_files(args.corpora)
-    if not (files["links"].is_file() and files["sentences"].is_file()) and not args.dry_run:
-        print(f"skipped: the KFTT corpus is not in {args.corpora} (give the corpora folder with --corpora)")
+    if skipped_without_gold(files, args):
         return 0
     train(args)
     if args.dry_run:
