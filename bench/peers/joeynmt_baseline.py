@@ -99,6 +99,11 @@ class Recipe:
     # once and sorted by length within blocks of N pairs, read in that order (`shuffle: False`), so that each
     # batch holds sentences of similar lengths and less padding (JoeyNMT has no length bucketing of its own)
     length_blocks: int = 0
+    # warmupexponentialdecay only: what its decay counts. "updates": updates_per_minute × the budget, as
+    # JoeyNMT does; "time": the budget's seconds since the first update (bench/peers/joeynmt_venv.py), so that
+    # the rate is decay_to × the peak as the budget ends whatever the machine's pace, like eole's and this
+    # project's cosine_time
+    decay_clock: str = "updates"
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -109,6 +114,8 @@ class Recipe:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.length_blocks < 0:
             raise ValueError(f"length_blocks must not be negative, got {self.length_blocks}")
+        if self.decay_clock not in DECAY_CLOCKS:
+            raise ValueError(f"decay_clock {self.decay_clock!r} is not one of {', '.join(DECAY_CLOCKS)}")
 
 
 # JoeyNMT 2.3.0's schedulers (joeynmt/builders.py) that a budget can use: "plateau" acts after validations,
@@ -117,6 +124,7 @@ class Recipe:
 # chosen update ("noam" is the inverse square root with its rate tied to d_model; "decaying" and
 # "exponential" step once per epoch).
 SCHEDULES = ("plateau", "warmupinversesquareroot", "warmupexponentialdecay")
+DECAY_CLOCKS = ("updates", "time")
 # Updates per minute of the cpu-hour recipe (3+3 layers, d_ff 512, 2048-token batches) on one thread of the
 # 2-core AMD EPYC beside a second one-thread run of it: 40.2 in the 5-minute pace runs of 2026-11-27
 # (docs/peers.md). Another machine has another pace: bench/peers/joeynmt_tune.py --pace-from measures it.
@@ -153,6 +161,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     knobs.add_argument("--decay-to", type=float, help="warmupexponentialdecay: share of the peak at the end")
     knobs.add_argument("--updates-per-minute", type=float,
                        help="warmupexponentialdecay: the expected pace, which sizes the decay to the budget")
+    knobs.add_argument("--decay-clock", choices=DECAY_CLOCKS,
+                       help="warmupexponentialdecay: decay over the expected updates (JoeyNMT's way) or over "
+                            "the budget's seconds, whatever the pace")  # fmt: skip
     knobs.add_argument("--clip-grad-norm", type=float, help="gradient norm clipping (0: none)")
     knobs.add_argument("--batch-tokens", type=int, help="training batch in tokens, padding included")
     knobs.add_argument("--validation-freq", type=int, help="updates between validations")
@@ -195,20 +206,24 @@ def expected_updates(settings: Recipe, minutes: float) -> int:
     return max(round(settings.updates_per_minute * minutes), 1)
 
 
-def exponential_decay(settings: Recipe, updates: int) -> dict:
-    """JoeyNMT's ``warmupexponentialdecay`` settings for ``updates`` updates in all.
+def exponential_decay(settings: Recipe, updates: int, seconds: float | None = None) -> dict:
+    """JoeyNMT's ``warmupexponentialdecay`` settings for ``updates`` updates in all (or ``seconds``).
 
     Its rate is ``peak * step / warmup`` during the warm-up, then ``peak * decay ** ((step - warmup) /
     decay_length)`` (``WarmupExponentialDecayScheduler``): with ``decay = decay_to`` and ``decay_length =
     updates - warmup`` it is ``decay_to * peak`` at update ``updates``, and keeps falling after it. The rate's
-    floor, ``learning_rate_min``, is the documented recipe's 1e-8 (JoeyNMT stops training below it).
+    floor, ``learning_rate_min``, is the documented recipe's 1e-8 (JoeyNMT stops training below it). With
+    ``seconds``, ``learning_rate_decay_seconds`` (this harness's key, read by ``joeynmt_venv.py``) counts the
+    decay in seconds instead: ``decay_to * peak`` when ``seconds`` have passed since the first update.
     """
+    clock = {} if seconds is None else {"learning_rate_decay_seconds": seconds}
     return {
         "learning_rate_peak": settings.lr,
         "learning_rate_warmup": settings.warmup,
         "learning_rate_decay": settings.decay_to,
         "learning_rate_decay_length": max(updates - settings.warmup, 1),
         "learning_rate_min": 1.0e-8,
+        **clock,
     }
 
 
@@ -225,8 +240,9 @@ def schedule_config(settings: Recipe, minutes: float) -> dict:
     if settings.schedule == "warmupinversesquareroot":
         return {"scheduling": settings.schedule, "learning_rate": first, "learning_rate_peak": settings.lr,
                 "learning_rate_warmup": settings.warmup, "learning_rate_min": 1.0e-8}  # fmt: skip
+    seconds = minutes * 60 if settings.decay_clock == "time" else None
     return {"scheduling": settings.schedule, "learning_rate": first,
-            **exponential_decay(settings, expected_updates(settings, minutes))}  # fmt: skip
+            **exponential_decay(settings, expected_updates(settings, minutes), seconds)}  # fmt: skip
 
 
 # -- the config ----------------------------------------------------------------------------------------------
@@ -359,7 +375,10 @@ def setting_changes(settings: Recipe, minutes: float) -> list[str]:
         for k, label in names.items()
         if getattr(settings, k) != getattr(shipped, k)
     ]
-    if settings.schedule == "warmupexponentialdecay":
+    if settings.schedule == "warmupexponentialdecay" and settings.decay_clock == "time":
+        lines.append(f"decay to {settings.decay_to:g} x the peak as the {minutes:g} min end (by the clock, "
+                     "whatever the pace)")
+    elif settings.schedule == "warmupexponentialdecay":
         updates = expected_updates(settings, minutes)
         lines.append(f"decay to {settings.decay_to:g} x the peak at update {updates} "
                      f"({settings.updates_per_minute:g} updates/min x {minutes:g} min, the expected pace)")

@@ -98,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pace-from", type=Path,
                    help="a tuning.json of short runs on this machine: each variant's measured updates per "
                         "minute size its decay, in place of VARIANTS' estimates")  # fmt: skip
+    p.add_argument("--decay-clock", choices=("updates", "time"), default="updates",
+                   help="tune: each decay counted in updates at the expected pace (the tunings of "
+                        "docs/peers.md), or in the budget's seconds, whatever the pace")  # fmt: skip
     p.add_argument("--venv", type=Path, default=VENV, help="JoeyNMT's virtual environment (made if missing)")
     args = p.parse_args(argv)
     if not 1 <= args.minutes <= 1439:
@@ -130,7 +133,8 @@ def variant_options(name: str, minutes: int, pace: dict[str, float] | None = Non
 
 def joeynmt_command(args: argparse.Namespace, out: Path, variant: str) -> list[str]:
     """``joeynmt_baseline.py``'s tuning run of ``variant``: trained for the budget, scored on val."""
-    command = [*baseline_command(args, out, "val"), "--recipe", "cpu-hour", "--minutes", str(args.minutes)]
+    command = [*baseline_command(args, out, "val"), "--recipe", "cpu-hour", "--minutes", str(args.minutes),
+               "--decay-clock", args.decay_clock]  # fmt: skip
     return command + variant_options(variant, args.minutes, args.pace)
 
 

@@ -22,6 +22,9 @@ than tensors; JoeyNMT loads only the files its own run wrote). A third fix is fo
 the schedule from the parsed training section (``TrainConfig``), which has no fields for
 ``SCHEDULER_KEYS``: the peak, decay and decay length of the config never reached it, and it decayed from its
 default peak (1e-3) by its default 0.1 over 10000 updates whatever the config said; they are passed too.
+One addition changes what is computed, and only where the config asks for it: with
+``learning_rate_decay_seconds`` (``joeynmt_baseline.py --decay-clock time``) the exponential decay counts
+seconds since the first update instead of updates (``clock_decay_rate``).
 
 ``references`` writes a split's references as JoeyNMT's ``test`` mode scores them: each line pre-processed
 (Moses tokenization here) and post-processed (Moses detokenization) by the config's target tokenizer.
@@ -93,8 +96,26 @@ def build_joint_vocab(config_path: Path, train: str | None = None) -> dict:
 
 
 # Settings of JoeyNMT's training section that its TrainConfig (joeynmt/config.py, 2.3.0) drops when it parses
-# the section, and that build_scheduler reads from the parsed section all the same.
-SCHEDULER_KEYS = ("learning_rate_peak", "learning_rate_decay", "learning_rate_decay_length")
+# the section, and that build_scheduler reads from the parsed section all the same; the last is this
+# harness's own (clock_decay_rate).
+SCHEDULER_KEYS = ("learning_rate_peak", "learning_rate_decay", "learning_rate_decay_length",
+                  "learning_rate_decay_seconds")
+
+
+def clock_decay_rate(step: int, seconds: float, warmup_seconds: float, *, peak: float, warmup: int,
+                     decay: float, decay_seconds: float) -> float:
+    """JoeyNMT's ``warmupexponentialdecay`` rate with its decay counted in seconds, not updates.
+
+    ``peak * step / warmup`` during the warm-up (updates, as JoeyNMT's), then ``peak * decay ** ((seconds -
+    warmup_seconds) / (decay_seconds - warmup_seconds))``, where ``seconds`` is the time since the first
+    update and ``warmup_seconds`` the time the warm-up took: the peak as the warm-up ends and ``decay * peak``
+    when ``decay_seconds`` have passed, at whatever pace the machine trains (JoeyNMT's own decay reaches
+    ``decay * peak`` at a chosen update, early on a faster machine and late on a slower one).
+    """
+    if step < warmup:
+        return peak * step / warmup
+    share = (seconds - warmup_seconds) / max(decay_seconds - warmup_seconds, 1e-9)
+    return peak * decay ** max(share, 0.0)
 
 
 def scheduler_settings(config: Path | None) -> dict:
@@ -119,9 +140,27 @@ def patch_joeynmt(config: Path | None = None) -> None:
     build_scheduler = joeynmt.builders.build_scheduler
     decay_scheduler = joeynmt.builders.WarmupExponentialDecayScheduler
     schedule = scheduler_settings(config)
+    decay_seconds = schedule.pop("learning_rate_decay_seconds", None)
+
+    class ClockDecayScheduler(decay_scheduler):
+        """``WarmupExponentialDecayScheduler`` whose decay counts seconds (``clock_decay_rate``)."""
+
+        started = warmup_ended = None  # time.monotonic() at the first update and at the warm-up's end
+
+        def _compute_rate(self) -> float:
+            now = time.monotonic()
+            self.started = self.started if self.started is not None else now
+            if self._step <= self.warmup or self.warmup_ended is None:
+                self.warmup_ended = now
+            rate = clock_decay_rate(self._step, now - self.started, self.warmup_ended - self.started,
+                                    peak=self.peak_rate, warmup=self.warmup, decay=self.decay_rate,
+                                    decay_seconds=decay_seconds)  # fmt: skip
+            return max(rate, self.min_rate)
+
+    scheduler = decay_scheduler if decay_seconds is None else ClockDecayScheduler
 
     def build_scheduler_with_optimizer(cfg, optimizer, scheduler_mode, hidden_size=0):
-        joeynmt.builders.WarmupExponentialDecayScheduler = functools.partial(decay_scheduler, optimizer)
+        joeynmt.builders.WarmupExponentialDecayScheduler = functools.partial(scheduler, optimizer)
         return build_scheduler({**cfg, **schedule}, optimizer, scheduler_mode, hidden_size)
 
     class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):

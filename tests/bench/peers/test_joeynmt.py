@@ -304,6 +304,77 @@ def test_joeynmt_builds_the_schedule_and_follows_the_sizing(tmp_path):
     assert out["rates"]["2400"] == pytest.approx(2e-5)  # 1% of the peak at the 2400 updates expected
 
 
+def test_the_clock_decay_reaches_its_share_of_the_peak_as_the_budget_ends_whatever_the_pace():
+    from bench.peers.joeynmt_venv import clock_decay_rate
+
+    def rate(step, seconds, warmup_seconds=300.0):
+        return clock_decay_rate(step, seconds, warmup_seconds, peak=1e-3, warmup=300, decay=0.01,
+                                decay_seconds=3600.0)  # fmt: skip
+
+    assert rate(150, 10.0) == pytest.approx(5e-4)  # the warm-up counts updates, as JoeyNMT's
+    assert rate(300, 300.0) == pytest.approx(1e-3)  # the peak as the warm-up ends
+    assert rate(1000, 1950.0) == pytest.approx(1e-4)  # half the decay's seconds: sqrt(0.01) of the peak
+    assert rate(4000, 1950.0) == pytest.approx(1e-4)  # a faster machine: the same rate at the same second
+    assert rate(2400, 3600.0) == pytest.approx(1e-5)  # the budget's end: 1% of the peak
+    # a warm-up that took its time: the decay spans what is left of the budget
+    assert rate(600, 1200.0, warmup_seconds=1200.0) == pytest.approx(1e-3)
+    assert rate(900, 2400.0, warmup_seconds=1200.0) == pytest.approx(1e-4)
+
+
+def test_decay_clock_time_writes_the_budget_in_seconds_and_says_so(tmp_path):
+    from bench.peers.joeynmt_baseline import parse_args, recipe_changes, write_config
+
+    args = parse_args(["--recipe", "cpu-hour", "--minutes", "45", "--decay-clock", "time"])
+    t = yaml.safe_load(write_config(args, tmp_path).read_text())["training"]
+    assert (t["learning_rate_decay_seconds"], t["learning_rate_decay"]) == (2700, 0.01)
+    changed = "decay to 0.01 x the peak as the 45 min end (by the clock, whatever the pace)"
+    assert recipe_changes(args)[-1] == changed
+    updates = parse_args(["--recipe", "cpu-hour", "--minutes", "45"])
+    assert "learning_rate_decay_seconds" not in yaml.safe_load(write_config(updates, tmp_path).read_text())[
+        "training"]  # the default counts updates, as the tunings of docs/peers.md did
+
+
+CLOCK_SCHEDULE = """
+import json, sys, torch, types
+from pathlib import Path
+sys.path.insert(0, "bench/peers")
+import joeynmt_venv
+joeynmt_venv.patch_joeynmt(Path(sys.argv[1]))
+now = [100.0]
+joeynmt_venv.time = types.SimpleNamespace(monotonic=lambda: now[0])  # the scheduler's clock, driven here
+from joeynmt.builders import build_scheduler
+from joeynmt.config import load_config, parse_train_args
+t = parse_train_args(load_config(Path(sys.argv[1]))["training"])._asdict()
+opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=t["learning_rate"])
+scheduler, at = build_scheduler(t, opt, "max", 256)
+rates = {}
+for step in range(5000):  # a fast machine: 5000 updates in the hour, one every 0.72 s
+    now[0] = 100.0 + 0.72 * (step + 1)
+    scheduler.step(step)
+    rates[step + 1] = opt.param_groups[0]["lr"]
+print(json.dumps({"at": at, "rates": {k: rates[k] for k in (150, 300, 2650, 5000)}}))
+"""
+
+
+@pytest.mark.skipif(not HAS_VENV, reason=f"no JoeyNMT environment in {VENV}")
+def test_joeynmt_decays_by_the_clock_when_the_config_says_so(tmp_path):
+    from bench.peers.joeynmt_baseline import parse_args, write_config
+
+    config = write_config(parse_args(["--recipe", "cpu-hour", "--decay-clock", "time"]), tmp_path)
+    done = subprocess.run([str(venv_python(VENV)), "-c", CLOCK_SCHEDULE, str(config)], capture_output=True,
+                          text=True, check=True, cwd=Path(__file__).resolve().parents[3])  # fmt: skip
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    rates = {int(k): v for k, v in out["rates"].items()}
+    assert out["at"] == "step"
+    assert rates[150] == pytest.approx(5e-4) and rates[300] == pytest.approx(1e-3)  # warm-up by updates
+    # the first update at 0 s, the warm-up's end at 215.28 s, the hour's end at 3600 s: half the decay's
+    # seconds at update 2650 (1907.28 s) and 1% of the peak at update 5000, where JoeyNMT's own decay, sized
+    # for 2400 updates, would have been at 0.01 ** (4700 / 2100) of it
+    assert rates[2650] == pytest.approx(1e-3 * 0.01 ** ((0.72 * 2649 - 215.28) / (3600 - 215.28)))
+    assert rates[5000] == pytest.approx(1e-3 * 0.01 ** ((0.72 * 4999 - 215.28) / (3600 - 215.28)))
+    assert rates[5000] == pytest.approx(1e-5, rel=2e-3)
+
+
 # -- the tuning driver ---------------------------------------------------------------------------------------
 
 
@@ -321,6 +392,18 @@ def test_variant_options_scale_the_warmup_with_a_short_budget():
 
     for name in VARIANTS:  # every variant's options are ones the baseline accepts
         parse_args(["--recipe", "cpu-hour", *variant_options(name, 60)])
+
+
+def test_tune_passes_its_decay_clock_to_every_run(tmp_path):
+    from bench.peers.joeynmt_baseline import parse_args as baseline_args
+    from bench.peers.joeynmt_tune import joeynmt_command, parse_args
+
+    for clock in ("updates", "time"):
+        args = parse_args(["tune", "--decay-clock", clock])
+        args.pace = None
+        command = joeynmt_command(args, tmp_path / "b1024", "b1024")
+        assert command[command.index("--decay-clock") + 1] == clock
+        assert baseline_args(command[2:]).settings.decay_clock == clock
 
 
 def result(bleu: float, **settings) -> dict:
