@@ -3,6 +3,7 @@ scored on test2016 (docs/peers.md).
 
     python bench/peers/joeynmt_tune.py tune                          # the variants, two at a time
     python bench/peers/joeynmt_tune.py tune --variants base lr2e-3   # ... or a pair at a time
+    python bench/peers/joeynmt_tune.py tune --decay-clock time       # each decay over the hour's seconds
     python bench/peers/joeynmt_tune.py final                         # the best of tune's table, on test2016
     python bench/peers/joeynmt_tune.py final --variant 4x4           # ... or a variant named
     MINUTES=3 SENTENCES=100 python bench/peers/joeynmt_tune.py tune  # smoke runs: the figures mean nothing
@@ -16,8 +17,10 @@ same ``--out`` with the same budget and sentences stay in the table unless their
 four default variants can run as two pairs (two hours, in one call or two).
 
 JoeyNMT's schedule counts updates, not minutes, so each variant's decay is sized by its expected pace
-(updates per minute, ``VARIANTS``). ``--pace-from`` takes the paces measured on this machine by a short
-``tune`` of the same variants, two at a time as the hour runs them:
+(updates per minute, ``VARIANTS``), unless ``--decay-clock time`` counts it in the budget's seconds instead
+(``joeynmt_venv.clock_decay_rate``: 1% of the peak as the hour ends, whatever the pace; the tunings of
+docs/peers.md counted updates). ``--pace-from`` takes the paces measured on this machine by a short ``tune``
+of the same variants, two at a time as the hour runs them:
 
     MINUTES=5 SENTENCES=20 python bench/peers/joeynmt_tune.py tune --out results_joeynmt_pace        # ~15 min
     python bench/peers/joeynmt_tune.py tune --pace-from results_joeynmt_pace/tuning.json
