@@ -114,8 +114,6 @@ class Recipe:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.length_blocks < 0:
             raise ValueError(f"length_blocks must not be negative, got {self.length_blocks}")
-        if self.decay_clock not in DECAY_CLOCKS:
-            raise ValueError(f"decay_clock {self.decay_clock!r} is not one of {', '.join(DECAY_CLOCKS)}")
 
 
 # JoeyNMT 2.3.0's schedulers (joeynmt/builders.py) that a budget can use: "plateau" acts after validations,

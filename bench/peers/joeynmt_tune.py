@@ -44,7 +44,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.peers.joeynmt_baseline import RECIPES, VENV, parse_result
+from bench.peers.joeynmt_baseline import DECAY_CLOCKS, RECIPES, VENV, parse_result
 
 REPO = Path(__file__).resolve().parents[2]
 HOUR_WARMUP = RECIPES["cpu-hour"].warmup
@@ -101,7 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pace-from", type=Path,
                    help="a tuning.json of short runs on this machine: each variant's measured updates per "
                         "minute size its decay, in place of VARIANTS' estimates")  # fmt: skip
-    p.add_argument("--decay-clock", choices=("updates", "time"), default="updates",
+    p.add_argument("--decay-clock", choices=DECAY_CLOCKS, default="updates",
                    help="tune: each decay counted in updates at the expected pace (the tunings of "
                         "docs/peers.md), or in the budget's seconds, whatever the pace")  # fmt: skip
     p.add_argument("--venv", type=Path, default=VENV, help="JoeyNMT's virtual environment (made if missing)")
