@@ -98,6 +98,22 @@ def add_run_args(p: argparse.ArgumentParser, name: str, venv: Path, out: Path) -
     p.add_argument("--venv-only", action="store_true", help=f"make {name}'s environment if missing, and stop")
 
 
+def add_tuning_args(p: argparse.ArgumentParser, steps: tuple[str, ...], out: Path) -> None:
+    """The arguments a peer's tuning driver has: its step, the corpora, its folder and each run's budget in
+    whole minutes (``$MINUTES``, default 60; ``check_tuning_minutes`` checks it)."""
+    p.add_argument("step", choices=steps)
+    p.add_argument("--corpora", type=Path, default=REPO.parent / "shared" / "corpora",
+                   help="the folder that holds multi30k/")  # fmt: skip
+    p.add_argument("--out", type=Path, default=out, help="where runs and tables go")
+    p.add_argument("--minutes", type=int, default=int(os.environ.get("MINUTES", "60")),
+                   help="each run's training budget ($MINUTES, default 60)")  # fmt: skip
+
+
+def check_tuning_minutes(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if not 1 <= args.minutes <= 1439:
+        p.error(f"--minutes must be a whole number of minutes from 1 to 1439, got {args.minutes}")
+
+
 def check_positive(p: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     """Exit with a usage error naming the first option of ``names`` that is given (not None) and not
     positive."""
@@ -198,6 +214,31 @@ def train_with_budget(
         "stopped_by_budget": interrupted,
         "total_seconds": time.perf_counter() - start,
     }
+
+
+def run_side_by_side(jobs: list[tuple[str, list[str], Path]]) -> None:
+    """Run ``(name, command, log)`` jobs two at a time, each with one CPU thread; a failed job is named."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    for i in range(0, len(jobs), 2):
+        running = []
+        for name, command, log in jobs[i : i + 2]:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            print(f"start {name}: {' '.join(command)}", flush=True)
+            running.append((name, log, subprocess.Popen(command, env=env, stdout=log.open("w"),
+                                                        stderr=subprocess.STDOUT)))  # fmt: skip
+        for name, log, proc in running:
+            if proc.wait() != 0:
+                raise RuntimeError(f"{name} failed (exit {proc.returncode}); see {log}")
+            print(f"done {name}", flush=True)
+
+
+def write_tuning(out: Path, rows: list[dict], lines: list[str], heading: str) -> None:
+    """A tuning's ``rows`` as ``<out>/tuning.json``, its table ``lines`` as ``<out>/tuning.md``, both printed
+    after ``heading``."""
+    (out / "tuning.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    (out / "tuning.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(heading)
+    print("\n".join(lines), flush=True)
 
 
 # -- scoring and the result line -----------------------------------------------------------------------------

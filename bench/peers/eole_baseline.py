@@ -172,8 +172,9 @@ def decode_options(args: argparse.Namespace) -> list[str]:
 
 
 def training_progress(log_text: str) -> dict:
-    """Updates made, the last reported training accuracy and the learning rate at each report (``[update,
-    rate]``: the schedule as it took effect) of eole's training output."""
+    """Updates made, the last reported training accuracy, the learning rate at each report (``[update,
+    rate]``: the schedule as it took effect) and the target tokens a second over the reports (each report's
+    target ``tok/s`` weighted by the seconds since the one before) of eole's training output."""
     steps = [int(m) for m in re.findall(r"Step\s+(\d+)\s*/", log_text)]
     saved = re.findall(r"Saving optimizer and weights to step_(\d+)", log_text)
     progress = {"updates": max([*steps, *(int(s) for s in saved)], default=0)}
@@ -183,6 +184,12 @@ def training_progress(log_text: str) -> dict:
     rates = re.findall(r"Step\s+(\d+)\s*/.*?lr:\s*([\d.]+(?:e[-+]?\d+)?)", log_text)
     if rates:
         progress["learning_rates"] = [[int(step), float(rate)] for step, rate in rates]
+    speeds = re.findall(r"Step\s+\d+\s*/.*?\d+/\s*(\d+) tok/s;\s*(\d+) sec", log_text)
+    if speeds:
+        seconds = [int(s) for _, s in speeds]
+        spans = [b - a for a, b in zip([0, *seconds[:-1]], seconds, strict=True)]
+        tokens = sum(int(rate) * span for (rate, _), span in zip(speeds, spans, strict=True))
+        progress["target_tokens_per_second"] = round(tokens / seconds[-1]) if seconds[-1] else None
     return progress
 
 

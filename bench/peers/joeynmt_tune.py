@@ -44,6 +44,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.peers.common import add_tuning_args, check_tuning_minutes, run_side_by_side, write_tuning
 from bench.peers.joeynmt_baseline import DECAY_CLOCKS, RECIPES, VENV, parse_result
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,12 +86,7 @@ DEFAULT_VARIANTS = ("base", "lr2e-3", "4x4", "b4096")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=("tune", "final"))
-    p.add_argument("--corpora", type=Path, default=REPO.parent / "shared" / "corpora",
-                   help="the folder that holds multi30k/")  # fmt: skip
-    p.add_argument("--out", type=Path, default=Path("results_joeynmt_tune"), help="where runs and tables go")
-    p.add_argument("--minutes", type=int, default=int(os.environ.get("MINUTES", "60")),
-                   help="each run's training budget ($MINUTES, default 60)")  # fmt: skip
+    add_tuning_args(p, ("tune", "final"), Path("results_joeynmt_tune"))
     sentences = os.environ.get("SENTENCES")
     p.add_argument("--sentences", type=int, default=int(sentences) if sentences else None,
                    help="decode only the first N sentences of each split ($SENTENCES; smoke runs)")
@@ -106,8 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "docs/peers.md), or in the budget's seconds, whatever the pace")  # fmt: skip
     p.add_argument("--venv", type=Path, default=VENV, help="JoeyNMT's virtual environment (made if missing)")
     args = p.parse_args(argv)
-    if not 1 <= args.minutes <= 1439:
-        p.error(f"--minutes must be a whole number of minutes from 1 to 1439, got {args.minutes}")
+    check_tuning_minutes(p, args)
     if args.sentences is not None and args.sentences <= 0:
         p.error(f"--sentences must be positive, got {args.sentences}")
     return args
@@ -146,22 +141,6 @@ def baseline_command(args: argparse.Namespace, out: Path, split: str) -> list[st
                str(args.corpora / "multi30k"), "--threads", "1", "--split", split, "--out", str(out),
                "--venv", str(args.venv)]  # fmt: skip
     return command + ([] if args.sentences is None else ["--sentences", str(args.sentences)])
-
-
-def run_side_by_side(jobs: list[tuple[str, list[str], Path]]) -> None:
-    """Run ``(name, command, log)`` jobs two at a time, each with one CPU thread; a failed job is named."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    for i in range(0, len(jobs), 2):
-        running = []
-        for name, command, log in jobs[i : i + 2]:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            print(f"start {name}: {' '.join(command)}", flush=True)
-            running.append((name, log, subprocess.Popen(command, env=env, stdout=log.open("w"),
-                                                        stderr=subprocess.STDOUT)))  # fmt: skip
-        for name, log, proc in running:
-            if proc.wait() != 0:
-                raise RuntimeError(f"{name} failed (exit {proc.returncode}); see {log}")
-            print(f"done {name}", flush=True)
 
 
 # -- tables --------------------------------------------------------------------------------------------------
@@ -259,10 +238,8 @@ def tune(args: argparse.Namespace) -> list[dict]:
         print(f"kept from the earlier tuning in {args.out}: {names}", flush=True)
     rows = sorted(rows + kept, key=lambda row: -row["bleu"])
     lines = tuning_table(rows)
-    (args.out / "tuning.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    (args.out / "tuning.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"tuning on the validation set, {args.minutes} min each, one thread each, two at a time:")
-    print("\n".join(lines), flush=True)
+    heading = f"tuning on the validation set, {args.minutes} min each, one thread each, two at a time:"
+    write_tuning(args.out, rows, lines, heading)
     return rows
 
 

@@ -103,6 +103,14 @@ time budget spent at update 101
 """
     assert training_progress(log) == {"updates": 101, "last_train_accuracy": 8.7,
                                       "learning_rates": [[50, 0.00017], [100, 3.33e-4]]}  # fmt: skip
+    # eole 0.6.4's reports: source/target tokens a second over the report, seconds since training began
+    log = """\
+[09:37:33 INFO] Step 100/50000; acc: 9.6; lr: 3.33e-04; bsz:  824/ 882/64; 1123/1200 tok/s;     60 sec;
+[09:38:43 INFO] Step 200/50000; acc: 23.8; lr: 6.67e-04; bsz:  833/ 890/64; 1400/1500 tok/s;    100 sec;
+"""
+    progress = training_progress(log)
+    assert progress["target_tokens_per_second"] == round((1200 * 60 + 1500 * 40) / 100)  # 1320, not 1350
+    assert progress["learning_rates"] == [[100, 3.33e-4], [200, 6.67e-4]] and progress["updates"] == 200
     assert training_progress("") == {"updates": 0}
 
 
