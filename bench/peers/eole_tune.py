@@ -49,6 +49,8 @@ VARIANTS = {
     "lr2e-3": Variant("a higher peak", ("--lr", "2e-3")),
     "dropout0.1": Variant("less dropout, the recipe's own 0.1", ("--dropout", "0.1")),
     "biases+beta0.98": Variant("both of the first pair's changes", ("--biases", "--adam-beta2", "0.98")),
+    "beta0.98+lr2e-3": Variant("the first pair's pick with a higher peak: a shorter second-moment memory "
+                               "may carry a larger step", ("--adam-beta2", "0.98", "--lr", "2e-3")),
 }  # fmt: skip
 
 
@@ -123,6 +125,9 @@ def finished_runs(args: argparse.Namespace) -> dict[str, dict]:
         if not path.is_file():
             continue
         result = json.loads(path.read_text(encoding="utf-8"))
+        log = path.with_name("train.out")
+        if log.is_file():  # what eole reported, read by today's training_progress (older runs lack a field)
+            result = {**result, **eole_baseline.training_progress(log.read_text(encoding="utf-8"))}
         if result.get("budget_minutes") != args.minutes:
             print(f"left out {path}: a budget of {result.get('budget_minutes')} min, not {args.minutes}")
         elif tuned_changes(result.get("recipe_changes", [])) != variant_changes(name):
