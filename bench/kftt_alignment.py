@@ -108,6 +108,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--labels", choices=LABELS, default="forward",
                    help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
                         "or its two directions joined by grow-diag-final-and, made here")
+    p.add_argument("--label-stem", type=int, default=0, metavar="N",
+                   help="with --labels grow-diag-final-and: eflomal reads each English word cut to its "
+                        "first N characters (default 0: whole words; 4 is the usual cut for a small corpus)")
+    p.add_argument("--label-iterations", type=float, default=1.0, metavar="X",
+                   help="with --labels grow-diag-final-and: eflomal's iterations, X times its default")
     p.add_argument("--seed", type=int, default=None,
                    help="every run's seed (seed_everything and the batches' order; default: the config's), "
                    "e.g. a second seed of a pair to average with the first in bench/kftt_joined.py")
@@ -151,25 +156,30 @@ def train_command(
     ]  # fmt: skip
 
 
-def labels_file(out: Path, run: Run) -> Path:
-    return out / "labels" / f"{run.source}-{run.target}.grow-diag-final-and.txt"
+def labels_file(out: Path, run: Run, stem: int = 0, iterations: float = 1.0) -> Path:
+    """The joined training links of ``run``'s direction made with eflomal reading English cut to ``stem``
+    characters (0: whole words) for ``iterations`` times its default; the defaults keep the first name."""
+    settings = (f".en{stem}" if stem else "") + (f".x{iterations:g}" if iterations != 1 else "")
+    return out / "labels" / f"{run.source}-{run.target}.grow-diag-final-and{settings}.txt"
 
 
-def symmetrised_labels(files: dict[str, Path], out: Path) -> None:
+def symmetrised_labels(files: dict[str, Path], out: Path, stem: int = 0, iterations: float = 1.0) -> None:
     """eflomal's links of the KFTT training pairs, its two directions joined by grow-diag-final-and, as
     ``--data.alignment_labels`` files of each direction (one line a training pair, in the files' order): the
-    pairs that repeat a gold pair (dropped from training) are never aligned and get a blank line. Made once
-    and kept in ``out``/labels."""
-    from bench.kftt_eflomal import align  # eflomal, only for these labels
+    pairs that repeat a gold pair (dropped from training) are never aligned and get a blank line. eflomal
+    reads the English cut to ``stem`` characters (0: whole words; the links name the same words) and runs
+    ``iterations`` times its default. Made once and kept in ``out``/labels."""
+    from bench.kftt_eflomal import align, cut_words  # eflomal, only for these labels
 
-    paths = [labels_file(out, Run("ja", "en", True)), labels_file(out, Run("en", "ja", True))]
+    paths = [labels_file(out, Run(*sides, True), stem, iterations) for sides in (("ja", "en"), ("en", "ja"))]
     if all(path.is_file() for path in paths):
         print(f"reusing the labels in {paths[0].parent}")
         return
     train = read_parallel(files["corpus"] / "train.ja.gz", files["corpus"] / "train.en.gz")
     kept = not_repeating(train, read_bitext(files["sentences"]))
-    words = [[" ".join(train[i].words(side)).lower() for i in kept] for side in ("source", "target")]
-    forward, reverse = align(*words, samplers=3, length=1.0)
+    sources = [" ".join(train[i].words("source")) for i in kept]
+    targets = [cut_words(" ".join(train[i].words("target")).lower(), stem) for i in kept]
+    forward, reverse = align(sources, targets, samplers=3, length=iterations)
     joined = dict(zip(kept, map(grow_diag_final_and, forward, reverse), strict=True))
     links = [joined.get(i, set()) for i in range(len(train))]
     paths[0].parent.mkdir(parents=True, exist_ok=True)
@@ -241,11 +251,12 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
             print(f"reusing {checkpoint_of(args.out, r)}")
     symmetric = args.labels == "grow-diag-final-and"
     if symmetric and any(r.supervised for r in todo) and not args.dry_run:
-        symmetrised_labels(files, args.out)
+        symmetrised_labels(files, args.out, args.label_stem, args.label_iterations)
     for start in range(0, len(todo), args.jobs):
         group = todo[start:start + args.jobs]
         commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift,
-                                  labels_file(args.out, r) if symmetric else None, args.full_context,
+                                  labels_file(args.out, r, args.label_stem, args.label_iterations)
+                                  if symmetric else None, args.full_context,
                                   args.seed, args.null)
                     for r in group]
         for command in commands:

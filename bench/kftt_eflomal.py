@@ -45,6 +45,12 @@ def kftt_files(corpora: Path) -> dict[str, Path]:
     }
 
 
+def cut_words(line: str, stem: int) -> str:
+    """Each space-separated word of ``line`` cut to its first ``stem`` characters (0: left whole): the prefix
+    stemming that helps a word aligner on a small corpus, where a word's forms are each too rare."""
+    return " ".join(word[:stem] for word in line.split()) if stem else line
+
+
 def align(sources: list[str], targets: list[str], *, samplers: int, length: float) -> tuple[list, list]:
     """eflomal's forward and reverse links of each pair, both as 0-based ``(source, target)`` sets.
 
