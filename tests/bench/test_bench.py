@@ -978,6 +978,48 @@ def test_kftt_eflomal_aligns_and_scores_a_small_synthetic_corpus(tmp_path, capsy
     assert "AER on gold pairs 11–20" in capsys.readouterr().out
 
 
+def test_kftt_eflomal_grid_is_chosen_on_the_first_gold_pairs_and_reported_on_the_rest(
+    tmp_path, capsys, monkeypatch
+):
+    import bench.kftt_eflomal
+    from bench.kftt_eflomal import main
+
+    corpora = synthetic_kftt(tmp_path / "corpora", train_pairs=30, gold_pairs=20)
+    seen = []
+
+    def align(sources, targets, *, samplers, length):
+        """Made-up links: the diagonal on the gold's first ten pairs only when the English is cut to 2
+        characters, on the others only with whole words at length 3: the choice and the report disagree."""
+        stem = 2 if all(len(word) <= 2 for line in targets for word in line.split()) else 0
+        seen.append((stem, length))
+        links = []
+        for k, line in enumerate(targets):
+            gold_k = k - 30
+            right = (stem == 2) if gold_k < 10 else (stem == 0 and length == 3)
+            links.append({(i, i) for i in range(len(line.split()))} if right else {(0, 0)})
+        return links, links
+
+    monkeypatch.setattr(bench.kftt_eflomal, "align", align)
+    grid = ["--stem", "0", "2", "--length", "1", "3", "--report-from", "11"]
+    results = main(["--corpora", str(corpora), *grid])
+
+    assert seen == [(0, 1), (0, 3), (2, 1), (2, 3)]
+    assert [(s["stem"], s["length"]) for s in results["grid"]] == seen
+    chosen = {(s["stem"], s["length"]): s["chosen_aer"] for s in results["grid"]}
+    assert chosen[(2, 1)] == chosen[(2, 3)] == 0 < chosen[(0, 3)]
+    # the pick is the first setting with the best AER on pairs 1-10, whatever it scores on 11-20
+    assert (results["stem"], results["length"]) == (2, 1)
+    assert results["scores"]["grow-diag-final-and"]["aer"] > 0.5
+    assert results["grid"][1]["aer"] == 0  # the best on the reported pairs was not the one chosen
+    printed = capsys.readouterr().out
+    assert "stem 2, length 1: grow-diag-final-and AER 0.0 on gold pairs 1–10" in printed
+    assert "English cut to 2 characters; the setting chosen on gold pairs 1–10" in printed
+
+    with pytest.raises(SystemExit):
+        main(["--corpora", str(corpora), "--stem", "0", "4"])  # a grid needs pairs to choose on
+    assert "needs --report-from N" in capsys.readouterr().err
+
+
 def test_kftt_eflomal_without_the_corpus_says_so_and_returns(tmp_path, capsys):
     from bench.kftt_eflomal import main
 

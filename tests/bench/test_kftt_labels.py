@@ -56,6 +56,46 @@ def test_symmetrised_labels_join_both_directions_and_leave_gold_repeats_blank(tm
     assert aligned == {}
 
 
+def test_labels_of_english_cut_short_and_longer_sampling_are_files_of_their_own(tmp_path, monkeypatch):
+    import bench.kftt_eflomal
+    from bench.kftt_alignment import Run, gold_files, labels_file, symmetrised_labels
+
+    train = [("猫 が 寝る", "The cats sleeping"), ("鳥 が 飛ぶ", "Birds fly")]
+    write_kftt(tmp_path, train, gold=[("犬だ", "a dog")])
+    calls = []
+
+    def align(sources, targets, *, samplers, length):
+        calls.append((list(targets), length))
+        return [{(0, 0), (2, 2)}, {(1, 1)}], [{(0, 0), (1, 2)}, {(1, 1)}]
+
+    monkeypatch.setattr(bench.kftt_eflomal, "align", align)
+    out = tmp_path / "out"
+    symmetrised_labels(gold_files(tmp_path), out, stem=3, iterations=4)
+
+    # eflomal reads each English word's first three characters, lowercased, for four times its iterations
+    assert calls == [(["the cat sle", "bir fly"], 4)]
+    made = labels_file(out, Run("ja", "en", True), 3, 4)
+    assert made.name == "ja-en.grow-diag-final-and.en3.x4.txt"
+    assert labels_file(out, Run("en", "ja", True), 3, 4).is_file()
+    assert not labels_file(out, Run("ja", "en", True)).exists()  # whole words' links keep their own name
+    pairs = read_parallel(tmp_path / "kftt-ja-en" / "train.ja.gz", tmp_path / "kftt-ja-en" / "train.en.gz")
+    assert read_alignment_labels(made, pairs) == [
+        grow_diag_final_and({(0, 0), (2, 2)}, {(0, 0), (1, 2)}), {(1, 1)}]  # the whole words, by position
+
+    symmetrised_labels(gold_files(tmp_path), out, stem=3, iterations=4)  # made once
+    assert len(calls) == 1
+    symmetrised_labels(gold_files(tmp_path), out)  # other settings: made again, beside the first
+    assert calls[1] == (["the cats sleeping", "birds fly"], 1.0)
+
+
+def test_cut_words_keeps_each_words_first_characters():
+    from bench.kftt_eflomal import cut_words
+
+    assert cut_words("the temples of kyoto", 4) == "the temp of kyot"
+    assert cut_words("the temples", 0) == "the temples"
+    assert cut_words("", 4) == ""
+
+
 def test_joined_links_and_the_extraction_chosen_on_the_first_pairs():
     from bench.kftt_joined import choose_and_report, links_of
 
