@@ -63,6 +63,9 @@ PAIRS = {  # in the order the sets grow
     "seed3": Pair("the causal pair, seed 3", (*GUIDED, "--seed", "3", "--max-time", "00:01:20:00")),
     "forward": Pair("eflomal's forward links, λ 0.5", ("--shift", "--alignment-weight", "0.5",
                                                         "--max-time", "00:01:15:00")),
+    "stem4": Pair("the causal pair's, its links made by eflomal reading English cut to 4 characters, "
+                  "4× longer",
+                  (*GUIDED, "--label-stem", "4", "--label-iterations", "4", "--max-time", "00:01:20:00")),
 }  # fmt: skip
 SUPERVISED = [r for r in RUNS if r.supervised]  # ja→en, en→ja
 
@@ -71,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the folder holding kftt-ja-en/")
     p.add_argument("--pairs", nargs="+", choices=list(PAIRS), default=list(PAIRS),
-                   help="the pairs, in PAIRS' order whatever the order given (default: all six)")
+                   help="the pairs, in PAIRS' order whatever the order given (default: all)")
     p.add_argument("--choose", type=int, default=CHOOSE, help="pairs 1–N choose (default 100)")
     p.add_argument("--out", type=Path, default=REPO / "results_kftt_ensemble", help="one folder a pair")
     p.add_argument("--dry-run", action="store_true", help="print the commands and stop")
@@ -90,13 +93,24 @@ def pair_command(args: argparse.Namespace, name: str) -> list[str]:
             "--methods", "shift_att", "--out", str(args.out / name)]  # fmt: skip
 
 
+def label_settings(options: tuple[str, ...]) -> tuple[int, float]:
+    """The English cut and eflomal's length a pair's training links are made with (kftt_alignment's
+    ``--label-stem`` and ``--label-iterations``; 0 and 1 when not given)."""
+    def value(flag: str, default: str) -> str:
+        return options[options.index(flag) + 1] if flag in options else default
+
+    return int(value("--label-stem", "0")), float(value("--label-iterations", "1"))
+
+
 def share_labels(out: Path, name: str) -> None:
-    """Copy the joined training links another pair made into this pair's folder, so eflomal runs once."""
-    wanted = [labels_file(out / name, run) for run in SUPERVISED]
+    """Copy the joined training links another pair made with the same settings into this pair's folder, so
+    eflomal runs once for them."""
+    settings = label_settings(PAIRS[name].options)
+    wanted = [labels_file(out / name, run, *settings) for run in SUPERVISED]
     if "grow-diag-final-and" not in PAIRS[name].options or all(path.is_file() for path in wanted):
         return
     for other in PAIRS:
-        made = [labels_file(out / other, run) for run in SUPERVISED]
+        made = [labels_file(out / other, run, *settings) for run in SUPERVISED]
         if other != name and all(path.is_file() for path in made):
             wanted[0].parent.mkdir(parents=True, exist_ok=True)
             for source, target in zip(made, wanted, strict=True):

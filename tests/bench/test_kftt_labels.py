@@ -224,6 +224,9 @@ def test_ensemble_dry_run_trains_each_missing_pair_in_order_and_reuses_a_trained
     assert "grow-diag-final-and" in causal and "grow-diag-final-and" not in forward
 
 
+DIRECTIONS = (("ja", "en"), ("en", "ja"))
+
+
 def test_ensemble_copies_the_training_links_one_pair_made_to_the_next(tmp_path):
     from bench.kftt_alignment import Run, labels_file
     from bench.kftt_ensemble import share_labels
@@ -236,6 +239,15 @@ def test_ensemble_copies_the_training_links_one_pair_made_to_the_next(tmp_path):
     assert copied.read_text(encoding="utf-8") == "1-1 2-2\n\n"
     share_labels(tmp_path, "forward")  # trained on eflomal's forward links, made by the run: nothing copied
     assert not (tmp_path / "forward").exists()
+    share_labels(tmp_path, "stem4")  # links made with other settings are not these: nothing copied
+    assert not (tmp_path / "stem4").exists()
+    stemmed = [labels_file(tmp_path / "seed3", Run(*sides, True), 4, 4) for sides in DIRECTIONS]
+    stemmed[0].parent.mkdir(parents=True)
+    stemmed[0].write_text("0-0\n", encoding="utf-8"), stemmed[1].write_text("0-0 1-1\n", encoding="utf-8")
+    share_labels(tmp_path, "stem4")
+    copied = labels_file(tmp_path / "stem4", Run("en", "ja", True), 4, 4)
+    assert copied.read_text(encoding="utf-8") == "0-0 1-1\n"
+    assert not labels_file(tmp_path / "stem4", Run("en", "ja", True)).exists()
 
 
 def test_ensemble_picks_the_set_best_where_chosen_not_where_reported():
