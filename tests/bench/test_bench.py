@@ -1099,7 +1099,8 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
         assert f"evaluate.py explain {checkpoint} --gold-alignments" in evaluate
         assert f"--methods {methods}" in evaluate
         assert f"--analysis-out {out}/figures/{name} --links-out {out}/links/{name}" in evaluate
-    assert lines[-1].endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'} --report-from 101")
+    assert lines[-1].endswith(f"bench/kftt_eflomal.py --corpora {tmp_path / 'c'} --report-from 101 "
+                              "--stem 0 4 5 6 --length 1 4")
     (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints").mkdir(parents=True)
     (out / "runs" / "sup_ja_en" / "version_0" / "checkpoints" / "last.ckpt").write_bytes(b"")
     assert main(["--dry-run", "--out", str(out), "--corpora", corpora, "--no-eflomal"]) == 0
@@ -1181,6 +1182,10 @@ def test_kftt_alignment_table_rows_come_from_the_scores_and_skip_without_the_cor
     assert rows[7] == "| diagonal: target word j to source word ⌊(j + ½)·S/T⌋ | | | 11.0% | 10.0% | 88.9 | |"
     assert rows[8] == "| eflomal, 30k pairs (gold pairs 101–582) | forward | | 53.6% | 37.4% | 55.9 | |"
     assert len(rows) == 9 + len(PUBLISHED) and rows[-1].endswith("| 37.4–38.4 | |")
+    gridded = {**eflomal, "grid": [{"stem": 0}, {"stem": 4}], "stem": 4, "length": 4.0}
+    assert table({"ja→en, supervised head": run}, symmetric, gridded)[8] == (
+        "| eflomal, 30k pairs (gold pairs 101–582; English cut to 4 characters, 4× its length, chosen on "
+        "pairs 1–100) | forward | | 53.6% | 37.4% | 55.9 | |")
     assert main(["--corpora", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out.startswith("skipped: the KFTT corpus is not in")
 
