@@ -161,9 +161,10 @@ def main(argv: list[str] | None = None) -> dict | None:
 
     threads = os.environ.get("OMP_NUM_THREADS", "unset")
     chosen_by = f"; the setting chosen on gold pairs 1–{first}" if len(grid) > 1 else ""
+    english = f"English cut to {pick['stem']} characters" if pick["stem"] else "English words whole"
     print(f"eflomal on {len(train):,} training + {len(gold.pairs)} gold pairs, ja→en: "
-          f"{pick['seconds']:.0f} s (samplers: {args.samplers}, length {pick['length']:g}, English cut to "
-          f"{pick['stem'] or 'no'} characters{chosen_by}, OMP_NUM_THREADS={threads}); AER on {pairs}")
+          f"{pick['seconds']:.0f} s (samplers: {args.samplers}, length {pick['length']:g}, {english}"
+          f"{chosen_by}, OMP_NUM_THREADS={threads}); AER on {pairs}")
     print(f"{'alignment':<22}{'precision':>10}{'recall':>10}{'AER':>8}")
     for name, score in pick["scores"].items():
         print(f"{name:<22}{score.precision:>10.1%}{score.recall:>10.1%}{100 * score.aer:>8.1f}")

@@ -975,7 +975,8 @@ def test_kftt_eflomal_aligns_and_scores_a_small_synthetic_corpus(tmp_path, capsy
     assert results["pairs"] == "all gold pairs" and results["scored_pairs"] == 20
     reported = main(["--corpora", str(corpora), "--samplers", "1", "--report-from", "11"])
     assert reported["pairs"] == "gold pairs 11–20" and reported["scored_pairs"] == 10
-    assert "AER on gold pairs 11–20" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "AER on gold pairs 11–20" in printed and "English words whole, OMP_NUM_THREADS" in printed
 
 
 def test_kftt_eflomal_grid_is_chosen_on_the_first_gold_pairs_and_reported_on_the_rest(
