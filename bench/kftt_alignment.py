@@ -127,7 +127,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-eflomal", action="store_true", help="leave eflomal out")
     p.add_argument("--out", type=Path, default=Path("results_kftt"), help="runs, figures, links and scores")
     p.add_argument("--dry-run", action="store_true", help="print the commands and stop")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.label_stem < 0 or args.label_iterations <= 0:
+        p.error(f"--label-stem must be 0 or more and --label-iterations more than 0, got {args.label_stem} "
+                f"and {args.label_iterations:g}")
+    if (args.label_stem, args.label_iterations) != (0, 1) and args.labels != "grow-diag-final-and":
+        p.error("--label-stem and --label-iterations make the links of --labels grow-diag-final-and; the "
+                "forward links are made by each run's own eflomal")
+    return args
 
 
 def gold_files(corpora: Path) -> dict[str, Path]:

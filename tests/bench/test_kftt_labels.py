@@ -88,6 +88,19 @@ def test_labels_of_english_cut_short_and_longer_sampling_are_files_of_their_own(
     assert calls[1] == (["the cats sleeping", "birds fly"], 1.0)
 
 
+@pytest.mark.parametrize("options, message", [
+    (["--label-stem", "-1", "--labels", "grow-diag-final-and"], "--label-stem must be 0 or more"),
+    (["--label-iterations", "0", "--labels", "grow-diag-final-and"], "--label-iterations more than 0"),
+    (["--label-stem", "4"], "make the links of --labels grow-diag-final-and"),
+])
+def test_label_settings_out_of_range_or_without_joined_links_are_refused(options, message, capsys):
+    from bench.kftt_alignment import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(options)
+    assert message in capsys.readouterr().err
+
+
 def test_cut_words_keeps_each_words_first_characters():
     from bench.kftt_eflomal import cut_words
 
