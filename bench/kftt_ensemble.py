@@ -46,6 +46,7 @@ from bench.kftt_alignment import (
     labels_file,
     skipped_without_gold,
 )
+from bench.kftt_alignment import parse_args as alignment_args
 
 
 @dataclass(frozen=True)
@@ -98,12 +99,10 @@ def pair_command(args: argparse.Namespace, name: str) -> list[str]:
 
 
 def label_settings(options: tuple[str, ...]) -> tuple[int, float]:
-    """The English cut and eflomal's length a pair's training links are made with (kftt_alignment's
-    ``--label-stem`` and ``--label-iterations``; 0 and 1 when not given)."""
-    def value(flag: str, default: str) -> str:
-        return options[options.index(flag) + 1] if flag in options else default
-
-    return int(value("--label-stem", "0")), float(value("--label-iterations", "1"))
+    """The English cut and eflomal's length a pair's training links are made with, read from its options as
+    kftt_alignment reads them (``--label-stem``, ``--label-iterations``)."""
+    args = alignment_args(list(options))
+    return args.label_stem, args.label_iterations
 
 
 def share_labels(out: Path, name: str) -> None:
