@@ -110,6 +110,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--null", action="store_true",
                    help="--model.alignment_null: the supervised head trained to point a word without a link "
                    "at the source's end of sentence")
+    p.add_argument("--alignment-layer", type=int, default=2, metavar="LAYER",
+                   help="the decoder layer whose first head the supervised runs train, counted from 1 "
+                        "(default 2: the penultimate of the config's three, as Garg et al. chose)")
     p.add_argument("--labels", choices=LABELS, default="forward",
                    help="the supervised runs' links: eflomal's forward direction, made by the run (default), "
                         "or its two directions joined by grow-diag-final-and, made here")
@@ -131,6 +134,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.label_stem < 0 or args.label_iterations <= 0:
         p.error(f"--label-stem must be 0 or more and --label-iterations more than 0, got {args.label_stem} "
                 f"and {args.label_iterations:g}")
+    if args.alignment_layer < 1:
+        p.error(f"--alignment-layer counts decoder layers from 1, got {args.alignment_layer}")
     if (args.label_stem, args.label_iterations) != (0, 1) and args.labels != "grow-diag-final-and":
         p.error("--label-stem and --label-iterations make the links of --labels grow-diag-final-and; the "
                 "forward links are made by each run's own eflomal")
@@ -146,13 +151,16 @@ def gold_files(corpora: Path) -> dict[str, Path]:
 def train_command(
     files: dict[str, Path], out: Path, run: Run, max_time: str, weight: float, shift: bool = False,
     labels: Path | None = None, full_context: bool = False, seed: int | None = None, null: bool = False,
+    layer: int = 2,
 ) -> list[str]:
     """``labels``: a links file in the run's direction instead of the run's own eflomal links; ``seed``:
-    the model's and the batches' instead of the config's."""
+    the model's and the batches' instead of the config's; ``layer``: the supervised decoder layer (from 1)."""
     shifted = ["--model.alignment_shift", "true"] if shift else []
     shifted += ["--model.alignment_full_context", "true"] if full_context else []
     shifted += ["--model.alignment_null", "true"] if null else []
     supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
+    if run.supervised:
+        supervision[supervision.index("--model.alignment_layer") + 1] = str(layer)
     if labels is not None and run.supervised:
         supervision[supervision.index("eflomal")] = str(labels)
     return [
@@ -269,7 +277,7 @@ def train_all(files: dict[str, Path], args: argparse.Namespace) -> None:
         commands = [train_command(files, args.out, r, args.max_time, args.alignment_weight, args.shift,
                                   labels_file(args.out, r, args.label_stem, args.label_iterations)
                                   if symmetric else None, args.full_context,
-                                  args.seed, args.null)
+                                  args.seed, args.null, args.alignment_layer)
                     for r in group]
         for command in commands:
             print(" ".join(command), flush=True)

@@ -92,6 +92,7 @@ def test_labels_of_english_cut_short_and_longer_sampling_are_files_of_their_own(
     (["--label-stem", "-1", "--labels", "grow-diag-final-and"], "--label-stem must be 0 or more"),
     (["--label-iterations", "0", "--labels", "grow-diag-final-and"], "--label-iterations more than 0"),
     (["--label-stem", "4"], "make the links of --labels grow-diag-final-and"),
+    (["--alignment-layer", "0"], "--alignment-layer counts decoder layers from 1, got 0"),
 ])
 def test_label_settings_out_of_range_or_without_joined_links_are_refused(options, message, capsys):
     from bench.kftt_alignment import parse_args
@@ -99,6 +100,17 @@ def test_label_settings_out_of_range_or_without_joined_links_are_refused(options
     with pytest.raises(SystemExit):
         parse_args(options)
     assert message in capsys.readouterr().err
+
+
+def test_alignment_layer_names_the_supervised_layer_of_supervised_runs_only(tmp_path, capsys):
+    from bench.kftt_alignment import main
+
+    out = tmp_path / "o"
+    assert main(["--dry-run", "--out", str(out), "--corpora", str(tmp_path), "--no-eflomal",
+                 "--alignment-layer", "1", "--runs", "sup_ja_en", "unsup_ja_en"]) == 0
+    supervised, unsupervised = capsys.readouterr().out.splitlines()[:2]
+    assert "--model.alignment_layer 1 --model.alignment_head 1" in supervised
+    assert "name sup_ja_en" in supervised and "--model.alignment_layer" not in unsupervised
 
 
 def test_cut_words_keeps_each_words_first_characters():
