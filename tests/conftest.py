@@ -12,6 +12,13 @@ from model import Transformer, TransformerConfig
 
 PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
 
+# Under pytest-xdist (`-n auto`: a worker a core) each worker keeps its share of the cores, and so do the
+# train.py and evaluate.py processes its tests start, rather than every worker's torch taking them all.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    torch.set_num_threads(max(1, torch.get_num_threads() // _WORKERS))
+    os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
+
 
 def tiny_config(**overrides) -> TransformerConfig:
     settings = {

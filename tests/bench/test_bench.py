@@ -901,7 +901,7 @@ def test_an_ema_run_keeps_the_average_and_the_raw_weights_and_evaluate_reads_eac
     from tests.conftest import train_tiny
     from training.checkpoints import load_run
 
-    run = train_tiny(tmp_path, *LEVERS["ema"])
+    run = train_tiny(tmp_path, *LEVERS["ema"], "--attention.every_n_epochs", "0")  # weights, not figures
     checkpoint = run / "checkpoints" / "last.ckpt"
     saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
     raw = raw_weights(checkpoint)
