@@ -258,10 +258,11 @@ def test_ensemble_trains_the_readme_rows_six_pairs_unless_the_seventh_is_asked_f
     assert main(["--dry-run", "--out", str(tmp_path), "--pairs", *README_PAIRS, "stem4"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert f"--out {tmp_path / 'stem4'}" in last and "--label-stem 4 --label-iterations 4" in last
-    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "layer1", "stem4"]) == 0
-    stem4, layer1 = capsys.readouterr().out.splitlines()  # in PAIRS' order
+    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "layer3", "layer1", "stem4"]) == 0
+    stem4, layer1, layer3 = capsys.readouterr().out.splitlines()  # in PAIRS' order
     assert "--alignment-layer" not in stem4 and f"--out {tmp_path / 'layer1'}" in layer1
     assert "--label-stem 4 --label-iterations 4 --alignment-layer 1" in layer1
+    assert "--alignment-layer 3 --max-time 00:00:55:00" in layer3
 
 
 DIRECTIONS = (("ja", "en"), ("en", "ja"))
