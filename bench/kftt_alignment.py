@@ -62,9 +62,6 @@ EXTRACTIONS = {"argmax": "forward arg-max", "argmax_grow_diag_final_and": "grow-
 EFLOMAL_GRID = ("--stem", "0", "4", "5", "6", "--length", "1", "4")
 LABELS = ("forward", "grow-diag-final-and")  # --labels: eflomal's links the supervised runs train on
 CHOOSE = 100  # gold pairs 1–100 choose each map (the pairs training scores); 101–582 report it
-# Guided alignment as Garg et al. 2019 set it: a head of the penultimate decoder layer, eflomal's links.
-SUPERVISION = ["--data.alignment_labels", "eflomal", "--model.alignment_layer", "2",
-               "--model.alignment_head", "1"]
 # Dou & Neubig 2021 (awesome-align), Table 2, Japanese–English, this gold set; aligners trained on far more
 # than 30,000 pairs. SimAlign: Jalili Sabet et al. 2020.
 PUBLISHED = (("fast_align", 51.1), ("Mgiza", 48.0), ("eflomal", 47.5), ("SimAlign (mBERT, argmax)", 46.6),
@@ -158,11 +155,13 @@ def train_command(
     shifted = ["--model.alignment_shift", "true"] if shift else []
     shifted += ["--model.alignment_full_context", "true"] if full_context else []
     shifted += ["--model.alignment_null", "true"] if null else []
-    supervision = [*SUPERVISION, "--model.alignment_weight", str(weight), *shifted] if run.supervised else []
-    if run.supervised:
-        supervision[supervision.index("--model.alignment_layer") + 1] = str(layer)
-    if labels is not None and run.supervised:
-        supervision[supervision.index("eflomal")] = str(labels)
+    # Guided alignment as Garg et al. 2019 set it: the first head of a decoder layer (theirs: the
+    # penultimate), eflomal's links unless a links file is given.
+    supervision = [
+        "--data.alignment_labels", "eflomal" if labels is None else str(labels),
+        "--model.alignment_layer", str(layer), "--model.alignment_head", "1",
+        "--model.alignment_weight", str(weight), *shifted,
+    ] if run.supervised else []  # fmt: skip
     return [
         sys.executable, "train.py", "--config", "configs/kftt_ja_en.yaml",
         "--data.path", str(files["corpus"]), "--data.gold.sentences", str(files["sentences"]),

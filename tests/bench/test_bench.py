@@ -1079,7 +1079,7 @@ def test_cjk_pieces_skips_without_the_corpus_and_refuses_bad_options(tmp_path, c
 
 
 def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_and_eflomal(tmp_path, capsys):
-    from bench.kftt_alignment import SUPERVISION, main
+    from bench.kftt_alignment import main
 
     out = tmp_path / "o"
     corpora = str(tmp_path / "c")
@@ -1087,7 +1087,7 @@ def test_kftt_alignment_dry_run_trains_four_runs_two_at_a_time_then_scores_each_
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 + 4 + 1
     names = ("sup_ja_en", "unsup_ja_en", "sup_en_ja", "unsup_en_ja")
-    supervision = " ".join(SUPERVISION)
+    supervision = "--data.alignment_labels eflomal --model.alignment_layer 2 --model.alignment_head 1"
     for line, name in zip(lines[:4], names, strict=True):
         source, target = name.split("_")[1:]
         assert "train.py --config configs/kftt_ja_en.yaml" in line and "--data.gold.alignments" in line
