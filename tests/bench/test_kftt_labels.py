@@ -263,6 +263,9 @@ def test_ensemble_trains_the_readme_rows_six_pairs_unless_the_seventh_is_asked_f
     assert "--alignment-layer" not in stem4 and f"--out {tmp_path / 'layer1'}" in layer1
     assert "--label-stem 4 --label-iterations 4 --alignment-layer 1" in layer1
     assert "--alignment-layer 3 --max-time 00:00:55:00" in layer3
+    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "layer1_seed2"]) == 0
+    (seed2,) = capsys.readouterr().out.splitlines()
+    assert "--alignment-layer 1 --seed 2" in seed2 and f"--out {tmp_path / 'layer1_seed2'}" in seed2
 
 
 DIRECTIONS = (("ja", "en"), ("en", "ja"))
