@@ -263,9 +263,11 @@ def test_ensemble_trains_the_readme_rows_six_pairs_unless_the_seventh_is_asked_f
     assert "--alignment-layer" not in stem4 and f"--out {tmp_path / 'layer1'}" in layer1
     assert "--label-stem 4 --label-iterations 4 --alignment-layer 1" in layer1
     assert "--alignment-layer 3 --max-time 00:00:55:00" in layer3
-    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "layer1_seed2"]) == 0
-    (seed2,) = capsys.readouterr().out.splitlines()
-    assert "--alignment-layer 1 --seed 2" in seed2 and f"--out {tmp_path / 'layer1_seed2'}" in seed2
+    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "layer1_seed3", "layer1_seed2"]) == 0
+    seed2, seed3 = capsys.readouterr().out.splitlines()
+    assert "--alignment-layer 1 --seed 2 --max-time 00:01:20:00" in seed2
+    assert f"--out {tmp_path / 'layer1_seed2'}" in seed2
+    assert "--alignment-layer 1 --seed 3 --max-time 00:00:55:00" in seed3
 
 
 DIRECTIONS = (("ja", "en"), ("en", "ja"))
