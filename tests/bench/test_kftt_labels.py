@@ -249,13 +249,13 @@ def test_ensemble_dry_run_trains_each_missing_pair_in_order_and_reuses_a_trained
     assert "grow-diag-final-and" in causal and "grow-diag-final-and" not in forward
 
 
-def test_ensemble_trains_the_readme_rows_six_pairs_unless_the_seventh_is_asked_for(tmp_path, capsys):
+def test_ensemble_trains_the_readme_rows_pairs_unless_others_are_asked_for(tmp_path, capsys):
     from bench.kftt_ensemble import README_PAIRS, main
 
     assert main(["--dry-run", "--out", str(tmp_path)]) == 0
     outs = [line.split()[line.split().index("--out") + 1] for line in capsys.readouterr().out.splitlines()]
     assert outs == [str(tmp_path / name) for name in README_PAIRS]
-    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", *README_PAIRS, "stem4"]) == 0
+    assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "stem4", "causal"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert f"--out {tmp_path / 'stem4'}" in last and "--label-stem 4 --label-iterations 4" in last
     assert main(["--dry-run", "--out", str(tmp_path), "--pairs", "layer3", "layer1", "stem4"]) == 0
