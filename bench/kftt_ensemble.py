@@ -58,6 +58,7 @@ class Pair:
 
 
 GUIDED = ("--labels", "grow-diag-final-and", "--shift", "--alignment-weight", "1")
+STEM4 = (*GUIDED, "--label-stem", "4", "--label-iterations", "4")  # the links made with English cut to 4
 PAIRS = {  # in the order the sets grow
     "causal": Pair("eflomal's two directions joined, λ 1, each word's links at the step that reads it",
                    (*GUIDED, "--max-time", "00:01:30:00")),
@@ -71,19 +72,15 @@ PAIRS = {  # in the order the sets grow
                                                         "--max-time", "00:01:15:00")),
     "stem4": Pair("the causal pair's, its links made by eflomal reading English cut to 4 characters, "
                   "4× longer",
-                  (*GUIDED, "--label-stem", "4", "--label-iterations", "4", "--max-time", "00:01:20:00")),
+                  (*STEM4, "--max-time", "00:01:20:00")),
     "layer1": Pair("the stem4 pair's, the first decoder layer's head supervised instead of the second's",
-                   (*GUIDED, "--label-stem", "4", "--label-iterations", "4", "--alignment-layer", "1",
-                    "--max-time", "00:01:20:00")),
+                   (*STEM4, "--alignment-layer", "1", "--max-time", "00:01:20:00")),
     "layer1_seed2": Pair("the layer1 pair, seed 2",
-                         (*GUIDED, "--label-stem", "4", "--label-iterations", "4", "--alignment-layer", "1",
-                          "--seed", "2", "--max-time", "00:01:20:00")),
+                         (*STEM4, "--alignment-layer", "1", "--seed", "2", "--max-time", "00:01:20:00")),
     "layer1_seed3": Pair("the layer1 pair, seed 3, 55 minutes",
-                         (*GUIDED, "--label-stem", "4", "--label-iterations", "4", "--alignment-layer", "1",
-                          "--seed", "3", "--max-time", "00:00:55:00")),
+                         (*STEM4, "--alignment-layer", "1", "--seed", "3", "--max-time", "00:00:55:00")),
     "layer3": Pair("the stem4 pair's, the last decoder layer's head supervised, 55 minutes",
-                   (*GUIDED, "--label-stem", "4", "--label-iterations", "4", "--alignment-layer", "3",
-                    "--max-time", "00:00:55:00")),
+                   (*STEM4, "--alignment-layer", "3", "--max-time", "00:00:55:00")),
 }  # fmt: skip
 README_PAIRS = ("stem4", "layer1", "layer1_seed2", "layer1_seed3", "layer3")  # its ten models' pairs
 SUPERVISED = [r for r in RUNS if r.supervised]  # ja→en, en→ja
